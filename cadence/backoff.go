@@ -1,0 +1,86 @@
+package cadence
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Policy decides how long to wait before polling a source again.
+//
+// NextInterval is pure: it depends only on missStreak, the number of consecutive polls that
+// found nothing new. A streak of 0 means the last poll was a hit. Implementations must return
+// a positive duration for every missStreak ≥ 0 and must be safe for concurrent use.
+type Policy interface {
+	NextInterval(missStreak int) time.Duration
+}
+
+// ErrInvalidPolicy is returned by [Backoff.Validate] and [Registry.Register] when a policy's
+// parameters cannot describe a cadence. The wrapping error names the field.
+var ErrInvalidPolicy = errors.New("cadence: invalid policy")
+
+// Backoff is a multiplicative backoff Policy: a hit (streak 0) waits Base, and each further
+// miss multiplies the wait by Factor, clamped at Max:
+//
+//	NextInterval(n) = min(Base · Factorⁿ, Max)
+//
+// The computation saturates at Max without overflowing for every n ≥ 0. A Backoff is a plain
+// value: copy it, tweak it, and check it with [Backoff.Validate] before use.
+type Backoff struct {
+	// Base is the interval after a hit. It must be positive.
+	Base time.Duration
+	// Max clamps the interval after a long run of misses. It must be at least Base.
+	Max time.Duration
+	// Factor multiplies the interval per consecutive miss. It must be finite and at least 1;
+	// 1 means a fixed cadence.
+	Factor float64
+}
+
+var _ Policy = Backoff{}
+
+// Validate reports every way b cannot serve as a Policy, each wrapped in ErrInvalidPolicy
+// and naming the field, joined with errors.Join. It returns nil for a usable Backoff.
+func (b Backoff) Validate() error {
+	var errs []error
+	if b.Base <= 0 {
+		errs = append(errs, fmt.Errorf("%w: Base must be positive, got %v", ErrInvalidPolicy, b.Base))
+	}
+	if b.Max < b.Base {
+		errs = append(errs, fmt.Errorf("%w: Max (%v) must be at least Base (%v)", ErrInvalidPolicy, b.Max, b.Base))
+	}
+	switch {
+	case math.IsNaN(b.Factor):
+		errs = append(errs, fmt.Errorf("%w: Factor must be a number, got NaN", ErrInvalidPolicy))
+	case math.IsInf(b.Factor, 0):
+		errs = append(errs, fmt.Errorf("%w: Factor must be finite, got %v", ErrInvalidPolicy, b.Factor))
+	case b.Factor < 1:
+		errs = append(errs, fmt.Errorf("%w: Factor must be at least 1, got %v", ErrInvalidPolicy, b.Factor))
+	}
+	return errors.Join(errs...)
+}
+
+// NextInterval returns min(Base·Factor^missStreak, Max). A negative streak counts as 0.
+//
+// On an invalid Backoff (see Validate) the result is still bounded: it never exceeds
+// max(Base, Max) and is never negative, but it is not meaningful; validate first.
+func (b Backoff) NextInterval(missStreak int) time.Duration {
+	if missStreak <= 0 || b.Factor <= 1 || math.IsNaN(b.Factor) || b.Base >= b.Max {
+		return b.Base
+	}
+	if math.IsInf(b.Factor, 1) {
+		return b.Max
+	}
+	// Work in float64 and compare against Max before converting back, so that huge streaks
+	// saturate instead of overflowing int64 nanoseconds.
+	d := float64(b.Base) * math.Pow(b.Factor, float64(missStreak))
+	if math.IsNaN(d) || d >= float64(b.Max) {
+		return b.Max
+	}
+	out := time.Duration(d)
+	if out < b.Base {
+		// float rounding can land a hair under Base for Factor just above 1.
+		return b.Base
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package tenancy
+
+import (
+	"errors"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxIDLength is the longest user ID, slug or row ID, in bytes, that this package accepts.
+const MaxIDLength = 256
+
+var (
+	// ErrNoTenant is returned by every call that takes a Context when it is given the zero
+	// Context.
+	ErrNoTenant = errors.New("tenancy: no tenant context")
+	// ErrInvalidID is returned by NewContext and by repository and watchlist calls when an ID
+	// is empty, longer than MaxIDLength bytes, not valid UTF-8, or holds a control character.
+	ErrInvalidID = errors.New("tenancy: invalid id")
+	// ErrNotFound is returned when a row does not exist for the calling tenant — including
+	// when it exists for another tenant: the two cases are indistinguishable by design.
+	ErrNotFound = errors.New("tenancy: not found")
+	// ErrForbidden is returned by Watchlist.Add when the entry names a different user than
+	// the Context. Such an entry is refused, never rewritten.
+	ErrForbidden = errors.New("tenancy: forbidden")
+)
+
+// Context is a validated tenant identity: the only key that opens tenant-scoped storage.
+//
+// Make one with [NewContext]. The zero Context is invalid, and every call that takes a
+// Context refuses it with [ErrNoTenant], so a forgotten identity fails loudly instead of
+// reading or writing as nobody.
+type Context struct {
+	userID string
+}
+
+// NewContext returns the Context for userID, or an error wrapping [ErrInvalidID] that says
+// what is wrong with it.
+func NewContext(userID string) (Context, error) {
+	if err := ValidateID("user ID", userID); err != nil {
+		return Context{}, err
+	}
+	return Context{userID: userID}, nil
+}
+
+// UserID returns the tenant's user ID; it is "" only for the zero Context.
+func (c Context) UserID() string { return c.userID }
+
+// Valid reports whether c was made by NewContext.
+func (c Context) Valid() bool { return c.userID != "" }
+
+// Check returns ErrNoTenant for the zero Context and nil otherwise. Implementations of the
+// tenant-scoped interfaces call it first.
+func (c Context) Check() error {
+	if !c.Valid() {
+		return ErrNoTenant
+	}
+	return nil
+}
+
+// ValidateID checks an identifier: non-empty, at most MaxIDLength bytes, valid UTF-8, and
+// free of control characters. what names the field in the error, which wraps ErrInvalidID.
+func ValidateID(what, id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalidID, what)
+	case len(id) > MaxIDLength:
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidID, what, len(id), MaxIDLength)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidID, what, id)
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %s %q contains control character %U", ErrInvalidID, what, id, r)
+		}
+	}
+	return nil
+}

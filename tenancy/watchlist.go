@@ -1,0 +1,73 @@
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// WatchlistEntry is one source a tenant watches. Slug identifies the source within the
+// tenant and is the due-work WorkKey; Tier names the cadence tier (see cadence.Registry).
+type WatchlistEntry struct {
+	UserID  string
+	Slug    string
+	Tier    string
+	AddedAt time.Time
+}
+
+// Watchlist is the tenant-scoped list of watched sources, deny-by-default like
+// [Repository]. Every method returns [ErrNoTenant] for the zero Context and [ErrInvalidID]
+// for a bad slug.
+type Watchlist interface {
+	// Add inserts or replaces the entry with e.Slug. An entry whose UserID is not the
+	// Context's is refused with ErrForbidden, never rewritten; an empty Tier is ErrInvalidID.
+	Add(ctx context.Context, tc Context, e WatchlistEntry) error
+	// Remove deletes the tenant's entry slug, or returns ErrNotFound.
+	Remove(ctx context.Context, tc Context, slug string) error
+	// Get returns the tenant's entry slug, or ErrNotFound.
+	Get(ctx context.Context, tc Context, slug string) (WatchlistEntry, error)
+	// List returns the tenant's entries ordered by slug. The slice is the caller's.
+	List(ctx context.Context, tc Context) ([]WatchlistEntry, error)
+}
+
+// MemoryWatchlist is the in-memory [Watchlist], safe for concurrent use. It stores its
+// entries in a [MemoryRepository] keyed by slug, so it inherits that isolation.
+type MemoryWatchlist struct {
+	repo *MemoryRepository[WatchlistEntry]
+}
+
+var _ Watchlist = (*MemoryWatchlist)(nil)
+
+// NewMemoryWatchlist returns an empty MemoryWatchlist.
+func NewMemoryWatchlist() *MemoryWatchlist {
+	return &MemoryWatchlist{repo: NewMemoryRepository[WatchlistEntry]()}
+}
+
+// Add implements [Watchlist].
+func (w *MemoryWatchlist) Add(ctx context.Context, tc Context, e WatchlistEntry) error {
+	if err := checkRow(ctx, tc, "slug", e.Slug); err != nil {
+		return err
+	}
+	if e.UserID != tc.userID {
+		return fmt.Errorf("%w: entry %q names user %q, not the context's user", ErrForbidden, e.Slug, e.UserID)
+	}
+	if err := ValidateID("tier", e.Tier); err != nil {
+		return err
+	}
+	return w.repo.Put(ctx, tc, e.Slug, e)
+}
+
+// Remove implements [Watchlist].
+func (w *MemoryWatchlist) Remove(ctx context.Context, tc Context, slug string) error {
+	return w.repo.Delete(ctx, tc, slug)
+}
+
+// Get implements [Watchlist].
+func (w *MemoryWatchlist) Get(ctx context.Context, tc Context, slug string) (WatchlistEntry, error) {
+	return w.repo.Get(ctx, tc, slug)
+}
+
+// List implements [Watchlist].
+func (w *MemoryWatchlist) List(ctx context.Context, tc Context) ([]WatchlistEntry, error) {
+	return w.repo.List(ctx, tc)
+}
