@@ -1,0 +1,115 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+func planTable() map[tenancy.PlanID]dispatch.Lane {
+	return map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid"}
+}
+
+func entitlements(t testing.TB, plans map[string]tenancy.PlanID) *tenancy.MemoryEntitlements {
+	t.Helper()
+	ent := tenancy.NewMemoryEntitlements()
+	for user, p := range plans {
+		if err := ent.SetPlan(context.Background(), mustTC(t, user), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ent
+}
+
+func TestPlanLanesRoutesByPlan(t *testing.T) {
+	ent := entitlements(t, map[string]tenancy.PlanID{"p": tenancy.PlanPlus, "q": tenancy.PlanPro, "f": tenancy.PlanFree})
+	table := planTable()
+	laneFor, err := bridge.PlanLanes(ent, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table[tenancy.PlanFree] = "changed" // the table was copied
+	for user, want := range map[string]dispatch.Lane{"p": "paid", "q": "paid", "f": "free", "never-set": "free"} {
+		got, err := laneFor(context.Background(), user)
+		if err != nil || got != want {
+			t.Errorf("LaneFor(%q) = %q, %v; want %q", user, got, err, want)
+		}
+	}
+}
+
+func TestPlanLanesUnmappedPlanIsAnErrorNamingIt(t *testing.T) {
+	ent := entitlements(t, map[string]tenancy.PlanID{"q": tenancy.PlanPro})
+	laneFor, err := bridge.PlanLanes(ent, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = laneFor(context.Background(), "q")
+	if !errors.Is(err, bridge.ErrUnmappedPlan) || !strings.Contains(err.Error(), `"pro"`) || !strings.Contains(err.Error(), `"q"`) {
+		t.Fatalf("err = %v, want ErrUnmappedPlan naming plan pro and user q", err)
+	}
+}
+
+type failingEntitlements struct{}
+
+func (failingEntitlements) Plan(context.Context, tenancy.Context) (tenancy.PlanID, error) {
+	return "", errBoom
+}
+
+func TestPlanLanesErrors(t *testing.T) {
+	laneFor, err := bridge.PlanLanes(failingEntitlements{}, planTable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := laneFor(context.Background(), "u1"); !errors.Is(err, errBoom) {
+		t.Errorf("failing entitlements: err = %v", err)
+	}
+	if _, err := laneFor(context.Background(), ""); !errors.Is(err, tenancy.ErrInvalidID) {
+		t.Errorf("empty user ID: err = %v, want ErrInvalidID", err)
+	}
+	if _, err := laneFor(context.Background(), "a\nb"); !errors.Is(err, tenancy.ErrInvalidID) {
+		t.Errorf("control character in user ID: err = %v, want ErrInvalidID", err)
+	}
+
+	for _, tc := range []struct {
+		name, want string
+		ent        tenancy.Entitlements
+		table      map[tenancy.PlanID]dispatch.Lane
+	}{
+		{"nil entitlements", "Entitlements", nil, planTable()},
+		{"empty table", "empty", tenancy.NewMemoryEntitlements(), nil},
+		{"empty lane", `"plus"`, tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPlus: ""}},
+	} {
+		laneFor, err := bridge.PlanLanes(tc.ent, tc.table)
+		if laneFor != nil || !errors.Is(err, bridge.ErrInvalidLanes) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: PlanLanes err = %v, want ErrInvalidLanes naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// FuzzPlanLanes checks that any user ID either routes to a lane of the table or is refused
+// with ErrInvalidID, and never panics.
+func FuzzPlanLanes(f *testing.F) {
+	for _, s := range []string{"u1", "", "a\x00b", "\xff", strings.Repeat("x", 300), "ünï"} {
+		f.Add(s)
+	}
+	laneFor, err := bridge.PlanLanes(tenancy.NewMemoryEntitlements(), planTable())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, user string) {
+		lane, err := laneFor(context.Background(), user)
+		switch {
+		case err == nil && lane != "free":
+			t.Fatalf("LaneFor(%q) = %q, want free", user, lane)
+		case err != nil && !errors.Is(err, tenancy.ErrInvalidID):
+			t.Fatalf("LaneFor(%q) err = %v, want ErrInvalidID", user, err)
+		case err != nil && tenancy.ValidateID("user", user) == nil:
+			t.Fatalf("LaneFor(%q) refused a valid ID: %v", user, err)
+		}
+	})
+}

@@ -1,0 +1,265 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// claimless is an item that was never claimed, for tests that fail before any write.
+func claimless(user, slug string) dispatch.Item {
+	return dispatch.Item{Claim: duework.Claim{Entry: duework.Entry{UserID: user, WorkKey: slug, Tier: "hot", DueAt: t0}, Token: 1, Until: t0.Add(time.Minute)}}
+}
+
+// dueEntry schedules u1's entry slug (tier hot, streak) due at t0 and watches it with
+// watchTier.
+func (f *fixture) dueEntry(t *testing.T, slug, watchTier string, streak int) duework.Entry {
+	t.Helper()
+	watch(t, f.wl, "u1", slug, watchTier)
+	e := duework.Entry{UserID: "u1", WorkKey: slug, Tier: "hot", DueAt: t0, LastRunAt: t0.Add(-time.Hour), MissStreak: streak}
+	schedule(t, f.idx, e)
+	return e
+}
+
+func TestRunDueItemHitSnapsBack(t *testing.T) {
+	f := newFixture()
+	f.dueEntry(t, "a", "hot", 3)
+	f.pipe.results["a"] = hit
+	now := t0.Add(2 * time.Minute)
+	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", now), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res == nil || !res.FoundNew() {
+		t.Fatalf("result = %+v, want the pipeline's hit", res)
+	}
+	want := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "hot", DueAt: now.Add(cadence.TierHot.Base), LastRunAt: now, MissStreak: 0}
+	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
+		t.Fatalf("after a hit (-want +got):\n%s", diff)
+	}
+	// The claim ended: the entry is claimable again when it is next due.
+	claim(t, f.idx, "u1", "a", want.DueAt)
+}
+
+func TestRunDueItemMissBacksOff(t *testing.T) {
+	f := newFixture()
+	f.dueEntry(t, "a", "hot", 1)
+	f.pipe.results["a"] = miss
+	now := t0.Add(time.Minute)
+	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", now), now)
+	if err != nil || res == nil || res.FoundNew() {
+		t.Fatalf("RunDueItem = %+v, %v; want the miss", res, err)
+	}
+	want := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "hot", DueAt: now.Add(cadence.TierHot.NextInterval(2)), LastRunAt: now, MissStreak: 2}
+	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
+		t.Fatalf("after a miss (-want +got):\n%s", diff)
+	}
+	if want.DueAt.Sub(now) <= cadence.TierHot.Base {
+		t.Fatalf("a miss did not back off beyond the base: %v", want.DueAt.Sub(now))
+	}
+}
+
+func TestRunDueItemUsesTheWatchlistEntrysOwnTier(t *testing.T) {
+	f := newFixture()
+	f.dueEntry(t, "a", "cold", 0) // scheduled as hot, now watched as cold
+	f.pipe.results["a"] = hit
+	if _, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, f.idx, "u1", "a")
+	if got.Tier != "cold" || !got.DueAt.Equal(t0.Add(cadence.TierCold.Base)) {
+		t.Fatalf("after a hit with tier changed to cold: %+v, want tier cold due at +%v", got, cadence.TierCold.Base)
+	}
+	// A host tier works the same way.
+	if err := f.b.Tiers.Register("custom", cadence.Backoff{Base: 17 * time.Minute, Max: time.Hour, Factor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	watch(t, f.wl, "u1", "a", "custom")
+	f.pipe.results["a"] = miss
+	now := got.DueAt
+	if _, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", now), now); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, f.idx, "u1", "a"); got.Tier != "custom" || !got.DueAt.Equal(now.Add(51*time.Minute)) {
+		t.Fatalf("after a miss on the custom tier: %+v, want due at +51m", got)
+	}
+}
+
+func TestRunDueItemRemovedEntryIsUnscheduled(t *testing.T) {
+	f := newFixture()
+	f.dueEntry(t, "a", "hot", 0)
+	f.dueEntry(t, "b", "hot", 0)
+	if err := f.wl.Remove(context.Background(), mustTC(t, "u1"), "a"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
+	if res != nil || err != nil {
+		t.Fatalf("RunDueItem on a removed entry = %v, %v; want nil, nil", res, err)
+	}
+	if _, err := f.idx.Get(context.Background(), mustTC(t, "u1"), "a"); !errors.Is(err, duework.ErrNotFound) {
+		t.Fatalf("removed entry still scheduled: %v", err)
+	}
+	if f.pipe.ncalls() != 0 {
+		t.Fatalf("pipeline ran for a removed entry")
+	}
+	get(t, f.idx, "u1", "b") // the neighbour is untouched
+}
+
+func TestRunDueItemResolvesWithinTheItemsTenant(t *testing.T) {
+	f := newFixture()
+	// u2 watches "a"; u1 has a due entry "a" but no longer watches it. u1's item must
+	// not run u2's source, nor touch u2's due work.
+	watch(t, f.wl, "u2", "a", "hot")
+	schedule(t, f.idx, duework.Entry{UserID: "u2", WorkKey: "a", Tier: "hot", DueAt: t0})
+	schedule(t, f.idx, duework.Entry{UserID: "u1", WorkKey: "a", Tier: "hot", DueAt: t0})
+	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
+	if res != nil || err != nil || f.pipe.ncalls() != 0 {
+		t.Fatalf("u1's item ran or failed: %v, %v, %d calls", res, err, f.pipe.ncalls())
+	}
+	get(t, f.idx, "u2", "a")
+
+	f.pipe.results["a"] = hit
+	if _, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u2", "a", t0), t0); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.pipe.users) != 1 || f.pipe.users[0] != "u2" || f.pipe.calls[0].UserID != "u2" {
+		t.Fatalf("pipeline ran as %v with %+v, want u2's own context and entry", f.pipe.users, f.pipe.calls)
+	}
+}
+
+func TestRunDueItemPipelineErrorRetriesWithStreakUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		want  time.Duration
+	}{
+		{"default retry delay", 0, bridge.DefaultRetryDelay},
+		{"own retry delay", 7 * time.Minute, 7 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture()
+			f.b.RetryDelay = tc.delay
+			before := f.dueEntry(t, "a", "cold", 4)
+			f.pipe.errs["a"] = errBoom
+			now := t0.Add(time.Minute)
+			res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", now), now)
+			if !errors.Is(err, errBoom) || res != nil {
+				t.Fatalf("RunDueItem = %v, %v; want nil and the pipeline's error", res, err)
+			}
+			if !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), `"u1"`) {
+				t.Errorf("error %q does not name the entry", err)
+			}
+			want := before
+			want.DueAt = now.Add(tc.want)
+			if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
+				t.Fatalf("after a pipeline error (-want +got):\n%s", diff)
+			}
+			// The claim ended, so the retry is dispatched when it comes due.
+			claim(t, f.idx, "u1", "a", want.DueAt)
+		})
+	}
+}
+
+func TestRunDueItemPipelinePanicIsRetried(t *testing.T) {
+	f := newFixture()
+	before := f.dueEntry(t, "a", "hot", 2)
+	f.pipe.panics["a"] = true
+	_, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
+	if !errors.Is(err, bridge.ErrPipelinePanic) || !strings.Contains(err.Error(), "boom a") {
+		t.Fatalf("err = %v, want ErrPipelinePanic with the panic value", err)
+	}
+	want := before
+	want.DueAt = t0.Add(bridge.DefaultRetryDelay)
+	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
+		t.Fatalf("after a panic (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunDueItemCancelledPipelineStillRecordsTheRetry(t *testing.T) {
+	f := newFixture()
+	before := f.dueEntry(t, "a", "hot", 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.b.Pipeline = bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+		cancel() // the host shuts down mid-run
+		return bridge.Result{}, ctx.Err()
+	})
+	_, err := f.b.RunDueItem(ctx, claim(t, f.idx, "u1", "a", t0), t0)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	want := before
+	want.DueAt = t0.Add(bridge.DefaultRetryDelay)
+	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
+		t.Fatalf("after a cancelled run (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunDueItemUnknownTierIsRetriedNotLost(t *testing.T) {
+	f := newFixture()
+	f.b.RetryDelay = 3 * time.Minute
+	before := f.dueEntry(t, "a", "nightly", 2)
+	f.pipe.results["a"] = hit
+	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
+	if !errors.Is(err, cadence.ErrUnknownTier) || res != nil {
+		t.Fatalf("RunDueItem = %v, %v; want ErrUnknownTier", res, err)
+	}
+	if !strings.Contains(err.Error(), "nightly") || !strings.Contains(err.Error(), `"a"`) {
+		t.Errorf("error %q does not name the entry and tier", err)
+	}
+	if f.pipe.ncalls() != 0 {
+		t.Errorf("pipeline ran although its result could not be applied")
+	}
+	want := before
+	want.DueAt = t0.Add(3 * time.Minute)
+	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
+		t.Fatalf("after an unknown tier (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunDueItemLostClaimWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"after a hit", nil},
+		{"after a pipeline error", errBoom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture()
+			f.dueEntry(t, "a", "hot", 0)
+			f.pipe.results["a"] = hit
+			f.pipe.errs["a"] = tc.err
+			item := claim(t, f.idx, "u1", "a", t0)
+			// The host reschedules the entry while the item runs: its change wins.
+			hosts := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "warm", DueAt: t0.Add(42 * time.Hour), MissStreak: 5}
+			schedule(t, f.idx, hosts)
+			_, err := f.b.RunDueItem(context.Background(), item, t0.Add(time.Minute))
+			if !errors.Is(err, duework.ErrClaimLost) {
+				t.Fatalf("err = %v, want ErrClaimLost", err)
+			}
+			if tc.err != nil && !errors.Is(err, tc.err) {
+				t.Fatalf("err = %v, want the pipeline's error too", err)
+			}
+			if diff := cmp.Diff(hosts, get(t, f.idx, "u1", "a")); diff != "" {
+				t.Fatalf("a lost claim wrote over the host's entry (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRunDueItemRefusesAnInvalidUser(t *testing.T) {
+	f := newFixture()
+	_, err := f.b.RunDueItem(context.Background(), claimless("", "a"), t0)
+	if !errors.Is(err, tenancy.ErrInvalidID) {
+		t.Fatalf("err = %v, want ErrInvalidID", err)
+	}
+}
