@@ -1,0 +1,59 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rotaworks/rota/duework"
+)
+
+var (
+	// ErrNotMigrated is returned by every call when the tables it needs do not exist in the
+	// pool's schema: run Migrate first.
+	ErrNotMigrated = errors.New("postgres: schema not migrated (call Migrate)")
+	// ErrSchemaTooNew is returned by Migrate when the database holds migrations newer than
+	// this version of the package knows: an older binary must not run against a newer schema.
+	ErrSchemaTooNew = errors.New("postgres: database schema is newer than this package")
+)
+
+// interpret translates an error from pgx or the server into the core's sentinels, wrapping
+// both so that errors.Is finds the sentinel and errors.As still finds the *pgconn.PgError.
+// It is the one place where backend errors are mapped:
+//
+//   - a cancelled or expired ctx (however pgx reports it) wraps ctx.Err();
+//   - a data exception (SQLSTATE class 22: a string the server cannot store, a time out of
+//     range) wraps duework.ErrInvalid;
+//   - an undefined table, sequence or function (42P01, 42883) wraps ErrNotMigrated;
+//   - anything else is wrapped as it is.
+//
+// op names the call, e.g. "Index.Claim".
+func interpret(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("postgres: %s: %w (%w)", op, cerr, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "57014" && ctx.Err() != nil: // query_canceled
+			return fmt.Errorf("postgres: %s: %w (%w)", op, ctx.Err(), err)
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "22": // data_exception
+			return fmt.Errorf("postgres: %s: %w: %w", op, duework.ErrInvalid, err)
+		case pgErr.Code == "42P01" || pgErr.Code == "42883": // undefined_table, undefined_function
+			return fmt.Errorf("postgres: %s: %w: %w", op, ErrNotMigrated, err)
+		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}

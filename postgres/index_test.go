@@ -1,0 +1,230 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func mustTC(tb testing.TB, user string) tenancy.Context {
+	tb.Helper()
+	tc, err := tenancy.NewContext(user)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tc
+}
+
+func schedule(tb testing.TB, idx duework.Index, user, key string, due time.Time) duework.Entry {
+	tb.Helper()
+	e := duework.Entry{UserID: user, WorkKey: key, Tier: "hot", DueAt: due}
+	if err := idx.Schedule(context.Background(), mustTC(tb, user), e); err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// Migrate: several processes at once, then again — each step is applied exactly once.
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	schema := newSchema(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		pool := newPoolIn(t, schema, 2)
+		wg.Go(func() { errs[i] = postgres.Migrate(context.Background(), pool) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("concurrent Migrate: %v", err)
+	}
+	pool := newPoolIn(t, schema, 2)
+	if err := postgres.Migrate(context.Background(), pool); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	var n, distinct int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT version) FROM rota_schema_migrations`).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != distinct || n == 0 {
+		t.Fatalf("rota_schema_migrations holds %d rows of %d versions; want each step once", n, distinct)
+	}
+}
+
+// A database migrated by a newer release is refused, not downgraded.
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	pool := newMigratedPool(t)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO rota_schema_migrations (version, name) VALUES (1000000, 'future')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(context.Background(), pool); !errors.Is(err, postgres.ErrSchemaTooNew) {
+		t.Fatalf("Migrate over a newer schema = %v, want ErrSchemaTooNew", err)
+	}
+}
+
+// Backend errors come back as the core's sentinels.
+func TestErrorsTranslated(t *testing.T) {
+	ctx := context.Background()
+	t.Run("not migrated", func(t *testing.T) {
+		idx := postgres.NewIndex(newPoolIn(t, newSchema(t), 2))
+		_, err := idx.DueHeads(ctx, t0, 1)
+		if !errors.Is(err, postgres.ErrNotMigrated) {
+			t.Fatalf("DueHeads on an empty schema = %v, want ErrNotMigrated", err)
+		}
+	})
+	t.Run("data the server refuses is ErrInvalid", func(t *testing.T) {
+		idx := postgres.NewIndex(newMigratedPool(t))
+		e := duework.Entry{UserID: "u", WorkKey: "k", Tier: "nul\x00tier", DueAt: t0}
+		if err := idx.Schedule(ctx, mustTC(t, "u"), e); !errors.Is(err, duework.ErrInvalid) {
+			t.Fatalf("Schedule with a NUL in Tier = %v, want duework.ErrInvalid", err)
+		}
+	})
+	t.Run("cancelled context", func(t *testing.T) {
+		idx := postgres.NewIndex(newMigratedPool(t))
+		schedule(t, idx, "u", "k", t0)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		calls := map[string]error{}
+		_, calls["DueHeads"] = idx.DueHeads(cctx, t0, 1)
+		_, calls["DueBefore"] = idx.DueBefore(cctx, t0, 1)
+		_, calls["Claim"] = idx.Claim(cctx, []duework.Key{{UserID: "u", WorkKey: "k"}}, t0, t0.Add(time.Minute))
+		_, calls["Get"] = idx.Get(cctx, mustTC(t, "u"), "k")
+		calls["Schedule"] = idx.Schedule(cctx, mustTC(t, "u"), duework.Entry{UserID: "u", WorkKey: "k2", DueAt: t0})
+		calls["Unschedule"] = idx.Unschedule(cctx, mustTC(t, "u"), "k")
+		for name, err := range calls {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s with a cancelled ctx = %v, want context.Canceled", name, err)
+			}
+		}
+		if got, err := idx.DueBefore(ctx, t0, 10); err != nil || len(got) != 1 {
+			t.Fatalf("after the cancelled calls DueBefore = %v, %v; want the one entry, untouched", got, err)
+		}
+	})
+}
+
+// A claimed row leaves the due path at once and comes back, in its DueAt place, exactly
+// when its claim ends — without anyone touching it.
+func TestClaimedRowsReturnWhenClaimEnds(t *testing.T) {
+	ctx := context.Background()
+	idx := postgres.NewIndex(newMigratedPool(t))
+	a := schedule(t, idx, "a", "k1", t0)
+	schedule(t, idx, "a", "k2", t0.Add(time.Second))
+	schedule(t, idx, "b", "k1", t0.Add(2*time.Second))
+	now := t0.Add(time.Minute)
+	claims, err := idx.Claim(ctx, []duework.Key{a.Key()}, now, now.Add(time.Minute))
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("Claim = %v, %v", claims, err)
+	}
+	heads, err := idx.DueHeads(ctx, now.Add(time.Minute-time.Microsecond), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(headKeys(heads)); got != "[a:k2 b:k1]" {
+		t.Fatalf("while claimed, DueHeads = %s; want the claimed a:k1 hidden", got)
+	}
+	heads, err = idx.DueHeads(ctx, now.Add(time.Minute), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(headKeys(heads)); got != "[a:k1 a:k2 b:k1]" {
+		t.Fatalf("once the claim ended, DueHeads = %s; want a:k1 back in its DueAt place", got)
+	}
+	if !heads[0].LastServed.Equal(now) {
+		t.Fatalf("a's LastServed = %v, want the claim's now %v", heads[0].LastServed, now)
+	}
+	due, err := idx.DueBefore(ctx, now.Add(time.Minute), 10)
+	if err != nil || len(due) != 3 || due[0].Key() != a.Key() {
+		t.Fatalf("DueBefore after the claim ended = %v, %v; want a:k1 first", due, err)
+	}
+}
+
+func headKeys(heads []duework.Head) []string {
+	var out []string
+	for _, h := range heads {
+		for _, e := range h.Due {
+			out = append(out, e.UserID+":"+e.WorkKey)
+		}
+	}
+	return out
+}
+
+// checkSummary asserts the invariant DueHeads relies on: each user's next_at is the
+// earliest instant one of its entries becomes visible, greatest(due_at, claim_until); NULL
+// when it has none.
+func checkSummary(t *testing.T, pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) {
+	t.Helper()
+	var bad []string
+	var n int
+	err := pool.QueryRow(context.Background(), `
+		SELECT count(*), coalesce(array_agg(u.user_id || ': ' || coalesce(u.next_at::text, 'null') || ' want ' || coalesce(w.next_at::text, 'null')) FILTER (WHERE u.next_at IS DISTINCT FROM w.next_at), '{}')
+		FROM rota_users u LEFT JOIN (
+			SELECT user_id, min(greatest(due_at, claim_until)) AS next_at FROM rota_due GROUP BY user_id
+		) w USING (user_id)`).Scan(&n, &bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("rota_users.next_at is stale for %d of %d users: %v", len(bad), n, bad)
+	}
+}
+
+// Concurrent writers, claimers and completers of the same few users leave every user's
+// summary exact: a stale-late next_at would hide due work from DueHeads.
+func TestUserSummaryStaysExactUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	pool := newMigratedPool(t)
+	idx := postgres.NewIndex(pool)
+	users := []string{"u1", "u2", "u3"}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for i := range 60 {
+				u := users[(w+i)%len(users)]
+				key := fmt.Sprintf("k%d", (w*7+i)%5)
+				tc := mustTC(t, u)
+				due := t0.Add(time.Duration((w*13+i*7)%50) * time.Second)
+				switch i % 4 {
+				case 0, 1:
+					if err := idx.Schedule(ctx, tc, duework.Entry{UserID: u, WorkKey: key, DueAt: due}); err != nil {
+						t.Error(err)
+						return
+					}
+				case 2:
+					now := t0.Add(time.Duration(i) * time.Second)
+					cs, err := idx.Claim(ctx, []duework.Key{{UserID: u, WorkKey: key}, {UserID: users[(w+1)%3], WorkKey: key}}, now, now.Add(30*time.Second))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, c := range cs[:len(cs)/2] {
+						next := c.Entry
+						next.DueAt = now.Add(time.Duration(w) * time.Second)
+						if err := idx.Complete(ctx, mustTC(t, c.Entry.UserID), c, next); err != nil && !errors.Is(err, duework.ErrClaimLost) {
+							t.Error(err)
+							return
+						}
+					}
+				case 3:
+					if err := idx.Unschedule(ctx, tc, key); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checkSummary(t, pool)
+}

@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migration is one numbered step of the schema. Steps are append-only: a released step is
+// never edited, a change is a new step.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations is the whole schema history, in order.
+var migrations = []migration{
+	{1, "due-work index", `
+CREATE TABLE rota_users (
+	user_id     text COLLATE "C" PRIMARY KEY,
+	last_served timestamptz,
+	-- next_at is min over the user's entries of greatest(due_at, claim_until): the
+	-- earliest instant at which one of them is visible to the dispatch reads. NULL when the
+	-- user has no entries. Every write of an entry recomputes it under the row's lock.
+	next_at     timestamptz
+) WITH (fillfactor = 70);
+CREATE INDEX rota_users_next_at ON rota_users (next_at) WHERE next_at IS NOT NULL;
+
+CREATE TABLE rota_due (
+	user_id     text COLLATE "C" NOT NULL,
+	work_key    text COLLATE "C" NOT NULL,
+	tier        text NOT NULL,
+	due_at      timestamptz NOT NULL,
+	last_run_at timestamptz,
+	miss_streak bigint NOT NULL,
+	claim_token bigint,
+	claim_until timestamptz,
+	PRIMARY KEY (user_id, work_key),
+	CHECK ((claim_token IS NULL) = (claim_until IS NULL))
+);
+-- Unclaimed entries only: a claimed row leaves the due path at once and comes back through
+-- rota_due_claimed when its claim ends.
+CREATE INDEX rota_due_free_user ON rota_due (user_id, due_at, work_key) WHERE claim_until IS NULL;
+CREATE INDEX rota_due_free ON rota_due (due_at, user_id, work_key) WHERE claim_until IS NULL;
+CREATE INDEX rota_due_claimed ON rota_due (user_id, claim_until) WHERE claim_until IS NOT NULL;
+CREATE SEQUENCE rota_claim_token AS bigint;
+`},
+}
+
+// migrateLockKey is the first key of the transaction-level advisory lock that serializes
+// concurrent Migrate calls; the second is a hash of the schema, so that migrations of
+// different schemas in one database do not wait for each other.
+const migrateLockKey = 0x726f7461 // "rota"
+
+// Migrate creates or upgrades rota's tables, indexes and sequences in the pool's current
+// schema (the first schema of its search_path) and records each applied step in
+// rota_schema_migrations. It is idempotent, and safe when several processes run it at once:
+// it runs in one transaction under a transaction-level advisory lock, so a second caller
+// waits and then finds nothing left to do. A database that holds steps this package does not
+// know gives ErrSchemaTooNew and is left untouched.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, migrateLockKey); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS rota_schema_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM rota_schema_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		latest := migrations[len(migrations)-1].version
+		if current > latest {
+			return fmt.Errorf("%w: it is at version %d, this package knows up to %d", ErrSchemaTooNew, current, latest)
+		}
+		for _, m := range migrations {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("step %d (%s): %w", m.version, m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO rota_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return interpret(ctx, "Migrate", err)
+}
