@@ -170,7 +170,7 @@ func checkSummary(t *testing.T, pool interface {
 	err := pool.QueryRow(context.Background(), `
 		SELECT count(*), coalesce(array_agg(u.user_id || ': ' || coalesce(u.next_at::text, 'null') || ' want ' || coalesce(w.next_at::text, 'null')) FILTER (WHERE u.next_at IS DISTINCT FROM w.next_at), '{}')
 		FROM rota_users u LEFT JOIN (
-			SELECT user_id, min(greatest(due_at, claim_until)) AS next_at FROM rota_due GROUP BY user_id
+			SELECT user_id, least(min(due_at) FILTER (WHERE claim_until IS NULL), min(claim_until)) AS next_at FROM rota_due GROUP BY user_id
 		) w USING (user_id)`).Scan(&n, &bad)
 	if err != nil {
 		t.Fatal(err)

@@ -22,10 +22,13 @@ var migrations = []migration{
 CREATE TABLE rota_users (
 	user_id     text COLLATE "C" PRIMARY KEY,
 	last_served timestamptz,
-	-- next_at is min over the user's entries of greatest(due_at, claim_until): the
-	-- earliest instant at which one of them is visible to the dispatch reads. NULL when the
-	-- user has no entries. Every write of an entry recomputes it under the row's lock.
-	next_at     timestamptz
+	-- free_at is the earliest due_at of the user's unclaimed entries, claimed_at the
+	-- earliest claim_until of its claimed ones (NULL when there are none); next_at, the
+	-- earlier of the two, is the first instant one of its entries is visible to the
+	-- dispatch reads. Every write of an entry recomputes them under this row's lock.
+	free_at     timestamptz,
+	claimed_at  timestamptz,
+	next_at     timestamptz GENERATED ALWAYS AS (least(free_at, claimed_at)) STORED
 ) WITH (fillfactor = 70);
 CREATE INDEX rota_users_next_at ON rota_users (next_at) WHERE next_at IS NOT NULL;
 

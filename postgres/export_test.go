@@ -1,0 +1,4 @@
+package postgres
+
+// SQLDueHeads exposes the DueHeads query to the benchmarks, which print its plan.
+const SQLDueHeads = sqlDueHeads
