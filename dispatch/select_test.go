@@ -445,19 +445,47 @@ func genLanes(t *rapid.T, global int) []LaneCapacity {
 	return lanes
 }
 
-// genSelectInput draws 1–300 users with backlogs, LastServed times and lanes (a few of them
-// unrouted or in an unknown lane), as DueHeads would return them with perUser = maxPerUser.
-func genSelectInput(t *rapid.T) SelectInput {
-	global := rapid.IntRange(1, 200).Draw(t, "global")
-	lanes := genLanes(t, global)
-	perUser := 0
-	for _, lc := range lanes {
-		perUser = max(perUser, lc.PerUserLimit)
-	}
-	users := rapid.IntRange(1, 300).Draw(t, "users")
-	in := SelectInput{Lanes: lanes, GlobalBatchLimit: global, LaneOf: map[string]Lane{}}
-	for u := range users {
+// routing is a random set of lanes and users: users 1–300, lanes 1–4, caps, MinShares and a
+// global limit; one user in twenty has no lane and one in twenty an unknown lane.
+type routing struct {
+	lanes  []LaneCapacity
+	global int
+	users  []string
+	laneOf map[string]Lane
+}
+
+func genRouting(t *rapid.T) routing {
+	r := routing{global: rapid.IntRange(1, 200).Draw(t, "global"), laneOf: map[string]Lane{}}
+	r.lanes = genLanes(t, r.global)
+	for u := range rapid.IntRange(1, 300).Draw(t, "users") {
 		id := fmt.Sprintf("u%03d", u)
+		r.users = append(r.users, id)
+		switch n := rapid.IntRange(0, 19).Draw(t, "route"); {
+		case n == 0: // unrouted
+		case n == 1:
+			r.laneOf[id] = "unknown"
+		default:
+			r.laneOf[id] = r.lanes[n%len(r.lanes)].Lane
+		}
+	}
+	return r
+}
+
+func (r routing) maxPerUser() int {
+	p := 0
+	for _, lc := range r.lanes {
+		p = max(p, lc.PerUserLimit)
+	}
+	return p
+}
+
+// genSelectInput draws a routing and, for each user, a backlog and a LastServed time, as
+// DueHeads would return them with perUser the largest PerUserLimit.
+func genSelectInput(t *rapid.T) SelectInput {
+	r := genRouting(t)
+	perUser := r.maxPerUser()
+	in := SelectInput{Lanes: r.lanes, GlobalBatchLimit: r.global, LaneOf: r.laneOf}
+	for _, id := range r.users {
 		h := duework.Head{UserID: id}
 		if s := rapid.IntRange(-1, 5).Draw(t, "lastServed"); s >= 0 {
 			h.LastServed = at(-60 * s)
@@ -468,13 +496,6 @@ func genSelectInput(t *rapid.T) SelectInput {
 		}
 		slices.SortFunc(h.Due, compareEntries)
 		h.More = backlog > perUser
-		switch r := rapid.IntRange(0, 19).Draw(t, "route"); {
-		case r == 0: // unrouted
-		case r == 1:
-			in.LaneOf[id] = "unknown"
-		default:
-			in.LaneOf[id] = lanes[r%len(lanes)].Lane
-		}
 		in.Heads = append(in.Heads, h)
 	}
 	return in
