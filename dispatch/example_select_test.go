@@ -1,0 +1,41 @@
+package dispatch_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+)
+
+// Select needs no index: it takes the heads DueHeads would return. The noisy user has more
+// due work than its head holds (More); both users still get their turn.
+func ExampleSelect() {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	entry := func(user, key string, ago time.Duration) duework.Entry {
+		return duework.Entry{UserID: user, WorkKey: key, Tier: "hot", DueAt: now.Add(-ago)}
+	}
+	sel := dispatch.Select(dispatch.SelectInput{
+		Heads: []duework.Head{
+			{UserID: "noisy", Due: []duework.Entry{
+				entry("noisy", "feed-1", 72*time.Hour), entry("noisy", "feed-2", 71*time.Hour), entry("noisy", "feed-3", 70*time.Hour),
+			}, More: true},
+			{UserID: "quiet", Due: []duework.Entry{entry("quiet", "blog", time.Minute)}},
+		},
+		LaneOf: map[string]dispatch.Lane{"noisy": "free", "quiet": "free"},
+		Lanes: []dispatch.LaneCapacity{
+			{Lane: "pro", PerUserLimit: 3, PerCycleLimit: 100},
+			{Lane: "free", PerUserLimit: 3, PerCycleLimit: 3},
+		},
+		GlobalBatchLimit: 100,
+	})
+	for _, it := range sel.Items {
+		fmt.Println(it.Lane, it.Entry.UserID, it.Entry.WorkKey)
+	}
+	fmt.Println("shed:", sel.ShedUserIDs)
+	// Output:
+	// free noisy feed-1
+	// free quiet blog
+	// free noisy feed-2
+	// shed: [noisy]
+}
