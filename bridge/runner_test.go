@@ -1,0 +1,537 @@
+package bridge_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+const claimFor = 10 * time.Minute
+
+// world is a whole in-memory deployment: index, watchlist, plans, bridge, dispatcher.
+type world struct {
+	idx  duework.Index
+	wl   *tenancy.MemoryWatchlist
+	ent  *tenancy.MemoryEntitlements
+	b    *bridge.Bridge
+	d    *dispatch.Dispatcher
+	logs *bytes.Buffer
+}
+
+type worldConfig struct {
+	idx    duework.Index // nil: newIndex()
+	lanes  []dispatch.LaneCapacity
+	global int
+	pipe   bridge.Pipeline
+}
+
+func defaultLanes() []dispatch.LaneCapacity {
+	return []dispatch.LaneCapacity{
+		{Lane: "pro", PerUserLimit: 100, PerCycleLimit: 1000},
+		{Lane: "plus", PerUserLimit: 100, PerCycleLimit: 1000},
+		{Lane: "free", PerUserLimit: 100, PerCycleLimit: 1000},
+	}
+}
+
+func newWorld(t testing.TB, cfg worldConfig) *world {
+	t.Helper()
+	w := &world{idx: cfg.idx, wl: tenancy.NewMemoryWatchlist(), ent: tenancy.NewMemoryEntitlements(), logs: &bytes.Buffer{}}
+	if w.idx == nil {
+		w.idx = newIndex()
+	}
+	if cfg.lanes == nil {
+		cfg.lanes = defaultLanes()
+	}
+	if cfg.global == 0 {
+		cfg.global = 1000
+	}
+	tiers := cadence.NewRegistry()
+	if err := tiers.Register("fast", cadence.Backoff{Base: time.Minute, Max: 4 * time.Minute, Factor: 2}); err != nil {
+		t.Fatal(err)
+	}
+	w.b = &bridge.Bridge{Index: w.idx, Watchlist: w.wl, Pipeline: cfg.pipe, Tiers: tiers}
+	laneFor, err := bridge.PlanLanes(w.ent, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPlus: "plus", tenancy.PlanPro: "pro"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.d, err = dispatch.New(w.idx, dispatch.Config{Lanes: cfg.lanes, GlobalBatchLimit: cfg.global, LaneFor: laneFor, ClaimFor: claimFor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *world) runner(t testing.TB, cfg bridge.RunnerConfig) *bridge.Runner {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: w.logs}, nil))
+	}
+	r, err := bridge.NewRunner(w.b, w.d, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// add watches slug for user on plan with tier and schedules it due at due.
+func (w *world) add(t testing.TB, user string, plan tenancy.PlanID, slug, tier string, due time.Time) {
+	t.Helper()
+	if err := w.ent.SetPlan(context.Background(), mustTC(t, user), plan); err != nil {
+		t.Fatal(err)
+	}
+	watch(t, w.wl, user, slug, tier)
+	schedule(t, w.idx, duework.Entry{UserID: user, WorkKey: slug, Tier: tier, DueAt: due})
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func TestNewRunnerRefusesBadConfig(t *testing.T) {
+	w := newWorld(t, worldConfig{pipe: newStub()})
+	for _, tc := range []struct {
+		name, field string
+		b           *bridge.Bridge
+		d           *dispatch.Dispatcher
+		cfg         bridge.RunnerConfig
+		want        error
+	}{
+		{"nil bridge", "Bridge", nil, w.d, bridge.RunnerConfig{}, bridge.ErrInvalidConfig},
+		{"nil dispatcher", "Dispatcher", w.b, nil, bridge.RunnerConfig{}, bridge.ErrInvalidConfig},
+		{"negative interval", "Interval", w.b, w.d, bridge.RunnerConfig{Interval: -1}, bridge.ErrInvalidConfig},
+		{"negative workers", "Workers", w.b, w.d, bridge.RunnerConfig{Workers: -1}, bridge.ErrInvalidConfig},
+		{"bridge without pipeline", "Pipeline", &bridge.Bridge{Index: w.idx, Watchlist: w.wl}, w.d, bridge.RunnerConfig{}, bridge.ErrInvalidBridge},
+	} {
+		r, err := bridge.NewRunner(tc.b, tc.d, tc.cfg)
+		if r != nil || !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: NewRunner = %v, %v; want %v naming %s", tc.name, r, err, tc.want, tc.field)
+		}
+	}
+	if _, err := bridge.NewRunner(w.b, w.d, bridge.RunnerConfig{}); err != nil {
+		t.Errorf("zero RunnerConfig: %v", err)
+	}
+}
+
+func TestCycleReportsEveryOutcome(t *testing.T) {
+	pipe := newStub()
+	w := newWorld(t, worldConfig{pipe: pipe, lanes: []dispatch.LaneCapacity{
+		{Lane: "pro", PerUserLimit: 10, PerCycleLimit: 10},
+		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 10},
+	}})
+	w.add(t, "alice", tenancy.PlanPro, "hit", "hot", t0)
+	w.add(t, "alice", tenancy.PlanPro, "miss", "hot", t0)
+	w.add(t, "alice", tenancy.PlanPro, "gone", "hot", t0)
+	w.add(t, "alice", tenancy.PlanPro, "broken", "hot", t0)
+	w.add(t, "alice", tenancy.PlanPro, "oddtier", "nightly", t0)
+	w.add(t, "bob", tenancy.PlanFree, "b1", "hot", t0)
+	w.add(t, "bob", tenancy.PlanFree, "b2", "hot", t0.Add(time.Second)) // shed: free allows one per user
+	w.add(t, "carol", tenancy.PlanPlus, "c1", "hot", t0)                 // unrouted: no plus lane
+	if err := w.wl.Remove(context.Background(), mustTC(t, "alice"), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	pipe.results["hit"], pipe.results["miss"], pipe.results["b1"] = hit, miss, hit
+	pipe.errs["broken"] = errBoom
+
+	r := w.runner(t, bridge.RunnerConfig{Workers: 3})
+	now := t0.Add(time.Minute)
+	rep, err := r.Cycle(context.Background(), now)
+
+	if !errors.Is(err, errBoom) || !errors.Is(err, cadence.ErrUnknownTier) {
+		t.Errorf("Cycle err = %v, want the pipeline error and the unknown tier joined", err)
+	}
+	got := [...]int{rep.Dispatched, rep.Hits, rep.Misses, rep.Removed, rep.Errors, rep.LostClaims, rep.Released, len(rep.Shed), len(rep.Unrouted)}
+	want := [...]int{6, 2, 1, 1, 2, 0, 0, 2, 1}
+	if got != want {
+		t.Errorf("counts [dispatched hits misses removed errors lost released shed unrouted] = %v, want %v", got, want)
+	}
+	if strings.Join(rep.Shed, ",") != "bob,carol" || rep.Unrouted[0].UserID != "carol" || !errors.Is(rep.Unrouted[0].Err, dispatch.ErrUnknownLane) {
+		t.Errorf("shed %v, unrouted %+v", rep.Shed, rep.Unrouted)
+	}
+	statuses := map[string]bridge.ItemStatus{}
+	for _, it := range rep.Items {
+		statuses[it.Item.Claim.Entry.WorkKey] = it.Status
+	}
+	wantStatus := map[string]bridge.ItemStatus{"hit": bridge.StatusHit, "miss": bridge.StatusMiss, "gone": bridge.StatusRemoved,
+		"broken": bridge.StatusError, "oddtier": bridge.StatusError, "b1": bridge.StatusHit}
+	for k, s := range wantStatus {
+		if statuses[k] != s {
+			t.Errorf("item %s: status %v, want %v", k, statuses[k], s)
+		}
+	}
+	if e := get(t, w.idx, "alice", "hit"); !e.DueAt.Equal(now.Add(cadence.TierHot.Base)) {
+		t.Errorf("hit not advanced from the cycle's now: %+v", e)
+	}
+	logs := w.logs.String()
+	for _, s := range []string{"level=INFO msg=\"rota: cycle\"", "dispatched=6 hits=2 misses=1 removed=1 errors=2 lost_claims=0 released=0 shed=2 unrouted=1",
+		"level=WARN msg=\"rota: item failed\" user=alice work_key=broken lane=pro status=error", "level=WARN msg=\"rota: user unrouted\" user=carol"} {
+		if !strings.Contains(logs, s) {
+			t.Errorf("logs lack %q:\n%s", s, logs)
+		}
+	}
+	if n := strings.Count(logs, "rota: cycle"); n != 1 {
+		t.Errorf("%d cycle lines, want 1", n)
+	}
+}
+
+// concurrencyProbe is a pipeline that counts how many runs overlap.
+type concurrencyProbe struct {
+	cur, peak, total atomic.Int64
+	hold             time.Duration
+}
+
+func (p *concurrencyProbe) Run(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+	n := p.cur.Add(1)
+	defer p.cur.Add(-1)
+	p.total.Add(1)
+	for {
+		old := p.peak.Load()
+		if n <= old || p.peak.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	time.Sleep(p.hold) // virtual time: the tests run it inside a synctest bubble
+	return hit, nil
+}
+
+func TestRunnerNeverExceedsWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := &concurrencyProbe{hold: time.Second}
+		w := newWorld(t, worldConfig{pipe: probe, global: 20})
+		for i := range 40 {
+			w.add(t, fmt.Sprintf("u%d", i%8), tenancy.PlanFree, fmt.Sprintf("s%d", i), "hot", t0)
+		}
+		r := w.runner(t, bridge.RunnerConfig{Workers: 3})
+		// Two cycles at once share one pool: each dispatches 20 of the 40 entries.
+		var wg sync.WaitGroup
+		reps := make([]bridge.CycleReport, 2)
+		for i := range reps {
+			wg.Go(func() {
+				var err error
+				if reps[i], err = r.Cycle(context.Background(), t0); err != nil {
+					t.Error(err)
+				}
+			})
+			synctest.Wait() // the first cycle has claimed its 20 and waits for workers
+		}
+		wg.Wait()
+		if reps[0].Dispatched+reps[1].Dispatched != 40 || probe.total.Load() != 40 {
+			t.Fatalf("dispatched %d+%d, ran %d; want 40", reps[0].Dispatched, reps[1].Dispatched, probe.total.Load())
+		}
+		if peak := probe.peak.Load(); peak != 3 {
+			t.Fatalf("peak concurrent pipelines = %d, want exactly Workers = 3", peak)
+		}
+	})
+}
+
+func TestRunnerDefaultWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := &concurrencyProbe{hold: time.Second}
+		w := newWorld(t, worldConfig{pipe: probe})
+		for i := range 3 * bridge.DefaultWorkers {
+			w.add(t, "u", tenancy.PlanFree, fmt.Sprintf("s%d", i), "hot", t0)
+		}
+		if _, err := w.runner(t, bridge.RunnerConfig{}).Cycle(context.Background(), t0); err != nil {
+			t.Fatal(err)
+		}
+		if peak := probe.peak.Load(); peak != bridge.DefaultWorkers {
+			t.Fatalf("peak = %d, want DefaultWorkers = %d", peak, bridge.DefaultWorkers)
+		}
+	})
+}
+
+// gatePipeline blocks every run until release is closed, and reports each start.
+type gatePipeline struct {
+	started chan string
+	release chan struct{}
+	result  bridge.Result
+	honour  bool // return when ctx ends
+}
+
+func newGate() *gatePipeline {
+	return &gatePipeline{started: make(chan string, 100), release: make(chan struct{}), result: hit}
+}
+
+func (g *gatePipeline) Run(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+	g.started <- e.Slug
+	if g.honour {
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return bridge.Result{}, ctx.Err()
+		}
+	} else {
+		<-g.release
+	}
+	return g.result, nil
+}
+
+func TestRunWaitsForItemsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		gate := newGate()
+		w := newWorld(t, worldConfig{pipe: gate})
+		w.add(t, "u1", tenancy.PlanFree, "a", "hot", start)
+		r := w.runner(t, bridge.RunnerConfig{Interval: time.Minute})
+		ctx, cancel := context.WithCancel(context.Background())
+		var done atomic.Bool
+		var runErr error
+		go func() {
+			runErr = r.Run(ctx)
+			done.Store(true)
+		}()
+		if got := <-gate.started; got != "a" {
+			t.Fatalf("started %q", got)
+		}
+		time.Sleep(30 * time.Second)
+		cancel()
+		synctest.Wait()
+		if done.Load() {
+			t.Fatal("Run returned while an item was in flight")
+		}
+		close(gate.release)
+		synctest.Wait()
+		if !done.Load() || !errors.Is(runErr, context.Canceled) {
+			t.Fatalf("Run did not return after its item finished: done=%v err=%v", done.Load(), runErr)
+		}
+		// The in-flight item was not cancelled by the shutdown: its hit was recorded.
+		if e := get(t, w.idx, "u1", "a"); e.MissStreak != 0 || !e.DueAt.Equal(start.Add(cadence.TierHot.Base)) {
+			t.Fatalf("in-flight item not completed: %+v", e)
+		}
+		// And nothing is dispatched after Run returned.
+		time.Sleep(time.Hour)
+		if len(gate.started) != 0 {
+			t.Fatal("an item started after Run returned")
+		}
+	})
+}
+
+func TestRunCyclesEveryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var runs []time.Duration
+		pipe := bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+			mu.Lock()
+			runs = append(runs, time.Since(start))
+			mu.Unlock()
+			return hit, nil
+		})
+		w := newWorld(t, worldConfig{pipe: pipe})
+		w.add(t, "u1", tenancy.PlanFree, "a", "fast", start) // due every minute after a hit
+		r := w.runner(t, bridge.RunnerConfig{Interval: 30 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 140*time.Second)
+		defer cancel()
+		if err := r.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run = %v", err)
+		}
+		want := []time.Duration{0, time.Minute, 2 * time.Minute}
+		if len(runs) != len(want) {
+			t.Fatalf("runs at %v, want %v", runs, want)
+		}
+		for i := range want {
+			if runs[i] != want[i] {
+				t.Fatalf("runs at %v, want %v", runs, want)
+			}
+		}
+		if n := strings.Count(w.logs.String(), "rota: cycle"); n != 5 {
+			t.Fatalf("%d cycles logged in 140s at a 30s interval, want 5 (0, 30, 60, 90, 120s)", n)
+		}
+	})
+}
+
+func TestRunReleasesUnstartedItemsOnShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		gate := newGate()
+		w := newWorld(t, worldConfig{pipe: gate})
+		for _, s := range []string{"a", "b", "c"} {
+			w.add(t, "u1", tenancy.PlanFree, s, "hot", start)
+		}
+		r := w.runner(t, bridge.RunnerConfig{Workers: 1})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		if got := <-gate.started; got != "a" {
+			t.Fatalf("started %q first", got)
+		}
+		cancel()
+		synctest.Wait()
+		// b and c were handed back at once: unclaimed and due, unchanged.
+		due, err := w.idx.DueBefore(context.Background(), start, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) != 2 || due[0].WorkKey != "b" || due[1].WorkKey != "c" || due[0].MissStreak != 0 {
+			t.Fatalf("due after shutdown = %+v, want b and c released unchanged", due)
+		}
+		close(gate.release)
+		<-done
+		if !strings.Contains(w.logs.String(), "released=2") {
+			t.Fatalf("release not reported:\n%s", w.logs)
+		}
+	})
+}
+
+func TestCycleCancelledWhileWaitingReleases(t *testing.T) {
+	gate := newGate()
+	gate.honour = true
+	w := newWorld(t, worldConfig{pipe: gate})
+	for _, s := range []string{"a", "b"} {
+		w.add(t, "u1", tenancy.PlanFree, s, "hot", t0)
+	}
+	r := w.runner(t, bridge.RunnerConfig{Workers: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-gate.started
+		cancel()
+	}()
+	rep, err := r.Cycle(ctx, t0)
+	if rep.Released != 1 || rep.Errors != 1 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Cycle = %+v, %v; want a released and a cancelled item", rep, err)
+	}
+	// Neither is lost: a is rescheduled for a retry, b is due at once.
+	if e := get(t, w.idx, "u1", "a"); !e.DueAt.Equal(t0.Add(bridge.DefaultRetryDelay)) {
+		t.Errorf("a after cancellation: %+v", e)
+	}
+	if e := get(t, w.idx, "u1", "b"); !e.DueAt.Equal(t0) {
+		t.Errorf("b after release: %+v", e)
+	}
+}
+
+func TestCrashedWorkerDoesNotLoseTheEntry(t *testing.T) {
+	// The pipeline's first run hangs past its claim (a crashed worker); later runs hit.
+	hang := make(chan struct{})
+	entered := make(chan struct{})
+	var calls atomic.Int64
+	pipe := bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-hang // ignores ctx: it is stuck
+		}
+		return hit, nil
+	})
+	w := newWorld(t, worldConfig{pipe: pipe})
+	w.add(t, "u1", tenancy.PlanFree, "a", "hot", t0)
+	r := w.runner(t, bridge.RunnerConfig{Workers: 2})
+
+	first := make(chan bridge.CycleReport)
+	go func() {
+		rep, _ := r.Cycle(context.Background(), t0)
+		first <- rep
+	}()
+	<-entered
+	// While the claim lasts the entry is not dispatched again.
+	if rep, _ := r.Cycle(context.Background(), t0.Add(claimFor-time.Second)); rep.Dispatched != 0 {
+		t.Fatalf("dispatched again before the claim ended: %+v", rep)
+	}
+	// Once it ends, it is.
+	again := t0.Add(claimFor)
+	rep, err := r.Cycle(context.Background(), again)
+	if err != nil || rep.Dispatched != 1 || rep.Hits != 1 {
+		t.Fatalf("after ClaimFor: %+v, %v; want the entry dispatched again and run", rep, err)
+	}
+	want := get(t, w.idx, "u1", "a")
+	if !want.DueAt.Equal(again.Add(cadence.TierHot.Base)) {
+		t.Fatalf("second run not recorded: %+v", want)
+	}
+	// The stuck worker finally returns: its claim is lost and it writes nothing.
+	close(hang)
+	if rep := <-first; rep.LostClaims != 1 || rep.Items[0].Status != bridge.StatusLostClaim || !errors.Is(rep.Items[0].Err, duework.ErrClaimLost) {
+		t.Fatalf("stuck worker's cycle: %+v", rep)
+	}
+	if got := get(t, w.idx, "u1", "a"); got != want {
+		t.Fatalf("stuck worker overwrote the entry: %+v, want %+v", got, want)
+	}
+}
+
+// fakeClock is a Clock whose time and ticks the test controls.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	ticks chan time.Time
+	every time.Duration
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	c.every = d
+	return c.ticks, func() {}
+}
+
+func (c *fakeClock) tick(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	now := c.now
+	c.mu.Unlock()
+	c.ticks <- now
+}
+
+// notifyIndex reports every completed claim.
+type notifyIndex struct {
+	duework.Index
+	completed chan duework.Entry
+}
+
+func (n *notifyIndex) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
+	err := n.Index.Complete(ctx, tc, c, next)
+	n.completed <- next
+	return err
+}
+
+func TestRunUsesItsClock(t *testing.T) {
+	idx := &notifyIndex{Index: newIndex(), completed: make(chan duework.Entry, 10)}
+	w := newWorld(t, worldConfig{idx: idx, pipe: bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+		return miss, nil
+	})})
+	w.add(t, "u1", tenancy.PlanFree, "a", "fast", t0)
+	clk := &fakeClock{now: t0, ticks: make(chan time.Time)}
+	r := w.runner(t, bridge.RunnerConfig{Clock: clk, Interval: 45 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	// The first cycle runs at once, at the clock's now: a miss, due again at t0+2m.
+	if e := <-idx.completed; !e.LastRunAt.Equal(t0) || !e.DueAt.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("first run: %+v", e)
+	}
+	clk.tick(time.Minute) // not due yet: nothing runs
+	clk.tick(time.Minute) // due
+	if e := <-idx.completed; !e.LastRunAt.Equal(t0.Add(2*time.Minute)) || e.MissStreak != 2 || !e.DueAt.Equal(t0.Add(6*time.Minute)) {
+		t.Fatalf("second run: %+v, want a second miss at the clock's t0+2m", e)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if clk.every != 45*time.Second {
+		t.Errorf("ticker interval %v, want the configured 45s", clk.every)
+	}
+	if len(idx.completed) != 0 {
+		t.Errorf("%d unexpected runs", len(idx.completed))
+	}
+}
