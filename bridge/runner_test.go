@@ -146,7 +146,7 @@ func TestCycleReportsEveryOutcome(t *testing.T) {
 	w.add(t, "alice", tenancy.PlanPro, "oddtier", "nightly", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b1", "hot", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b2", "hot", t0.Add(time.Second)) // shed: free allows one per user
-	w.add(t, "carol", tenancy.PlanPlus, "c1", "hot", t0)                 // unrouted: no plus lane
+	w.add(t, "carol", tenancy.PlanPlus, "c1", "hot", t0)                // unrouted: no plus lane
 	if err := w.wl.Remove(context.Background(), mustTC(t, "alice"), "gone"); err != nil {
 		t.Fatal(err)
 	}
