@@ -18,9 +18,9 @@ import (
 
 // loadDue bulk-loads entries straight into a migrated schema with COPY and builds the
 // per-user summary the way the Index keeps it — the fast path for big fixtures; the Index
-// API would take minutes for a million rows. users[i] gets counts[i] entries, all due at
-// due + j microseconds.
-func loadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, due time.Time) {
+// API would take minutes for a million rows. users[i] gets counts[i] entries, its j-th due at
+// due(i) + j microseconds.
+func loadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, due func(i int) time.Time) {
 	tb.Helper()
 	ctx := context.Background()
 	total := 0
@@ -35,7 +35,7 @@ func loadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, du
 		if i == len(users) {
 			return nil, nil
 		}
-		row := []any{users[i], fmt.Sprintf("w%07d", j), "hot", due.Add(time.Duration(j) * time.Microsecond), int64(0)}
+		row := []any{users[i], fmt.Sprintf("w%07d", j), "hot", due(i).Add(time.Duration(j) * time.Microsecond), int64(0)}
 		j++
 		return row, nil
 	})
@@ -56,7 +56,8 @@ func loadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, du
 }
 
 // noisyFixture is the noisy-neighbour shape: one user ("noisy") with backlog due entries
-// and 10,000 users with one each.
+// and 10,000 users with one each, due two seconds after the backlog began — so that first
+// come, first served hands the whole batch to the noisy user.
 func noisyFixture(tb testing.TB, backlog int) *pgxpool.Pool {
 	tb.Helper()
 	pool := newMigratedPool(tb)
@@ -66,7 +67,12 @@ func noisyFixture(tb testing.TB, backlog int) *pgxpool.Pool {
 		users = append(users, fmt.Sprintf("user%05d", i))
 		counts = append(counts, 1)
 	}
-	loadDue(tb, pool, users, counts, t0)
+	loadDue(tb, pool, users, counts, func(i int) time.Time {
+		if i == 0 {
+			return t0
+		}
+		return t0.Add(2 * time.Second)
+	})
 	return pool
 }
 
@@ -115,6 +121,165 @@ func BenchmarkDueHeadsNoisy(b *testing.B) {
 	}
 }
 
-var _ = sync.Mutex{}
-var _ = dispatch.New
-var _ duework.Index
+// releaseAll ends every claim and rebuilds the user summaries, between timed rounds.
+func releaseAll(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `UPDATE rota_due SET claim_token = NULL, claim_until = NULL WHERE claim_until IS NOT NULL`); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE rota_users u SET
+		free_at = (SELECT min(due_at) FROM rota_due d WHERE d.user_id = u.user_id AND d.claim_until IS NULL)`); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func oneLane(perUser, batch int) dispatch.Config {
+	return dispatch.Config{
+		Lanes:            []dispatch.LaneCapacity{{Lane: "all", PerUserLimit: perUser, PerCycleLimit: batch}},
+		GlobalBatchLimit: batch,
+		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "all", nil },
+		ClaimFor:         time.Hour,
+	}
+}
+
+// Claim throughput: 1 and 4 dispatchers, each with its own pool, run cycles of up to 1,000
+// claims at the same time over 1,000 users with 100 due entries each. No worker completes
+// anything, so the claimed rows pile up — they must not slow later cycles down. Concurrent
+// dispatchers read the same heads and Select is deterministic, so they mostly pick the same
+// entries: lost/op counts the claims another dispatcher won.
+func BenchmarkClaim(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("dispatchers=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			schema := newSchema(b)
+			setup := newPoolIn(b, schema, 2)
+			if err := postgres.Migrate(ctx, setup); err != nil {
+				b.Fatal(err)
+			}
+			users := make([]string, 1000)
+			counts := make([]int, 1000)
+			for i := range users {
+				users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
+			}
+			loadDue(b, setup, users, counts, func(int) time.Time { return t0 })
+			disps := make([]*dispatch.Dispatcher, n)
+			for i := range disps {
+				d, err := dispatch.New(postgres.NewIndex(newPoolIn(b, schema, 2)), oneLane(1, 1000))
+				if err != nil {
+					b.Fatal(err)
+				}
+				disps[i] = d
+			}
+			claimed, lost, since := 0, 0, 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if since > 90_000 {
+					b.StopTimer()
+					releaseAll(b, setup)
+					since = 0
+					b.StartTimer()
+				}
+				now := benchNow.Add(time.Duration(i) * time.Second)
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for _, d := range disps {
+					wg.Go(func() {
+						batch, err := d.Dispatch(ctx, now)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						claimed += len(batch.Items)
+						since += len(batch.Items)
+						for _, l := range batch.Lanes {
+							lost += l.LostClaims
+						}
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
+			b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
+		})
+	}
+}
+
+// sqlFirstCome is the plain first-come claim the fair cycle is measured against: the 1,000
+// oldest due rows, whoever they belong to.
+const sqlFirstCome = `
+UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $2
+FROM (SELECT user_id, work_key FROM rota_due
+      WHERE claim_until IS NULL AND due_at <= $1
+      ORDER BY due_at LIMIT 1000 FOR UPDATE SKIP LOCKED) c
+WHERE d.user_id = c.user_id AND d.work_key = c.work_key
+RETURNING d.user_id`
+
+// A full fair cycle (DueHeads + Select + Claim of 1,000) against a plain first-come claim of
+// 1,000 rows, side by side on the same noisy data (one user with a 1,000,000-row backlog,
+// 10,000 users with one entry each). Claims are released between iterations, untimed, so
+// every iteration sees the same backlog. noisy-share is the fraction of the batch the noisy
+// user got.
+func BenchmarkFairCycleVsFirstCome(b *testing.B) {
+	backlog := 1_000_000
+	pool := noisyFixture(b, backlog)
+	idx := postgres.NewIndex(pool)
+	ctx := context.Background()
+	if testing.Verbose() {
+		b.Logf("first-come plan:\n%s", explain(b, pool, sqlFirstCome, benchNow, benchNow.Add(time.Hour)))
+		releaseAll(b, pool)
+	}
+	b.Run("fair", func(b *testing.B) {
+		d, err := dispatch.New(idx, oneLane(10, 1000))
+		if err != nil {
+			b.Fatal(err)
+		}
+		noisy, total := 0, 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			batch, err := d.Dispatch(ctx, benchNow.Add(time.Duration(i)*time.Second))
+			if err != nil || len(batch.Items) != 1000 {
+				b.Fatalf("Dispatch: %d items, %v", len(batch.Items), err)
+			}
+			for _, it := range batch.Items {
+				if it.Claim.Entry.UserID == "noisy" {
+					noisy++
+				}
+			}
+			total += len(batch.Items)
+			b.StopTimer()
+			releaseAll(b, pool)
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(noisy)/float64(total), "noisy-share")
+	})
+	b.Run("first-come", func(b *testing.B) {
+		noisy, total := 0, 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			now := benchNow.Add(time.Duration(i) * time.Second)
+			rows, err := pool.Query(ctx, sqlFirstCome, now, now.Add(time.Hour))
+			if err != nil {
+				b.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil || len(got) != 1000 {
+				b.Fatalf("first-come claim: %d rows, %v", len(got), err)
+			}
+			for _, u := range got {
+				if u == "noisy" {
+					noisy++
+				}
+			}
+			total += len(got)
+			b.StopTimer()
+			releaseAll(b, pool)
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(noisy)/float64(total), "noisy-share")
+	})
+}
+
+var _ duework.Index = (*postgres.Index)(nil)

@@ -88,7 +88,7 @@ func TestContentionFourDispatchers(t *testing.T) {
 		counts[i] = (contentionEntries - noisyEntries) / (contentionUsers - 1)
 	}
 	counts[0] = noisyEntries
-	loadDue(t, setup, users, counts, t0)
+	loadDue(t, setup, users, counts, func(int) time.Time { return t0 })
 
 	const (
 		dispatchers = 4

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,24 +49,28 @@ func fromTS(t *time.Time) time.Time {
 	return *t
 }
 
-// SQL that keeps rota_users.next_at exact. Every transaction that changes a user's entries
-// locks the user's row after its entry writes (users in UserID order, so that concurrent
-// claims cannot deadlock) and only then recomputes next_at in a new statement: under READ
-// COMMITTED the new statement's snapshot sees every change committed before the lock was
-// granted, and any writer still in flight recomputes again after it, so the last
-// recomputation of a user always sees all of its entries.
+// The user summary (rota_users.free_at) and LastServed.
+//
+// free_at must never be later than the earliest due_at of the user's unclaimed entries, or
+// DueHeads would miss the user. Claim only removes rows from that set, so it leaves free_at
+// alone (a lower bound stays a lower bound; DueHeads skips a user whose due rows are all
+// claimed). Schedule, Complete and Unschedule recompute it exactly: each locks the user's row
+// after its entry write and only then recomputes, in a new statement. Under READ COMMITTED
+// that statement's snapshot sees every change committed before the lock was granted, and a
+// writer still in flight recomputes again after it, so the last recomputation of a user
+// always sees all of its entries. Entry rows are always locked before user rows, and
+// several user rows in UserID order, so these transactions cannot deadlock.
 const (
 	sqlEnsureUser = `INSERT INTO rota_users (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`
-	sqlLockUsers  = `SELECT user_id FROM rota_users WHERE user_id = ANY($1::text[]) ORDER BY user_id FOR NO KEY UPDATE`
-	sqlFreeAt     = `(SELECT min(d.due_at) FROM rota_due d WHERE d.user_id = u.user_id AND d.claim_until IS NULL)`
-	sqlClaimedAt  = `(SELECT min(d.claim_until) FROM rota_due d WHERE d.user_id = u.user_id AND d.claim_until IS NOT NULL)`
-	sqlRecompute  = `UPDATE rota_users u SET free_at = n.free_at, claimed_at = n.claimed_at
-		FROM (SELECT u.user_id, ` + sqlFreeAt + ` AS free_at, ` + sqlClaimedAt + ` AS claimed_at
-		      FROM rota_users u WHERE u.user_id = ANY($1::text[])) n
-		WHERE u.user_id = n.user_id
-		  AND (u.free_at IS DISTINCT FROM n.free_at OR u.claimed_at IS DISTINCT FROM n.claimed_at)`
-	sqlServe = `UPDATE rota_users u SET last_served = $2, free_at = ` + sqlFreeAt + `, claimed_at = ` + sqlClaimedAt + `
-		WHERE u.user_id = ANY($1::text[])`
+	sqlLockUser   = `SELECT 1 FROM rota_users WHERE user_id = $1 FOR NO KEY UPDATE`
+	sqlRecompute  = `UPDATE rota_users u SET free_at = n.free_at
+		FROM (SELECT min(d.due_at) AS free_at FROM rota_due d WHERE d.user_id = $1 AND d.claim_until IS NULL) n
+		WHERE u.user_id = $1 AND u.free_at IS DISTINCT FROM n.free_at`
+	// sqlServe stamps LastServed, locking the rows in UserID order. It changes no indexed
+	// column, so the updates are HOT.
+	sqlServe = `UPDATE rota_users u SET last_served = $2
+		FROM (SELECT user_id FROM rota_users WHERE user_id = ANY($1::text[]) ORDER BY user_id FOR NO KEY UPDATE) l
+		WHERE u.user_id = l.user_id`
 )
 
 // writeOne runs one entry write of tc's user and keeps the user's summary row exact, in one
@@ -78,8 +83,8 @@ func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, chec
 		if ensure {
 			b.Queue(sqlEnsureUser, user)
 		}
-		b.Queue(sqlLockUsers, []string{user})
-		b.Queue(sqlRecompute, []string{user})
+		b.Queue(sqlLockUser, user)
+		b.Queue(sqlRecompute, user)
 		br := tx.SendBatch(ctx, b)
 		tag, err := br.Exec()
 		if err != nil {
@@ -182,42 +187,49 @@ func (x *Index) DueBefore(ctx context.Context, now time.Time, limit int) ([]duew
 	return out, nil
 }
 
-// sqlDueHeads finds the users with visible due work through rota_users.next_at (one range
-// of a small index: the users whose earliest visible instant has passed) and reads each one's
-// first perUser+1 entries with a LATERAL join over two index ranges — its unclaimed due rows
-// in (due_at, work_key) order and its rows whose claims have ended. Its cost grows with the
-// number of users with due work times perUser, never with a backlog. Each branch is guarded by
-// the user's summary (free_at, claimed_at), so a user without ended claims costs one index
-// probe, not two.
+// sqlDueHeads reads the users with visible due work and each one's first $2 (perUser+1)
+// visible entries, in two parts that DueHeads merges:
+//
+//   - the users whose free_at has passed (one range of a small index), each with a LATERAL
+//     read of its unclaimed due rows in (due_at, work_key) order: the first $2 entries of
+//     rota_due_free_user, however deep the backlog;
+//   - the rows whose claim has ended (one range of rota_due_claimed), at most $2 per user:
+//     there are as many as claims were abandoned.
+//
+// Its cost grows with the number of users with due work times perUser and with the number of
+// abandoned claims, never with a backlog. The rows come unsorted.
 const sqlDueHeads = `
-SELECT u.user_id, u.last_served, h.work_key, h.tier, h.due_at, h.last_run_at, h.miss_streak
-FROM rota_users u
-CROSS JOIN LATERAL (
-	SELECT x.* FROM (
-		(SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
-		 WHERE u.free_at <= $1 AND d.user_id = u.user_id AND d.claim_until IS NULL AND d.due_at <= $1
-		 ORDER BY d.due_at, d.work_key LIMIT $2)
-		UNION ALL
-		(SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
-		 WHERE u.claimed_at <= $1 AND d.user_id = u.user_id AND d.claim_until <= $1 AND d.due_at <= $1
-		 ORDER BY d.due_at, d.work_key LIMIT $2)
-	) x ORDER BY x.due_at, x.work_key LIMIT $2
-) h
-WHERE u.next_at <= $1
-ORDER BY u.user_id, h.due_at, h.work_key`
+(SELECT false AS ended, u.user_id, u.last_served, h.work_key, h.tier, h.due_at, h.last_run_at, h.miss_streak
+ FROM rota_users u CROSS JOIN LATERAL (
+	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
+	WHERE d.user_id = u.user_id AND d.claim_until IS NULL AND d.due_at <= $1
+	ORDER BY d.due_at, d.work_key LIMIT $2) h
+ WHERE u.free_at <= $1)
+UNION ALL
+(SELECT true, u.user_id, u.last_served, h.work_key, h.tier, h.due_at, h.last_run_at, h.miss_streak
+ FROM (SELECT d.*, row_number() OVER (PARTITION BY d.user_id ORDER BY d.due_at, d.work_key) AS n
+       FROM rota_due d WHERE d.claim_until <= $1 AND d.due_at <= $1) h
+ JOIN rota_users u ON u.user_id = h.user_id
+ WHERE h.n <= $2)`
 
 // DueHeads returns, in UserID order, one Head per user with unclaimed entries due at now:
 // its first perUser of them in (DueAt, WorkKey) order, More when it has further ones, and
-// LastServed. One query; see sqlDueHeads for its plan and cost.
+// LastServed. One query (see sqlDueHeads for its plan), run with JIT off; the two parts it
+// returns for a user are merged here.
 func (x *Index) DueHeads(ctx context.Context, now time.Time, perUser int) ([]duework.Head, error) {
 	if perUser < 1 {
 		return nil, fmt.Errorf("%w: perUser must be ≥ 1, got %d", duework.ErrInvalid, perUser)
 	}
-	var heads []duework.Head
+	type part struct {
+		head  duework.Head
+		ended []duework.Entry // rows whose claim ended, merged into head.Due below
+	}
+	var parts map[string]*part
 	err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
-		heads = heads[:0]
-		// The plan is a few thousand index probes, which JIT compilation (on by default
-		// above a plan cost this query reaches with ~5,000 users) slows by 10–20 ms.
+		parts = map[string]*part{}
+		// The plan is thousands of small index probes, which JIT compilation (on by
+		// default above a plan cost this query reaches with a few thousand users) slows
+		// down by 10–20 ms.
 		if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
 			return err
 		}
@@ -228,50 +240,87 @@ func (x *Index) DueHeads(ctx context.Context, now time.Time, perUser int) ([]due
 		defer rows.Close()
 		for rows.Next() {
 			var (
+				ended  bool
 				e      duework.Entry
 				served *time.Time
 				last   *time.Time
 				streak int64
 			)
-			if err := rows.Scan(&e.UserID, &served, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak); err != nil {
+			if err := rows.Scan(&ended, &e.UserID, &served, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak); err != nil {
 				return err
 			}
 			e.LastRunAt = fromTS(last)
 			e.MissStreak = int(streak)
-			if n := len(heads); n == 0 || heads[n-1].UserID != e.UserID {
-				heads = append(heads, duework.Head{UserID: e.UserID, LastServed: fromTS(served)})
+			p := parts[e.UserID]
+			if p == nil {
+				p = &part{head: duework.Head{UserID: e.UserID, LastServed: fromTS(served)}}
+				parts[e.UserID] = p
 			}
-			h := &heads[len(heads)-1]
-			if len(h.Due) == perUser {
-				h.More = true
-				continue
+			if ended {
+				p.ended = append(p.ended, e)
+			} else {
+				p.head.Due = append(p.head.Due, e)
 			}
-			h.Due = append(h.Due, e)
 		}
 		return rows.Err()
 	})
 	if err != nil {
 		return nil, interpret(ctx, "Index.DueHeads", err)
 	}
+	heads := make([]duework.Head, 0, len(parts))
+	for _, p := range parts {
+		h := p.head
+		if len(p.ended) > 0 {
+			h.Due = append(h.Due, p.ended...)
+			slices.SortFunc(h.Due, compareDue)
+		}
+		if len(h.Due) > perUser {
+			h.Due, h.More = h.Due[:perUser:perUser], true
+		}
+		heads = append(heads, h)
+	}
+	slices.SortFunc(heads, func(a, b duework.Head) int { return strings.Compare(a.UserID, b.UserID) })
 	return heads, nil
 }
 
-// sqlClaim locks, among the given keys, the rows that are due at now and unclaimed or whose
-// claim has ended — skipping rows another transaction holds, so that concurrent dispatchers
-// never wait for each other nor claim one entry twice — and gives each a new token from the
-// rota_claim_token sequence. Rows whose claim was committed meanwhile are re-checked by the
-// lock (READ COMMITTED) and dropped.
+// compareDue orders one user's entries by (DueAt, WorkKey).
+func compareDue(a, b duework.Entry) int {
+	if c := a.DueAt.Compare(b.DueAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.WorkKey, b.WorkKey)
+}
+
+// sqlClaim is the whole of Claim, one statement and so one atomic step:
+//
+//   - it locks, among the given keys, the rows that are due at now and unclaimed or whose
+//     claim has ended, skipping rows another transaction holds — so concurrent dispatchers
+//     never wait for each other nor claim one entry twice; a row whose claim another
+//     transaction committed meanwhile is re-checked by the lock (READ COMMITTED) and dropped;
+//   - gives each a new token from the rota_claim_token sequence and its until;
+//   - stamps last_served on the users it claimed for, locking their rows in UserID order so
+//     that concurrent claims cannot deadlock (a HOT update: no indexed column changes).
+//
+// free_at is left alone: a claim can only raise the user's earliest unclaimed due_at.
 const sqlClaim = `
-UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
-FROM (
-	SELECT d.user_id, d.work_key, k.ord
-	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
-	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
-	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
-	FOR UPDATE OF d SKIP LOCKED
-) c
-WHERE d.user_id = c.user_id AND d.work_key = c.work_key
-RETURNING c.ord, ` + entryColumns + `, d.claim_token, d.claim_until`
+WITH c AS (
+	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
+	FROM (
+		SELECT d.user_id, d.work_key, k.ord
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
+		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
+		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+		FOR UPDATE OF d SKIP LOCKED
+	) k
+	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
+	RETURNING k.ord, ` + entryColumns + `, d.claim_token, d.claim_until
+), l AS (
+	SELECT u.user_id FROM rota_users u WHERE u.user_id IN (SELECT c.user_id FROM c)
+	ORDER BY u.user_id FOR NO KEY UPDATE
+), s AS (
+	UPDATE rota_users u SET last_served = $3 FROM l WHERE u.user_id = l.user_id
+)
+SELECT * FROM c`
 
 // Claim claims, atomically, those of keys that are due at now and unclaimed, until until,
 // and returns their claims in the order of keys; it stamps LastServed = now for every user it
@@ -303,33 +352,16 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		ord int64
 		c   duework.Claim
 	}
-	var got []claimAt
-	err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
-		got = got[:0]
-		rows, err := tx.Query(ctx, sqlClaim, users, works, now, until)
-		if err != nil {
-			return err
-		}
-		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimAt, error) {
-			var ca claimAt
-			var token int64
-			e, err := scanEntryAfter(r, &ca.ord, &token, &ca.c.Until)
-			ca.c.Entry, ca.c.Token = e, uint64(token)
-			return ca, err
-		})
-		if err != nil || len(got) == 0 {
-			return err
-		}
-		served := make([]string, 0, len(got))
-		for _, ca := range got {
-			served = append(served, ca.c.Entry.UserID)
-		}
-		slices.Sort(served)
-		served = slices.Compact(served)
-		b := &pgx.Batch{}
-		b.Queue(sqlLockUsers, served)
-		b.Queue(sqlServe, served, now)
-		return tx.SendBatch(ctx, b).Close()
+	rows, err := x.pool.Query(ctx, sqlClaim, users, works, now, until)
+	if err != nil {
+		return nil, interpret(ctx, "Index.Claim", err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimAt, error) {
+		var ca claimAt
+		var token int64
+		e, err := scanEntryAfter(r, &ca.ord, &token, &ca.c.Until)
+		ca.c.Entry, ca.c.Token = e, uint64(token)
+		return ca, err
 	})
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)

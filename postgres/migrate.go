@@ -22,15 +22,13 @@ var migrations = []migration{
 CREATE TABLE rota_users (
 	user_id     text COLLATE "C" PRIMARY KEY,
 	last_served timestamptz,
-	-- free_at is the earliest due_at of the user's unclaimed entries, claimed_at the
-	-- earliest claim_until of its claimed ones (NULL when there are none); next_at, the
-	-- earlier of the two, is the first instant one of its entries is visible to the
-	-- dispatch reads. Every write of an entry recomputes them under this row's lock.
-	free_at     timestamptz,
-	claimed_at  timestamptz,
-	next_at     timestamptz GENERATED ALWAYS AS (least(free_at, claimed_at)) STORED
+	-- free_at is a lower bound of the earliest due_at among the user's unclaimed entries,
+	-- NULL only when it has none. Claim leaves it alone (a claim can only raise that
+	-- minimum); Schedule, Complete and Unschedule recompute it exactly under this row's
+	-- lock. DueHeads visits the users with free_at <= now.
+	free_at     timestamptz
 ) WITH (fillfactor = 70);
-CREATE INDEX rota_users_next_at ON rota_users (next_at) WHERE next_at IS NOT NULL;
+CREATE INDEX rota_users_free_at ON rota_users (free_at) WHERE free_at IS NOT NULL;
 
 CREATE TABLE rota_due (
 	user_id     text COLLATE "C" NOT NULL,
@@ -45,10 +43,10 @@ CREATE TABLE rota_due (
 	CHECK ((claim_token IS NULL) = (claim_until IS NULL))
 );
 -- Unclaimed entries only: a claimed row leaves the due path at once and comes back through
--- rota_due_claimed when its claim ends.
+-- rota_due_claimed, by claim_until, when its claim ends.
 CREATE INDEX rota_due_free_user ON rota_due (user_id, due_at, work_key) WHERE claim_until IS NULL;
 CREATE INDEX rota_due_free ON rota_due (due_at, user_id, work_key) WHERE claim_until IS NULL;
-CREATE INDEX rota_due_claimed ON rota_due (user_id, claim_until) WHERE claim_until IS NOT NULL;
+CREATE INDEX rota_due_claimed ON rota_due (claim_until) WHERE claim_until IS NOT NULL;
 CREATE SEQUENCE rota_claim_token AS bigint;
 `},
 }
