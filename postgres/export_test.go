@@ -2,4 +2,3 @@ package postgres
 
 // SQLDueHeads exposes the DueHeads query to the benchmarks, which print its plan.
 const SQLDueHeads = sqlDueHeads
-
