@@ -1,0 +1,382 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// injectedError is the failure faultyIndex injects; each names its call.
+type injectedError struct {
+	call   int
+	method string
+}
+
+func (e *injectedError) Error() string {
+	return fmt.Sprintf("injected failure of index call %d (%s)", e.call, e.method)
+}
+
+// faultyIndex fails its failAt-th call. With after set, the call is made first and only
+// its answer is lost (a write that happened although the caller hears it failed).
+type faultyIndex struct {
+	duework.Index
+	mu       sync.Mutex
+	calls    int
+	failAt   int
+	after    bool
+	injected *injectedError
+}
+
+func (f *faultyIndex) fault(method string) (*injectedError, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.calls != f.failAt {
+		return nil, false
+	}
+	f.injected = &injectedError{call: f.calls, method: method}
+	return f.injected, true
+}
+
+func (f *faultyIndex) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entry) error {
+	ie, fail := f.fault("Schedule")
+	if fail && !f.after {
+		return ie
+	}
+	err := f.Index.Schedule(ctx, tc, e)
+	if fail {
+		return ie
+	}
+	return err
+}
+
+func (f *faultyIndex) Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error {
+	ie, fail := f.fault("Unschedule")
+	if fail && !f.after {
+		return ie
+	}
+	err := f.Index.Unschedule(ctx, tc, workKey)
+	if fail {
+		return ie
+	}
+	return err
+}
+
+func (f *faultyIndex) Get(ctx context.Context, tc tenancy.Context, workKey string) (duework.Entry, error) {
+	if ie, fail := f.fault("Get"); fail {
+		return duework.Entry{}, ie
+	}
+	return f.Index.Get(ctx, tc, workKey)
+}
+
+func (f *faultyIndex) DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error) {
+	if ie, fail := f.fault("DueBefore"); fail {
+		return nil, ie
+	}
+	return f.Index.DueBefore(ctx, now, limit)
+}
+
+func (f *faultyIndex) DueHeads(ctx context.Context, now time.Time, perUser int) ([]duework.Head, error) {
+	if ie, fail := f.fault("DueHeads"); fail {
+		return nil, ie
+	}
+	return f.Index.DueHeads(ctx, now, perUser)
+}
+
+func (f *faultyIndex) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+	ie, fail := f.fault("Claim")
+	if fail && !f.after {
+		return nil, ie
+	}
+	cs, err := f.Index.Claim(ctx, keys, now, until)
+	if fail {
+		return nil, ie
+	}
+	return cs, err
+}
+
+func (f *faultyIndex) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
+	ie, fail := f.fault("Complete")
+	if fail && !f.after {
+		return ie
+	}
+	err := f.Index.Complete(ctx, tc, c, next)
+	if fail {
+		return ie
+	}
+	return err
+}
+
+// injectedIn returns every injectedError in err's tree (wrapped and joined errors).
+func injectedIn(err error) []*injectedError {
+	if err == nil {
+		return nil
+	}
+	if ie, ok := err.(*injectedError); ok {
+		return []*injectedError{ie}
+	}
+	switch x := err.(type) {
+	case interface{ Unwrap() []error }:
+		var out []*injectedError
+		for _, e := range x.Unwrap() {
+			out = append(out, injectedIn(e)...)
+		}
+		return out
+	case interface{ Unwrap() error }:
+		return injectedIn(x.Unwrap())
+	}
+	return nil
+}
+
+// seededPipeline finds something new on a fixed pattern per source and run, and always
+// fails for sources named "flaky": deterministic whatever order the workers run in.
+type seededPipeline struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (p *seededPipeline) Run(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+	if e.Slug == "flaky" {
+		return bridge.Result{}, errBoom
+	}
+	key := tc.UserID() + "/" + e.Slug
+	p.mu.Lock()
+	n := p.runs[key]
+	p.runs[key]++
+	p.mu.Unlock()
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	if (h.Sum32()+uint32(n))%3 == 0 {
+		return hit, nil
+	}
+	return miss, nil
+}
+
+const (
+	faultUsers   = 12
+	faultCycles  = 8
+	faultEvery   = 4 * time.Minute
+	faultSources = 4
+)
+
+type faultRun struct {
+	w       *world
+	fi      *faultyIndex
+	watched []duework.Key
+	tiers   map[duework.Key]string
+	errs    []error
+}
+
+// runFaulty sets up many tenants without faults, then runs several cycles with the
+// failAt-th index call failing, and returns what it saw.
+func runFaulty(t *testing.T, failAt int, after bool) *faultRun {
+	t.Helper()
+	fi := &faultyIndex{Index: newIndex()}
+	w := newWorld(t, worldConfig{idx: fi, pipe: &seededPipeline{runs: map[string]int{}}, global: 18, lanes: []dispatch.LaneCapacity{
+		{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 8},
+		{Lane: "plus", PerUserLimit: 2, PerCycleLimit: 8},
+		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 4, MinShare: 3},
+	}})
+	fr := &faultRun{w: w, fi: fi, tiers: map[duework.Key]string{}}
+	ctx := context.Background()
+	plans := []tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro}
+	for u := range faultUsers {
+		user := fmt.Sprintf("user%02d", u)
+		tc := mustTC(t, user)
+		if err := w.ent.SetPlan(ctx, tc, plans[u%3]); err != nil {
+			t.Fatal(err)
+		}
+		for s := range faultSources {
+			slug, tier := fmt.Sprintf("src%d", s), []string{"fast", "hot"}[s%2]
+			if u == 3 && s == 0 {
+				slug = "flaky"
+			}
+			watch(t, w.wl, user, slug, tier)
+			k := duework.Key{UserID: user, WorkKey: slug}
+			fr.watched = append(fr.watched, k)
+			fr.tiers[k] = tier
+		}
+		if _, err := w.b.SyncWatchlist(ctx, tc, t0.Add(-10*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two tenants drop a source after it was scheduled: the run unschedules them.
+	for _, k := range []duework.Key{{UserID: "user01", WorkKey: "src1"}, {UserID: "user05", WorkKey: "src2"}} {
+		if err := w.wl.Remove(ctx, mustTC(t, k.UserID), k.WorkKey); err != nil {
+			t.Fatal(err)
+		}
+		fr.watched = slices.DeleteFunc(fr.watched, func(x duework.Key) bool { return x == k })
+	}
+
+	fi.mu.Lock()
+	fi.calls, fi.failAt, fi.after = 0, failAt, after
+	fi.mu.Unlock()
+	r := w.runner(t, bridge.RunnerConfig{Workers: 3})
+	for i := range faultCycles {
+		rep, err := r.Cycle(ctx, t0.Add(time.Duration(i)*faultEvery))
+		fr.errs = append(fr.errs, err)
+		for _, it := range rep.Items {
+			fr.errs = append(fr.errs, it.Err) // lost claims too
+		}
+	}
+	fi.mu.Lock()
+	fi.failAt = 0
+	fi.mu.Unlock()
+	return fr
+}
+
+// check verifies that every watched source is still scheduled, exactly once, with its
+// tier, and that after fault-free cycles the index holds exactly the watched sources.
+func (fr *faultRun) check(t *testing.T, label string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range fr.watched {
+		e, err := fr.fi.Index.Get(ctx, mustTC(t, k.UserID), k.WorkKey)
+		if err != nil {
+			t.Fatalf("%s: %v lost: %v", label, k, err)
+		}
+		if e.Key() != k || e.Tier != fr.tiers[k] || e.DueAt.IsZero() || e.MissStreak < 0 {
+			t.Fatalf("%s: %v corrupt: %+v", label, k, e)
+		}
+	}
+	keys := func(at time.Time) []duework.Key {
+		due, err := fr.fi.Index.DueBefore(ctx, at, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []duework.Key
+		for _, e := range due {
+			out = append(out, e.Key())
+		}
+		slices.SortFunc(out, func(a, b duework.Key) int {
+			if a.UserID != b.UserID {
+				return cmpString(a.UserID, b.UserID)
+			}
+			return cmpString(a.WorkKey, b.WorkKey)
+		})
+		return out
+	}
+	far := t0.Add(1000 * time.Hour) // every claim of the run has ended by then
+	got := keys(far)
+	for i := 1; i < len(got); i++ {
+		if got[i] == got[i-1] {
+			t.Fatalf("%s: %v scheduled twice", label, got[i])
+		}
+	}
+	// Fault-free cycles far later dispatch everything, so removed sources go too.
+	r := fr.w.runner(t, bridge.RunnerConfig{Workers: 3})
+	want := slices.Clone(fr.watched)
+	slices.SortFunc(want, func(a, b duework.Key) int {
+		if a.UserID != b.UserID {
+			return cmpString(a.UserID, b.UserID)
+		}
+		return cmpString(a.WorkKey, b.WorkKey)
+	})
+	for i := range 10 {
+		now := far.Add(time.Duration(i) * 100 * time.Hour)
+		if _, err := r.Cycle(ctx, now); err != nil && !errors.Is(err, errBoom) {
+			t.Fatalf("%s: clean cycle: %v", label, err)
+		}
+		if slices.Equal(keys(now.Add(100*time.Hour-time.Second)), want) {
+			return
+		}
+	}
+	t.Fatalf("%s: after clean cycles the index holds %v, want exactly the watched %v", label, keys(far.Add(2000*time.Hour)), want)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func TestFaultInjectionLosesNothing(t *testing.T) {
+	clean := runFaulty(t, 0, false)
+	total := clean.fi.calls
+	if total < 5*faultCycles {
+		t.Fatalf("the clean run made only %d index calls", total)
+	}
+	for _, err := range clean.errs {
+		if err != nil && !errors.Is(err, errBoom) {
+			t.Fatalf("clean run: %v", err)
+		}
+	}
+	clean.check(t, "clean run")
+
+	for _, after := range []bool{false, true} {
+		for n := 1; n <= total; n++ {
+			label := fmt.Sprintf("failing call %d (after=%v)", n, after)
+			fr := runFaulty(t, n, after)
+			if fr.fi.injected == nil {
+				if fr.fi.calls >= n {
+					t.Fatalf("%s: not injected in %d calls", label, fr.fi.calls)
+				}
+				continue
+			}
+			var reported bool
+			for _, err := range fr.errs {
+				for _, ie := range injectedIn(err) {
+					if ie != fr.fi.injected {
+						t.Fatalf("%s: reported a failure that was not injected: %v", label, ie)
+					}
+					reported = true
+				}
+			}
+			if !reported {
+				t.Fatalf("%s: the failure of %s was not reported", label, fr.fi.injected.method)
+			}
+			fr.check(t, label)
+		}
+	}
+}
+
+func TestSyncWatchlistUnderFaults(t *testing.T) {
+	ctx := context.Background()
+	for _, after := range []bool{false, true} {
+		for n := 1; n <= 20; n++ {
+			fi := &faultyIndex{Index: newIndex(), failAt: n, after: after}
+			wl := tenancy.NewMemoryWatchlist()
+			b := &bridge.Bridge{Index: fi, Watchlist: wl, Pipeline: newStub()}
+			for s := range 10 {
+				watch(t, wl, "u1", fmt.Sprintf("s%d", s), "hot")
+			}
+			tc := mustTC(t, "u1")
+			added, err := b.SyncWatchlist(ctx, tc, t0)
+			if fi.injected == nil {
+				t.Fatalf("n=%d: no call failed", n)
+			}
+			if got := injectedIn(err); len(got) != 1 || got[0] != fi.injected {
+				t.Fatalf("n=%d after=%v: err = %v, want the injected failure", n, after, err)
+			}
+			fi.failAt = 0
+			more, err := b.SyncWatchlist(ctx, tc, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scheduledAnyway := 0
+			if after && fi.injected.method == "Schedule" {
+				scheduledAnyway = 1
+			}
+			if added+more+scheduledAnyway != 10 {
+				t.Fatalf("n=%d after=%v: added %d then %d (+%d unreported), want 10 in all", n, after, added, more, scheduledAnyway)
+			}
+			for s := range 10 {
+				get(t, fi.Index, "u1", fmt.Sprintf("s%d", s))
+			}
+		}
+	}
+}
