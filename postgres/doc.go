@@ -1,0 +1,99 @@
+// Package postgres runs rota on PostgreSQL, for services whose dispatchers, workers and
+// maintenance daemons live on several machines and share one database.
+//
+// It is a nested module (github.com/rotaworks/rota/postgres) so that the core stays free of
+// dependencies: it imports the core and github.com/jackc/pgx/v5, never the reverse.
+//
+// # Where to start
+//
+// Open a *pgxpool.Pool, run Migrate once at start-up (every replica may; see below), then
+// build the adapters over the same pool:
+//
+//	pool, err := pgxpool.New(ctx, "postgres://rota@db/app")
+//	...
+//	if err := postgres.Migrate(ctx, pool); err != nil { ... }
+//	idx := postgres.NewIndex(pool)              // a duework.Index
+//	d, err := dispatch.New(idx, dispatch.Config{...})
+//
+// NewIndex implements duework.Index and passes the core's conformance suite
+// (duework/indextest) against a real server.
+//
+// # Schema and migrations
+//
+// Every table lives in the pool's current schema — the first schema of its search_path — so
+// one database can hold several independent rota installations (and each test its own):
+// set the search_path in the pool's ConnConfig.RuntimeParams. The tables are prefixed
+// rota_; the applied migration steps are recorded in rota_schema_migrations (not
+// schema_migrations, which other migration tools use).
+//
+// Migrate is versioned and idempotent. It runs in one transaction under a transaction-level
+// advisory lock keyed by the schema, so replicas that start together and all call it apply
+// each step exactly once; the others wait and find nothing to do. A database migrated by a
+// newer release gives ErrSchemaTooNew and is left alone.
+//
+// # How dispatch stays cheap
+//
+// rota_due holds one row per entry (the duework.Entry columns plus the current claim's token
+// and until). The due path is a pair of partial indexes over unclaimed rows only — (user_id,
+// due_at, work_key) and (due_at, user_id, work_key), WHERE claim_until IS NULL — so a
+// claimed row leaves the front of the due path at once instead of being re-read by every
+// later cycle. A third partial index holds claimed rows by claim_until: a claim that ends
+// without a Complete (a worker died) is found there, and the entry is due again at exactly
+// claim_until without anyone touching it.
+//
+// rota_users holds one row per user: LastServed, and free_at, a lower bound of the earliest
+// due_at among the user's unclaimed entries (NULL when it has none). DueHeads visits the users
+// whose free_at has passed (a range of a small index) and reads each one's first perUser+1
+// rows with a LATERAL join, plus the rows whose claims ended; so its cost grows with the
+// number of users with due work, never with one user's backlog: with 10,000 users holding
+// one due entry each, it costs the same whether one more user has 1,000 or 1,000,000
+// due entries (see BENCHMARKS.md). DueHeads runs with JIT compilation off, which
+// only slows a plan made of thousands of small index probes.
+//
+// Claim is one statement: it locks the due, unclaimed rows among the keys with FOR UPDATE
+// SKIP LOCKED — so dispatchers on different machines never wait for each other and never
+// claim one entry twice — gives each a token from the sequence rota_claim_token (tokens only
+// grow, so no claim of an entry ever reuses an earlier one's token), and stamps LastServed,
+// locking the users' rows in UserID order so concurrent claims cannot deadlock. Complete
+// writes only while the row still carries the claim's token.
+//
+// Schedule, Complete and Unschedule keep free_at exact: each locks the user's row after its
+// entry write and recomputes free_at in a new statement, whose snapshot sees every writer
+// that committed before it. Claim leaves free_at alone (a claim can only raise it), so a user
+// whose due entries are all claimed is visited by DueHeads, which finds nothing and skips it,
+// until one of them completes.
+//
+// # Choices the core contract leaves open
+//
+//   - Times are stored as timestamptz, with microsecond precision: DueAt, LastRunAt and the
+//     now given to Claim are truncated to the microsecond, and Claim rounds until up, so a
+//     claim never ends before the until it was given. Times come back in the server's
+//     session time zone; compare them with Equal.
+//   - Claim skips an entry whose row another transaction holds at that moment (a concurrent
+//     Claim, or a Schedule or Complete in flight) instead of waiting for it.
+//   - A user's row, and so its LastServed, outlives its entries: unscheduling everything
+//     does not reset its place in the fair order.
+//   - Several dispatchers over one index read the same heads, and dispatch.Select is
+//     deterministic, so dispatchers that run at the same instant mostly select the same
+//     entries; the losers see them as LostClaims. Correctness holds, but throughput does not
+//     grow with the number of dispatchers: several dispatchers buy availability, not speed;
+//     stagger their intervals so that their cycles rarely overlap.
+//
+// # Errors
+//
+// Backend errors are translated in one place: a cancelled or expired context wraps
+// ctx.Err() (every call takes a context and stops when it ends), a value the server refuses
+// (a NUL byte, a time out of range) wraps duework.ErrInvalid, a missing table wraps
+// ErrNotMigrated, and everything else is wrapped as it is, so errors.As still finds the
+// *pgconn.PgError. Bad input is refused with the core's sentinels before any query.
+//
+// # Running the tests
+//
+// The tests need a PostgreSQL server. They read its address from ROTA_TEST_DATABASE_URL
+// (default postgres://postgres@127.0.0.1:5432/test?sslmode=disable) and create a schema of
+// their own per test, dropped at the end. Without a reachable server they skip, saying how
+// to run them — except under CI (CI=true), where they fail. For example:
+//
+//	docker run -d -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust -e POSTGRES_DB=test postgres:17
+//	cd postgres && go test -race ./...
+package postgres
