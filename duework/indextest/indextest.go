@@ -1,0 +1,285 @@
+// Package indextest is the conformance suite for duework.Index implementations.
+//
+// # Use
+//
+// Call Run from a test of your implementation, with a factory that returns a fresh, empty
+// Index on every call:
+//
+//	func TestIndexConformance(t *testing.T) {
+//		indextest.Run(t, func(t *testing.T) duework.Index { return newMyIndex(t) })
+//	}
+//
+// Run runs one subtest per rule of the contract (see duework.Index); a failure names the
+// rule it breaks. The factory is called once per subtest, and once per generated sequence of
+// the state-machine test (at least MinSequences of them), always with the enclosing
+// subtest's *testing.T, so cleanups registered on it run when that subtest ends. An
+// implementation backed by a server should therefore make each call cheap — truncate
+// tables rather than create a database — and must not let one call see another's entries.
+//
+// # What it assumes
+//
+// Nothing beyond the contract. It never reads the wall clock: every instant is a fixed time
+// plus an offset, in UTC, truncated to the microsecond (PostgreSQL's timestamptz keeps no
+// nanoseconds), and times are compared with Equal, never with ==. It uses only valid IDs of
+// a few ASCII letters and digits. It does not assume token values, only that a token is
+// new for its entry; it does not assume which sentinel a cross-tenant Complete gets, only
+// that it fails (with duework.ErrInvalid or duework.ErrClaimLost) and changes nothing.
+//
+// # What it checks
+//
+//   - Schedule, Get and Unschedule round trips, replacement, ErrNotFound.
+//   - DueBefore and DueHeads ordering, limits, perUser cuts and More, LastServed.
+//   - Tenant isolation of Schedule, Unschedule, Get and Complete.
+//   - Claims: order, skipping, invisibility while held, expiry at Until, now moving both
+//     ways, fresh tokens, stale and forged claims, Complete past Until, Schedule and
+//     Unschedule of a claimed entry.
+//   - Parallel claimers: each entry claimed at most once per claim window.
+//   - Every bad input: duework.ErrInvalid naming the field, tenancy.ErrNoTenant for the zero
+//     Context, and nothing changed.
+//   - A rapid state-machine test against a reference model (a map and a sort): sequences of
+//     at most 30 operations over 3 users and 4 work keys, with now moving both ways.
+package indextest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// MinSequences is the least number of generated operation sequences that the state-machine
+// test runs, whatever -rapid.checks says (a larger -rapid.checks runs more).
+const MinSequences = 1000
+
+// Run checks that the Index implementations returned by newIndex keep the duework.Index
+// contract. newIndex must return a fresh, empty Index on every call.
+func Run(t *testing.T, newIndex func(t *testing.T) duework.Index) {
+	t.Helper()
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			x := newIndex(t)
+			if x == nil {
+				t.Fatal("newIndex returned nil")
+			}
+			r.check(&suite{t: t, x: x, rule: r.text})
+		})
+	}
+	t.Run("ParallelClaimers", func(t *testing.T) {
+		parallelClaimers(&suite{t: t, x: newIndex(t), rule: "concurrent Claims hand out each entry at most once per claim window"})
+	})
+	t.Run("StateMachine", func(t *testing.T) { stateMachine(t, newIndex) })
+}
+
+// t0 is the suite's fixed instant; every time is t0 plus an offset.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// at returns t0 + d seconds.
+func at(d int) time.Time { return t0.Add(time.Duration(d) * time.Second) }
+
+// tb is what the helpers need of testing.T and rapid.T.
+type tb interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// suite is one rule's test: the index under test and the rule that failures cite.
+type suite struct {
+	t    *testing.T
+	x    duework.Index
+	rule string
+}
+
+var bg = context.Background()
+
+func (s *suite) errorf(format string, args ...any) {
+	s.t.Helper()
+	s.t.Errorf("rule %q broken: %s", s.rule, fmt.Sprintf(format, args...))
+}
+
+func (s *suite) fatalf(format string, args ...any) {
+	s.t.Helper()
+	s.t.Fatalf("rule %q broken: %s", s.rule, fmt.Sprintf(format, args...))
+}
+
+// tenant returns the Context for user.
+func tenant(t tb, user string) tenancy.Context {
+	t.Helper()
+	tc, err := tenancy.NewContext(user)
+	if err != nil {
+		t.Fatalf("indextest: tenancy.NewContext(%q): %v", user, err)
+	}
+	return tc
+}
+
+// entry returns user's entry key due at t0 + due seconds.
+func entry(user, key string, due int) duework.Entry {
+	return duework.Entry{UserID: user, WorkKey: key, Tier: "warm", DueAt: at(due)}
+}
+
+func key(user, work string) duework.Key { return duework.Key{UserID: user, WorkKey: work} }
+
+func (s *suite) schedule(es ...duework.Entry) {
+	s.t.Helper()
+	for _, e := range es {
+		if err := s.x.Schedule(bg, tenant(s.t, e.UserID), e); err != nil {
+			s.fatalf("Schedule(%s): %v", show(e), err)
+		}
+	}
+}
+
+func (s *suite) get(user, work string) (duework.Entry, error) {
+	s.t.Helper()
+	return s.x.Get(bg, tenant(s.t, user), work)
+}
+
+func (s *suite) dueBefore(now time.Time, limit int) []duework.Entry {
+	s.t.Helper()
+	es, err := s.x.DueBefore(bg, now, limit)
+	if err != nil {
+		s.fatalf("DueBefore(%v, %d): %v", now, limit, err)
+	}
+	return es
+}
+
+func (s *suite) dueHeads(now time.Time, perUser int) []duework.Head {
+	s.t.Helper()
+	hs, err := s.x.DueHeads(bg, now, perUser)
+	if err != nil {
+		s.fatalf("DueHeads(%v, %d): %v", now, perUser, err)
+	}
+	return hs
+}
+
+func (s *suite) claim(now, until time.Time, keys ...duework.Key) []duework.Claim {
+	s.t.Helper()
+	cs, err := s.x.Claim(bg, keys, now, until)
+	if err != nil {
+		s.fatalf("Claim(%v, %v, %v): %v", keys, now, until, err)
+	}
+	return cs
+}
+
+// claimOne claims the one key and fails unless it got it.
+func (s *suite) claimOne(k duework.Key, now, until time.Time) duework.Claim {
+	s.t.Helper()
+	cs := s.claim(now, until, k)
+	if len(cs) != 1 || cs[0].Entry.Key() != k {
+		s.fatalf("Claim(%v) at %v got %s, want a claim of it", k, now, showClaims(cs))
+	}
+	return cs[0]
+}
+
+func (s *suite) complete(c duework.Claim, next duework.Entry) error {
+	s.t.Helper()
+	return s.x.Complete(bg, tenant(s.t, c.Entry.UserID), c, next)
+}
+
+// wantEntry fails unless user's entry work is e.
+func (s *suite) wantEntry(user, work string, want duework.Entry) {
+	s.t.Helper()
+	got, err := s.get(user, work)
+	if err != nil {
+		s.errorf("Get(%s, %s): %v, want %s", user, work, err, show(want))
+		return
+	}
+	if !sameEntry(got, want) {
+		s.errorf("Get(%s, %s) = %s, want %s", user, work, show(got), show(want))
+	}
+}
+
+// wantAbsent fails unless Get of user's entry work is ErrNotFound.
+func (s *suite) wantAbsent(user, work string) {
+	s.t.Helper()
+	got, err := s.get(user, work)
+	if !errors.Is(err, duework.ErrNotFound) {
+		s.errorf("Get(%s, %s) = %s, %v; want duework.ErrNotFound", user, work, show(got), err)
+	}
+}
+
+// wantDue fails unless DueBefore(now, 1000) returns exactly the keys, in order.
+func (s *suite) wantDue(now time.Time, keys ...duework.Key) {
+	s.t.Helper()
+	got := keysOf(s.dueBefore(now, 1000))
+	if !slices.Equal(got, keys) && len(got)+len(keys) > 0 {
+		s.errorf("DueBefore(t0%+v) returned %v, want %v", now.Sub(t0), got, keys)
+	}
+}
+
+func keysOf(es []duework.Entry) []duework.Key {
+	ks := make([]duework.Key, len(es))
+	for i, e := range es {
+		ks[i] = e.Key()
+	}
+	return ks
+}
+
+// sameEntry compares entries field by field, times with Equal.
+func sameEntry(a, b duework.Entry) bool {
+	return a.UserID == b.UserID && a.WorkKey == b.WorkKey && a.Tier == b.Tier &&
+		a.DueAt.Equal(b.DueAt) && a.LastRunAt.Equal(b.LastRunAt) && a.MissStreak == b.MissStreak
+}
+
+func sameEntries(a, b []duework.Entry) bool { return slices.EqualFunc(a, b, sameEntry) }
+
+func sameHeads(a, b []duework.Head) bool {
+	return slices.EqualFunc(a, b, func(x, y duework.Head) bool {
+		return x.UserID == y.UserID && x.LastServed.Equal(y.LastServed) && x.More == y.More && sameEntries(x.Due, y.Due)
+	})
+}
+
+// show formats an entry with times as offsets from t0.
+func show(e duework.Entry) string {
+	last := "never"
+	if !e.LastRunAt.IsZero() {
+		last = "t0" + fmt.Sprintf("%+v", e.LastRunAt.Sub(t0))
+	}
+	return fmt.Sprintf("{%s/%s %s due t0%+v last %s streak %d}", e.UserID, e.WorkKey, e.Tier, e.DueAt.Sub(t0), last, e.MissStreak)
+}
+
+func showAll(es []duework.Entry) string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = show(e)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func showHeads(hs []duework.Head) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		served := "never"
+		if !h.LastServed.IsZero() {
+			served = fmt.Sprintf("t0%+v", h.LastServed.Sub(t0))
+		}
+		fmt.Fprintf(&b, "%s(served %s more %v %s)", h.UserID, served, h.More, showAll(h.Due))
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+func showClaims(cs []duework.Claim) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s#%d until t0%+v", show(c.Entry), c.Token, c.Until.Sub(t0))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// sortDue orders entries as DueBefore must: (DueAt, UserID, WorkKey).
+func sortDue(es []duework.Entry) {
+	slices.SortFunc(es, func(a, b duework.Entry) int {
+		return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.UserID, b.UserID), strings.Compare(a.WorkKey, b.WorkKey))
+	})
+}

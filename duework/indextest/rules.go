@@ -1,0 +1,534 @@
+package indextest
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/rotaworks/rota/duework"
+)
+
+// rule is one subtest of Run: a named rule of the contract and its check.
+type rule struct {
+	name  string
+	text  string
+	check func(s *suite)
+}
+
+var rules = []rule{
+	// Tenant-scoped writes and reads.
+	{"GetReturnsScheduled", "Get returns the entry Schedule stored, every field", getReturnsScheduled},
+	{"ScheduleReplaces", "Schedule inserts or replaces the tenant's entry", scheduleReplaces},
+	{"GetAbsent", "Get of an absent entry is ErrNotFound", getAbsent},
+	{"Unschedule", "Unschedule removes the entry; an absent entry is not an error", unschedule},
+
+	// Ordering.
+	{"DueBeforeOrder", "DueBefore returns the unclaimed entries with DueAt <= now in (DueAt, UserID, WorkKey) order", dueBeforeOrder},
+	{"DueBeforeLimit", "DueBefore returns at most limit entries: the first ones in order", dueBeforeLimit},
+	{"DueHeadsOrder", "DueHeads returns one head per user with due entries, in UserID order, each with its first perUser due entries in (DueAt, WorkKey) order", dueHeadsOrder},
+	{"DueHeadsMore", "DueHeads sets More exactly when the user has due entries beyond Due", dueHeadsMore},
+	{"LastServed", "LastServed is the now of the last Claim that claimed any of the user's entries, zero if never", lastServed},
+
+	// Isolation.
+	{"IsolationGet", "Get never sees another tenant's entry: it is ErrNotFound", isolationGet},
+	{"IsolationSchedule", "Schedule writes only the caller's entries", isolationSchedule},
+	{"IsolationUnschedule", "Unschedule removes only the caller's entries", isolationUnschedule},
+	{"IsolationComplete", "Complete of another tenant's claim fails and changes nothing", isolationComplete},
+
+	// Claims.
+	{"ClaimOrder", "Claim returns the claims in the order of keys, each with the stored entry and Until", claimOrder},
+	{"ClaimSkips", "Claim skips keys that are absent, not yet due, claimed, or given twice", claimSkips},
+	{"ClaimHides", "a claimed entry is invisible to DueBefore, DueHeads and Claim while Until > now", claimHides},
+	{"ClaimExpires", "a claim ends at Until: from now >= Until the entry is due again, without anyone touching it", claimExpires},
+	{"ClaimFollowsNow", "visibility depends only on the now of each read: a claim is in force at any now < Until, even after a read at a later now", claimFollowsNow},
+	{"FreshTokens", "each claim gets a token no earlier claim of that entry had", freshTokens},
+	{"Complete", "Complete writes next and ends the claim; completing it again is ErrClaimLost", completeWrites},
+	{"CompleteStale", "Complete with a claim that a later claim replaced is ErrClaimLost and changes nothing", completeStale},
+	{"CompletePastUntil", "Complete succeeds past Until as long as no later claim replaced the claim", completePastUntil},
+	{"CompleteForged", "Complete with a claim the entry never had is ErrClaimLost and changes nothing", completeForged},
+	{"ScheduleEndsClaim", "Schedule of a claimed entry replaces it and ends the claim: the claimant's Complete is ErrClaimLost", scheduleEndsClaim},
+	{"UnscheduleClaimed", "Unschedule removes a claimed entry; the claimant's Complete is ErrClaimLost and does not bring it back", unscheduleClaimed},
+	{"GetClaimed", "Get returns an entry whether or not it is claimed", getClaimed},
+
+	// Bad input.
+	{"BadInput", "bad input is ErrInvalid naming the field (tenancy.ErrNoTenant for the zero Context) and changes nothing", badInput},
+}
+
+func getReturnsScheduled(s *suite) {
+	e := duework.Entry{
+		UserID: "alice", WorkKey: "feed-1", Tier: "hot",
+		DueAt: at(30).Add(123456 * time.Microsecond), LastRunAt: at(-600).Add(7 * time.Microsecond), MissStreak: 3,
+	}
+	fresh := duework.Entry{UserID: "alice", WorkKey: "feed-2", DueAt: at(5)}
+	s.schedule(e, fresh)
+	s.wantEntry("alice", "feed-1", e)
+	s.wantEntry("alice", "feed-2", fresh)
+	if got, err := s.get("alice", "feed-2"); err == nil && !got.LastRunAt.IsZero() {
+		s.errorf("a zero LastRunAt came back as %v", got.LastRunAt)
+	}
+	// A time in another zone is the same instant.
+	z := entry("alice", "feed-3", 0)
+	z.DueAt = z.DueAt.In(time.FixedZone("east", 5*3600))
+	s.schedule(z)
+	s.wantEntry("alice", "feed-3", z)
+}
+
+func scheduleReplaces(s *suite) {
+	s.schedule(entry("alice", "a", 10))
+	next := duework.Entry{UserID: "alice", WorkKey: "a", Tier: "cold", DueAt: at(-10), LastRunAt: at(-20), MissStreak: 2}
+	s.schedule(next)
+	s.wantEntry("alice", "a", next)
+	s.wantDue(at(0), key("alice", "a"))
+	s.wantDue(at(100), key("alice", "a"))
+}
+
+func getAbsent(s *suite) {
+	s.wantAbsent("alice", "nothing")
+	s.schedule(entry("alice", "a", 0))
+	s.wantAbsent("alice", "b")
+}
+
+func unschedule(s *suite) {
+	s.schedule(entry("alice", "a", 0), entry("alice", "b", 0))
+	if err := s.x.Unschedule(bg, tenant(s.t, "alice"), "a"); err != nil {
+		s.fatalf("Unschedule: %v", err)
+	}
+	s.wantAbsent("alice", "a")
+	s.wantDue(at(0), key("alice", "b"))
+	for _, k := range []string{"a", "never-there"} {
+		if err := s.x.Unschedule(bg, tenant(s.t, "alice"), k); err != nil {
+			s.errorf("Unschedule of absent %q: %v, want nil", k, err)
+		}
+	}
+	if err := s.x.Unschedule(bg, tenant(s.t, "nobody"), "b"); err != nil {
+		s.errorf("Unschedule for a user with no entries: %v, want nil", err)
+	}
+	s.wantEntry("alice", "b", entry("alice", "b", 0))
+}
+
+func dueBeforeOrder(s *suite) {
+	s.schedule(
+		entry("bob", "x", 0), entry("alice", "y", 0), entry("alice", "x", 0), // ties on DueAt
+		entry("carol", "a", -5), entry("bob", "b", -5),
+		entry("alice", "late", 1), // after now
+		entry("dave", "z", -1),
+	)
+	s.schedule(duework.Entry{UserID: "dave", WorkKey: "micro", DueAt: at(0).Add(-time.Microsecond)})
+	s.wantDue(at(0),
+		key("bob", "b"), key("carol", "a"), key("dave", "z"), key("dave", "micro"),
+		key("alice", "x"), key("alice", "y"), key("bob", "x"))
+	s.wantDue(at(-5), key("bob", "b"), key("carol", "a"))
+	s.wantDue(at(-6))
+	got := s.dueBefore(at(0), 1000)
+	want := []duework.Entry{entry("bob", "b", -5)}
+	if len(got) == 0 || !sameEntry(got[0], want[0]) {
+		s.errorf("DueBefore's first entry is %s, want %s", showAll(got[:min(1, len(got))]), show(want[0]))
+	}
+	s.wantDue(at(1),
+		key("bob", "b"), key("carol", "a"), key("dave", "z"), key("dave", "micro"),
+		key("alice", "x"), key("alice", "y"), key("bob", "x"), key("alice", "late"))
+}
+
+func dueBeforeLimit(s *suite) {
+	var all []duework.Key
+	for i, u := range []string{"u1", "u2", "u3"} {
+		for j, k := range []string{"a", "b", "c"} {
+			s.schedule(entry(u, k, -10+j*3+i))
+		}
+	}
+	for j := range 3 {
+		for _, u := range []string{"u1", "u2", "u3"} {
+			all = append(all, key(u, []string{"a", "b", "c"}[j]))
+		}
+	}
+	for limit := 1; limit <= len(all)+2; limit++ {
+		got := keysOf(s.dueBefore(at(0), limit))
+		want := all[:min(limit, len(all))]
+		if !slices.Equal(got, want) {
+			s.errorf("DueBefore(now, %d) = %v, want %v", limit, got, want)
+		}
+	}
+}
+
+func headsFixture(s *suite) {
+	s.schedule(
+		entry("zed", "only", -1),
+		entry("amy", "c", -3), entry("amy", "a", -3), entry("amy", "b", -9), entry("amy", "later", 50),
+		entry("kim", "k", 60), // nothing due
+		entry("bo", "x", 0),
+	)
+}
+
+func dueHeadsOrder(s *suite) {
+	headsFixture(s)
+	amy := []duework.Entry{entry("amy", "b", -9), entry("amy", "a", -3), entry("amy", "c", -3)}
+	for _, perUser := range []int{1, 2, 3, 4, 100} {
+		got := s.dueHeads(at(0), perUser)
+		want := []duework.Head{
+			{UserID: "amy", Due: amy[:min(perUser, 3)], More: perUser < 3},
+			{UserID: "bo", Due: []duework.Entry{entry("bo", "x", 0)}},
+			{UserID: "zed", Due: []duework.Entry{entry("zed", "only", -1)}},
+		}
+		if !sameHeads(got, want) {
+			s.errorf("DueHeads(now, %d) =\n%s\nwant\n%s", perUser, showHeads(got), showHeads(want))
+		}
+	}
+	if got := s.dueHeads(at(-100), 1); len(got) != 0 {
+		s.errorf("DueHeads before anything is due = %s, want none", showHeads(got))
+	}
+}
+
+func dueHeadsMore(s *suite) {
+	headsFixture(s)
+	// amy has 3 due entries (and one later): More at perUser < 3 only.
+	for perUser, more := range map[int]bool{1: true, 2: true, 3: false, 4: false} {
+		hs := s.dueHeads(at(0), perUser)
+		if len(hs) == 0 || hs[0].UserID != "amy" || hs[0].More != more {
+			s.errorf("DueHeads(now, %d): amy's More should be %v: %s", perUser, more, showHeads(hs))
+		}
+	}
+	// Claiming one of amy's due entries takes it out of the count.
+	s.claimOne(key("amy", "b"), at(0), at(100))
+	hs := s.dueHeads(at(0), 2)
+	if len(hs) == 0 || hs[0].UserID != "amy" || hs[0].More || len(hs[0].Due) != 2 {
+		s.errorf("after claiming one of amy's three, DueHeads(now, 2) should give her 2 entries and no More: %s", showHeads(hs))
+	}
+}
+
+func lastServed(s *suite) {
+	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0), entry("amy", "c", 0), entry("bo", "x", 0), entry("bo", "later", 100))
+	served := func(user string) (time.Time, bool) {
+		for _, h := range s.dueHeads(at(200), 1) {
+			if h.UserID == user {
+				return h.LastServed, true
+			}
+		}
+		return time.Time{}, false
+	}
+	if ls, ok := served("amy"); !ok || !ls.IsZero() {
+		s.errorf("LastServed of a never-claimed user = %v (listed %v), want zero", ls, ok)
+	}
+	s.claimOne(key("amy", "a"), at(1), at(2))
+	if ls, _ := served("amy"); !ls.Equal(at(1)) {
+		s.errorf("LastServed after a Claim at t0+1s = %v, want t0+1s", ls)
+	}
+	if ls, _ := served("bo"); !ls.IsZero() {
+		s.errorf("a Claim that claimed nothing of bo's set his LastServed to %v", ls)
+	}
+	// A Claim that asks for bo's not-due entry claims nothing of his: no stamp.
+	s.claim(at(3), at(4), key("bo", "later"), key("amy", "b"))
+	if ls, _ := served("bo"); !ls.IsZero() {
+		s.errorf("a Claim that skipped bo's only key set his LastServed to %v", ls)
+	}
+	if ls, _ := served("amy"); !ls.Equal(at(3)) {
+		s.errorf("LastServed after a second Claim at t0+3s = %v, want t0+3s", ls)
+	}
+	// It is the now of the last Claim, also when that now is earlier.
+	s.claimOne(key("amy", "c"), at(0), at(1))
+	if ls, _ := served("amy"); !ls.Equal(at(0)) {
+		s.errorf("LastServed after a last Claim at t0 = %v, want t0", ls)
+	}
+	// It is kept while the user has no entries.
+	for _, k := range []string{"a", "b", "c"} {
+		if err := s.x.Unschedule(bg, tenant(s.t, "amy"), k); err != nil {
+			s.fatalf("Unschedule: %v", err)
+		}
+	}
+	s.schedule(entry("amy", "new", 0))
+	if ls, _ := served("amy"); !ls.Equal(at(0)) {
+		s.errorf("LastServed after amy's entries were all replaced = %v, want t0 (the last Claim's now)", ls)
+	}
+}
+
+func isolationGet(s *suite) {
+	s.schedule(entry("alice", "secret", 0))
+	s.wantAbsent("mallory", "secret")
+	s.wantEntry("alice", "secret", entry("alice", "secret", 0))
+}
+
+func isolationSchedule(s *suite) {
+	a := entry("alice", "feed", 0)
+	s.schedule(a)
+	m := entry("mallory", "feed", 5)
+	m.Tier = "hot"
+	s.schedule(m)
+	s.wantEntry("alice", "feed", a)
+	s.wantEntry("mallory", "feed", m)
+	s.wantDue(at(5), key("alice", "feed"), key("mallory", "feed"))
+	// An entry naming alice, under mallory's Context, is refused.
+	forged := entry("alice", "feed", 99)
+	if err := s.x.Schedule(bg, tenant(s.t, "mallory"), forged); !errors.Is(err, duework.ErrInvalid) {
+		s.errorf("Schedule of alice's entry under mallory's Context: %v, want duework.ErrInvalid", err)
+	}
+	s.wantEntry("alice", "feed", a)
+}
+
+func isolationUnschedule(s *suite) {
+	a := entry("alice", "feed", 0)
+	s.schedule(a)
+	if err := s.x.Unschedule(bg, tenant(s.t, "mallory"), "feed"); err != nil {
+		s.errorf("Unschedule of a key mallory does not have: %v, want nil", err)
+	}
+	s.wantEntry("alice", "feed", a)
+	s.wantDue(at(0), key("alice", "feed"))
+	// And the other way round, also while claimed.
+	s.schedule(entry("mallory", "feed", 0))
+	c := s.claimOne(key("alice", "feed"), at(0), at(10))
+	if err := s.x.Unschedule(bg, tenant(s.t, "mallory"), "feed"); err != nil {
+		s.fatalf("Unschedule: %v", err)
+	}
+	s.wantAbsent("mallory", "feed")
+	s.wantEntry("alice", "feed", a)
+	next := entry("alice", "feed", 20)
+	if err := s.complete(c, next); err != nil {
+		s.errorf("alice's Complete after mallory unscheduled her own entry of the same key: %v", err)
+	}
+}
+
+func isolationComplete(s *suite) {
+	a := entry("alice", "feed", 0)
+	s.schedule(a, entry("mallory", "feed", 0))
+	c := s.claimOne(key("alice", "feed"), at(0), at(10))
+	mal := tenant(s.t, "mallory")
+	for _, next := range []duework.Entry{entry("alice", "feed", 500), entry("mallory", "feed", 500)} {
+		err := s.x.Complete(bg, mal, c, next)
+		if err == nil || !(errors.Is(err, duework.ErrInvalid) || errors.Is(err, duework.ErrClaimLost)) {
+			s.errorf("mallory's Complete of alice's claim with next %s: %v, want duework.ErrInvalid or duework.ErrClaimLost", show(next), err)
+		}
+	}
+	// A claim naming mallory's key but carrying alice's token is not mallory's claim.
+	forged := c
+	forged.Entry = entry("mallory", "feed", 0)
+	if err := s.x.Complete(bg, mal, forged, entry("mallory", "feed", 500)); !errors.Is(err, duework.ErrClaimLost) {
+		s.errorf("mallory's Complete with alice's token on her own unclaimed entry: %v, want duework.ErrClaimLost", err)
+	}
+	s.wantEntry("alice", "feed", a)
+	s.wantEntry("mallory", "feed", entry("mallory", "feed", 0))
+	s.wantDue(at(5), key("mallory", "feed"))
+	if err := s.complete(c, entry("alice", "feed", 20)); err != nil {
+		s.errorf("alice's own Complete after mallory's attempts: %v, want nil", err)
+	}
+	s.wantEntry("alice", "feed", entry("alice", "feed", 20))
+}
+
+func claimOrder(s *suite) {
+	e := duework.Entry{UserID: "bo", WorkKey: "b", Tier: "cold", DueAt: at(-5), LastRunAt: at(-60), MissStreak: 4}
+	s.schedule(entry("amy", "a", -1), e, entry("cy", "c", 0))
+	keys := []duework.Key{key("cy", "c"), key("amy", "a"), key("bo", "b")}
+	until := at(30).Add(250 * time.Microsecond)
+	cs := s.claim(at(0), until, keys...)
+	if len(cs) != 3 {
+		s.fatalf("Claim of three due keys got %s", showClaims(cs))
+	}
+	for i, c := range cs {
+		if c.Entry.Key() != keys[i] {
+			s.errorf("claim %d is of %v, want %v (the order of keys)", i, c.Entry.Key(), keys[i])
+		}
+		if !c.Until.Equal(until) {
+			s.errorf("claim of %v has Until %v, want %v", c.Entry.Key(), c.Until, until)
+		}
+	}
+	if !sameEntry(cs[2].Entry, e) {
+		s.errorf("claim's Entry = %s, want the stored %s", show(cs[2].Entry), show(e))
+	}
+	if got := s.claim(at(1), at(2)); len(got) != 0 {
+		s.errorf("Claim of no keys = %s, want none", showClaims(got))
+	}
+}
+
+func claimSkips(s *suite) {
+	s.schedule(entry("amy", "due", 0), entry("amy", "later", 10), entry("amy", "held", -1), entry("bo", "due", 0))
+	s.claimOne(key("amy", "held"), at(0), at(100))
+	cs := s.claim(at(0), at(50),
+		key("amy", "absent"), key("nobody", "due"), key("amy", "later"), key("amy", "held"),
+		key("amy", "due"), key("amy", "due"), key("bo", "due"))
+	got := make([]duework.Key, len(cs))
+	for i, c := range cs {
+		got[i] = c.Entry.Key()
+	}
+	if want := []duework.Key{key("amy", "due"), key("bo", "due")}; !slices.Equal(got, want) {
+		s.errorf("Claim got %v, want %v", got, want)
+	}
+}
+
+func claimHides(s *suite) {
+	s.schedule(entry("amy", "a", -1), entry("amy", "b", 0), entry("bo", "x", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(10))
+	s.claimOne(key("bo", "x"), at(0), at(10))
+	for _, now := range []time.Time{at(0), at(5), at(10).Add(-time.Microsecond)} {
+		s.wantDue(now, key("amy", "b"))
+		hs := s.dueHeads(now, 5)
+		if len(hs) != 1 || hs[0].UserID != "amy" || len(hs[0].Due) != 1 || hs[0].Due[0].WorkKey != "b" || hs[0].More {
+			s.errorf("DueHeads at t0%+v = %s, want only amy with b", now.Sub(t0), showHeads(hs))
+		}
+		if got := s.claim(now, now.Add(time.Second), c.Entry.Key(), key("bo", "x")); len(got) != 0 {
+			s.errorf("Claim at t0%+v of entries claimed until t0+10s got %s", now.Sub(t0), showClaims(got))
+		}
+	}
+}
+
+func claimExpires(s *suite) {
+	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0))
+	old := s.claimOne(key("amy", "a"), at(0), at(10))
+	s.claimOne(key("amy", "b"), at(0), at(20))
+	// Exactly at Until the claim has ended.
+	s.wantDue(at(10), key("amy", "a"))
+	hs := s.dueHeads(at(10), 5)
+	if len(hs) != 1 || len(hs[0].Due) != 1 || hs[0].Due[0].WorkKey != "a" {
+		s.errorf("DueHeads at Until = %s, want amy with a", showHeads(hs))
+	}
+	s.wantDue(at(25), key("amy", "a"), key("amy", "b"))
+	again := s.claimOne(key("amy", "a"), at(30), at(40))
+	if again.Token == old.Token {
+		s.errorf("the claim after expiry reused token %d", old.Token)
+	}
+}
+
+func claimFollowsNow(s *suite) {
+	s.schedule(entry("amy", "a", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(10))
+	s.wantDue(at(15), key("amy", "a")) // ended at this now
+	s.wantDue(at(5))                   // but still in force at an earlier one
+	if hs := s.dueHeads(at(5), 1); len(hs) != 0 {
+		s.errorf("DueHeads at t0+5s after a read at t0+15s = %s, want none: the claim runs to t0+10s", showHeads(hs))
+	}
+	if got := s.claim(at(5), at(6), key("amy", "a")); len(got) != 0 {
+		s.errorf("Claim at t0+5s of an entry claimed until t0+10s got %s", showClaims(got))
+	}
+	// The claim is still the entry's current one.
+	if err := s.complete(c, entry("amy", "a", 100)); err != nil {
+		s.errorf("Complete after reads at both sides of Until: %v, want nil", err)
+	}
+}
+
+func freshTokens(s *suite) {
+	s.schedule(entry("amy", "a", 0), entry("bo", "a", 0))
+	seen := map[duework.Key]map[uint64]bool{}
+	for round := range 6 {
+		now := at(round * 10)
+		for _, k := range []duework.Key{key("amy", "a"), key("bo", "a")} {
+			c := s.claimOne(k, now, now.Add(5*time.Second))
+			if seen[k] == nil {
+				seen[k] = map[uint64]bool{}
+			}
+			if seen[k][c.Token] {
+				s.errorf("claim %d of %v reused token %d", round, k, c.Token)
+			}
+			seen[k][c.Token] = true
+			if round%2 == 1 {
+				// Completing, rescheduling and claiming again must not recycle tokens either.
+				if err := s.complete(c, entry(k.UserID, k.WorkKey, round*10+5)); err != nil {
+					s.fatalf("Complete: %v", err)
+				}
+			}
+		}
+	}
+	s.schedule(entry("amy", "a", 100))
+	c := s.claimOne(key("amy", "a"), at(100), at(101))
+	if seen[key("amy", "a")][c.Token] {
+		s.errorf("the claim after a Schedule reused token %d", c.Token)
+	}
+}
+
+func completeWrites(s *suite) {
+	s.schedule(entry("amy", "a", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(10))
+	next := duework.Entry{UserID: "amy", WorkKey: "a", Tier: "hot", DueAt: at(60), LastRunAt: at(1), MissStreak: 0}
+	if err := s.complete(c, next); err != nil {
+		s.fatalf("Complete: %v", err)
+	}
+	s.wantEntry("amy", "a", next)
+	s.wantDue(at(59))
+	s.wantDue(at(60), key("amy", "a"))
+	if err := s.complete(c, entry("amy", "a", 999)); !errors.Is(err, duework.ErrClaimLost) {
+		s.errorf("a second Complete of the same claim: %v, want duework.ErrClaimLost", err)
+	}
+	s.wantEntry("amy", "a", next)
+	// Completing with a DueAt already past makes the entry due at once, unclaimed.
+	c2 := s.claimOne(key("amy", "a"), at(60), at(70))
+	if err := s.complete(c2, entry("amy", "a", 61)); err != nil {
+		s.fatalf("Complete: %v", err)
+	}
+	s.wantDue(at(62), key("amy", "a"))
+}
+
+func completeStale(s *suite) {
+	s.schedule(entry("amy", "a", 0))
+	stale := s.claimOne(key("amy", "a"), at(0), at(10))
+	current := s.claimOne(key("amy", "a"), at(10), at(20))
+	if err := s.complete(stale, entry("amy", "a", 500)); !errors.Is(err, duework.ErrClaimLost) {
+		s.errorf("Complete with a replaced claim: %v, want duework.ErrClaimLost", err)
+	}
+	s.wantEntry("amy", "a", entry("amy", "a", 0))
+	s.wantDue(at(15)) // still held by the current claim
+	if err := s.complete(current, entry("amy", "a", 30)); err != nil {
+		s.errorf("Complete with the current claim after a stale attempt: %v", err)
+	}
+}
+
+func completePastUntil(s *suite) {
+	s.schedule(entry("amy", "a", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(10))
+	s.wantDue(at(50), key("amy", "a")) // ended, and a read saw it due
+	if err := s.complete(c, entry("amy", "a", 100)); err != nil {
+		s.errorf("Complete past Until with no later claim: %v, want nil", err)
+	}
+	s.wantEntry("amy", "a", entry("amy", "a", 100))
+	s.wantDue(at(50))
+}
+
+func completeForged(s *suite) {
+	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0))
+	real := s.claimOne(key("amy", "a"), at(0), at(10))
+	for _, tok := range []uint64{0, real.Token + 1, real.Token + 1000, ^uint64(0)} {
+		f := real
+		f.Token = tok
+		if err := s.complete(f, entry("amy", "a", 500)); !errors.Is(err, duework.ErrClaimLost) {
+			s.errorf("Complete with made-up token %d: %v, want duework.ErrClaimLost", tok, err)
+		}
+	}
+	// A real token of a, presented for the unclaimed b.
+	fb := real
+	fb.Entry = entry("amy", "b", 0)
+	if err := s.complete(fb, entry("amy", "b", 500)); !errors.Is(err, duework.ErrClaimLost) {
+		s.errorf("Complete of unclaimed b with a's token: %v, want duework.ErrClaimLost", err)
+	}
+	s.wantEntry("amy", "a", entry("amy", "a", 0))
+	s.wantEntry("amy", "b", entry("amy", "b", 0))
+	s.wantDue(at(5), key("amy", "b"))
+}
+
+func scheduleEndsClaim(s *suite) {
+	s.schedule(entry("amy", "a", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(100))
+	host := entry("amy", "a", 5)
+	host.Tier = "hot"
+	s.schedule(host)
+	s.wantDue(at(4))
+	s.wantDue(at(5), key("amy", "a")) // unclaimed now, though the old claim ran to t0+100s
+	if err := s.complete(c, entry("amy", "a", 999)); !errors.Is(err, duework.ErrClaimLost) {
+		s.errorf("the claimant's Complete after the host rescheduled: %v, want duework.ErrClaimLost", err)
+	}
+	s.wantEntry("amy", "a", host)
+}
+
+func unscheduleClaimed(s *suite) {
+	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(100))
+	if err := s.x.Unschedule(bg, tenant(s.t, "amy"), "a"); err != nil {
+		s.fatalf("Unschedule of a claimed entry: %v", err)
+	}
+	s.wantAbsent("amy", "a")
+	if err := s.complete(c, entry("amy", "a", 5)); !errors.Is(err, duework.ErrClaimLost) {
+		s.errorf("the claimant's Complete after Unschedule: %v, want duework.ErrClaimLost", err)
+	}
+	s.wantAbsent("amy", "a")
+	s.wantDue(at(200), key("amy", "b"))
+}
+
+func getClaimed(s *suite) {
+	e := entry("amy", "a", 0)
+	s.schedule(e)
+	s.claimOne(key("amy", "a"), at(0), at(100))
+	s.wantEntry("amy", "a", e)
+}
