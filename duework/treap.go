@@ -7,9 +7,9 @@ package duework
 // The tree itself is just its root pointer; every operation takes the root and returns the
 // new one. Keys must be unique within a tree: cmp orders nodes totally.
 type treap[T any] struct {
-	cmp  func(a, b *T) int  // the tree's order
-	kids func(n *T) *[2]*T  // the node's links for this tree
-	prio func(n *T) uint32  // the node's heap priority
+	cmp  func(a, b *T) int // the tree's order
+	kids func(n *T) *[2]*T // the node's links for this tree
+	prio func(n *T) uint32 // the node's heap priority
 }
 
 // insert adds n, which must not be in the tree, and returns the new root. O(log n) expected.
