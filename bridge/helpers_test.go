@@ -17,7 +17,7 @@ import (
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // newIndex returns the Index the tests run against.
-func newIndex() duework.Index { return newFakeIndex() }
+func newIndex() duework.Index { return duework.NewMemory() }
 
 func mustTC(t testing.TB, user string) tenancy.Context {
 	t.Helper()

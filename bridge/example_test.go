@@ -1,0 +1,135 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// seenPipeline is a host pipeline with a dedupe ledger: a posting is new the first time
+// it is fetched and already seen after that. This source only ever has one posting.
+type seenPipeline struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (p *seenPipeline) Run(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := tc.UserID() + "/" + e.Slug + "/posting-1"
+	stage := bridge.Stage("scored")
+	if p.seen[id] {
+		stage = bridge.StageAlreadySeen
+	}
+	p.seen[id] = true
+	return bridge.Result{Outcomes: []bridge.Outcome{{ID: id, Stage: stage}}}, nil
+}
+
+// The whole cycle for one tenant and one source on the hot tier: sync schedules it, each
+// Runner cycle dispatches it when due, and the cadence snaps to 5 minutes after the hit,
+// then backs off after each run that found only what it had already seen.
+func Example() {
+	ctx := context.Background()
+	idx := duework.NewMemory()
+	watchlist := tenancy.NewMemoryWatchlist()
+	plans := tenancy.NewMemoryEntitlements()
+	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: &seenPipeline{seen: map[string]bool{}}, Tiers: cadence.NewRegistry()}
+
+	tc, _ := tenancy.NewContext("ana")
+	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot})
+	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	added, _ := b.SyncWatchlist(ctx, tc, start)
+	fmt.Println("sync added", added)
+
+	laneFor, _ := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
+		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+	})
+	d, _ := dispatch.New(idx, dispatch.Config{
+		Lanes: []dispatch.LaneCapacity{
+			{Lane: "paid", PerUserLimit: 10, PerCycleLimit: 100},
+			{Lane: "free", PerUserLimit: 2, PerCycleLimit: 50},
+		},
+		GlobalBatchLimit: 100, LaneFor: laneFor, ClaimFor: time.Minute,
+	})
+	r, _ := bridge.NewRunner(b, d, bridge.RunnerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+
+	for i := 1; i <= 8; i++ {
+		now := start.Add(time.Duration(i) * 5 * time.Minute)
+		rep, err := r.Cycle(ctx, now)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, it := range rep.Items {
+			fmt.Printf("%s %s: %s, streak %d, due again %s\n", now.Format("15:04"), it.Item.Lane,
+				it.Status, it.Next.MissStreak, it.Next.DueAt.Format("15:04"))
+		}
+	}
+	// Output:
+	// sync added 1
+	// 09:05 free: hit, streak 0, due again 09:10
+	// 09:10 free: miss, streak 1, due again 09:20
+	// 09:20 free: miss, streak 2, due again 09:40
+	// 09:40 free: miss, streak 3, due again 10:20
+}
+
+// SyncWatchlist can be called on every watchlist change: it schedules only what is new
+// and never resets a cadence.
+func ExampleBridge_SyncWatchlist() {
+	ctx := context.Background()
+	idx := duework.NewMemory()
+	watchlist := tenancy.NewMemoryWatchlist()
+	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: &seenPipeline{seen: map[string]bool{}}}
+	tc, _ := tenancy.NewContext("ben")
+	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ben", Slug: "news", Tier: cadence.NameHot})
+	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ben", Slug: "forum", Tier: cadence.NameWarm})
+	added, err := b.SyncWatchlist(ctx, tc, now)
+	fmt.Println("first sync:", added, err)
+	added, err = b.SyncWatchlist(ctx, tc, now.Add(time.Minute))
+	fmt.Println("again:", added, err)
+
+	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ben", Slug: "blog", Tier: "nightly"})
+	added, err = b.SyncWatchlist(ctx, tc, now)
+	fmt.Println("unknown tier:", added, err)
+
+	e, _ := idx.Get(ctx, tc, "forum")
+	fmt.Println("forum due within the warm base:", e.DueAt.Sub(now) < cadence.TierWarm.Base)
+	// Output:
+	// first sync: 2 <nil>
+	// again: 0 <nil>
+	// unknown tier: 0 bridge: sync user "ben" entry "blog": cadence: unknown tier: "nightly"
+	// forum due within the warm base: true
+}
+
+// A watchlist entry removed before its due work comes up: RunDueItem unschedules the due
+// work and returns a nil result and no error.
+func ExampleBridge_RunDueItem_removed() {
+	ctx := context.Background()
+	idx := duework.NewMemory()
+	watchlist := tenancy.NewMemoryWatchlist()
+	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: &seenPipeline{seen: map[string]bool{}}}
+	tc, _ := tenancy.NewContext("ana")
+	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	_ = idx.Schedule(ctx, tc, duework.Entry{UserID: "ana", WorkKey: "old-feed", Tier: cadence.NameHot, DueAt: now})
+
+	claims, _ := idx.Claim(ctx, []duework.Key{{UserID: "ana", WorkKey: "old-feed"}}, now, now.Add(time.Minute))
+	res, err := b.RunDueItem(ctx, dispatch.Item{Claim: claims[0], Lane: "free"}, now)
+	fmt.Println(res, err)
+	_, err = idx.Get(ctx, tc, "old-feed")
+	fmt.Println("still scheduled:", !errors.Is(err, duework.ErrNotFound))
+	// Output:
+	// <nil> <nil>
+	// still scheduled: false
+}
