@@ -535,3 +535,17 @@ func TestRunUsesItsClock(t *testing.T) {
 		t.Errorf("%d unexpected runs", len(idx.completed))
 	}
 }
+
+func TestCycleReportsAndLogsADispatchFailure(t *testing.T) {
+	fi := &faultyIndex{Index: newIndex(), failAt: 1} // the first call, DueHeads, fails
+	w := newWorld(t, worldConfig{idx: fi, pipe: newStub()})
+	fi.failAt = fi.calls + 1
+	rep, err := w.runner(t, bridge.RunnerConfig{}).Cycle(context.Background(), t0)
+	var ie *injectedError
+	if !errors.As(err, &ie) || ie.method != "DueHeads" || !errors.As(rep.DispatchErr, &ie) {
+		t.Fatalf("Cycle = %+v, %v; want the DueHeads failure", rep, err)
+	}
+	if logs := w.logs.String(); !strings.Contains(logs, `level=ERROR msg="rota: dispatch failed"`) || !strings.Contains(logs, "dispatched=0") {
+		t.Fatalf("logs:\n%s", logs)
+	}
+}
