@@ -13,6 +13,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/rotaworks/rota => ../
