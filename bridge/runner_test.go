@@ -537,9 +537,8 @@ func TestRunUsesItsClock(t *testing.T) {
 }
 
 func TestCycleReportsAndLogsADispatchFailure(t *testing.T) {
-	fi := &faultyIndex{Index: newIndex(), failAt: 1} // the first call, DueHeads, fails
+	fi := &faultyIndex{Index: newIndex(), failAt: 1} // the cycle's first call, DueHeads, fails
 	w := newWorld(t, worldConfig{idx: fi, pipe: newStub()})
-	fi.failAt = fi.calls + 1
 	rep, err := w.runner(t, bridge.RunnerConfig{}).Cycle(context.Background(), t0)
 	var ie *injectedError
 	if !errors.As(err, &ie) || ie.method != "DueHeads" || !errors.As(rep.DispatchErr, &ie) {
