@@ -62,25 +62,27 @@ func (b Backoff) Validate() error {
 
 // NextInterval returns min(Base·Factor^missStreak, Max). A negative streak counts as 0.
 //
-// On an invalid Backoff (see Validate) the result is still bounded: it never exceeds
-// max(Base, Max) and is never negative, but it is not meaningful; validate first.
+// For a valid Backoff the result lies in [Base, Max] for every streak, never decreases as
+// the streak grows, and saturates at Max without overflowing however large the streak is.
+// It costs one math.Pow: O(1) whatever the streak.
+//
+// On an invalid Backoff (see Validate) the result is still defined and bounded — it lies in
+// [0, max(Base, Max, 0)] and does not panic — but it is not meaningful; validate first.
 func (b Backoff) NextInterval(missStreak int) time.Duration {
-	if missStreak <= 0 || b.Factor <= 1 || math.IsNaN(b.Factor) || b.Base >= b.Max {
-		return b.Base
+	if missStreak <= 0 || !(b.Factor > 1) || b.Base <= 0 || b.Base >= b.Max {
+		return max(b.Base, 0)
 	}
 	if math.IsInf(b.Factor, 1) {
 		return b.Max
 	}
 	// Work in float64 and compare against Max before converting back, so that huge streaks
-	// saturate instead of overflowing int64 nanoseconds.
+	// saturate instead of overflowing int64 nanoseconds. float64(b.Max) is at most 2⁶³, so a
+	// d below it converts to a Duration no greater than Max.
 	d := float64(b.Base) * math.Pow(b.Factor, float64(missStreak))
 	if math.IsNaN(d) || d >= float64(b.Max) {
 		return b.Max
 	}
-	out := time.Duration(d)
-	if out < b.Base {
-		// float rounding can land a hair under Base for Factor just above 1.
-		return b.Base
-	}
-	return out
+	// The clamps keep the result in [Base, Max] whatever float rounding does at the edges:
+	// a Factor just above 1 can land a hair under Base.
+	return min(max(time.Duration(d), b.Base), b.Max)
 }

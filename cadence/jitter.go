@@ -13,7 +13,11 @@ import (
 // the same in every process and on every replica — so a hundred thousand sources added in
 // one minute spread across the window instead of coming due in the same second, and every
 // replica computes the same spread. A fraction outside (0, 1] is clamped into it (≤ 0 or NaN
-// gives 0); a d ≤ 0 gives 0.
+// gives 0); a d ≤ 0 gives 0, and so does a window fraction·d shorter than a nanosecond.
+//
+// Typical use spreads a new entry's first due time: at.Add(Jitter(key, at, base, 1)).
+// The hash is part of the contract: changing it would move every replica's schedule, so a
+// test pins its values.
 func Jitter(key string, at time.Time, d time.Duration, fraction float64) time.Duration {
 	if d <= 0 || !(fraction > 0) {
 		return 0
@@ -39,9 +43,10 @@ func Jitter(key string, at time.Time, d time.Duration, fraction float64) time.Du
 	sum *= 0x94d049bb133111eb
 	sum ^= sum >> 31
 	u := float64(sum>>11) / (1 << 53)
-	off := time.Duration(math.Floor(u * window))
-	if off >= time.Duration(window) && off > 0 {
-		off--
+	off := math.Floor(u * window)
+	if off >= window {
+		// u·window can round up to window itself when window is large; step one below it.
+		off = math.Floor(math.Nextafter(window, 0))
 	}
-	return off
+	return time.Duration(off)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrUnknownTier is returned by [Registry.Lookup] when no policy is registered under the
@@ -14,9 +16,13 @@ var ErrUnknownTier = errors.New("cadence: unknown tier")
 // ErrTierTaken is returned by [Registry.Register] when the name is already registered.
 var ErrTierTaken = errors.New("cadence: tier name already registered")
 
+// ErrInvalidTierName is returned by [Registry.Register] for an empty tier name or one that
+// is not valid UTF-8 or holds a control character: a name no watch-list entry could carry.
+var ErrInvalidTierName = errors.New("cadence: invalid tier name")
+
 // Registry resolves tier names to policies. [NewRegistry] returns one holding the presets
 // under "hot", "warm", "cold" and "digest_weekly"; a host adds its own tiers with Register.
-// A Registry is safe for concurrent use. There is deliberately no package-level registry:
+// A Registry is safe for concurrent use; the zero Registry is empty and usable. There is deliberately no package-level registry:
 // each host owns its own, so tests and tenants cannot leak tiers into each other.
 type Registry struct {
 	mu       sync.RWMutex
@@ -36,12 +42,14 @@ func NewRegistry() *Registry {
 // validator is implemented by policies that can check themselves, such as [Backoff].
 type validator interface{ Validate() error }
 
-// Register adds p under name. It refuses an empty name ([ErrInvalidPolicy]), a nil policy
-// ([ErrInvalidPolicy]), a name already taken ([ErrTierTaken]), and a policy whose Validate
-// method, when it has one, fails.
+// Register adds p under name. It refuses an empty name, or one that is not valid UTF-8 or
+// holds a control character ([ErrInvalidTierName]); a nil policy ([ErrInvalidPolicy]); a
+// policy whose Validate method, when it has one, fails (its error, which for a [Backoff]
+// wraps ErrInvalidPolicy); and a name already taken ([ErrTierTaken]) — the presets' names
+// included: a host that wants other values for "hot" registers a tier of its own.
 func (r *Registry) Register(name string, p Policy) error {
-	if name == "" {
-		return fmt.Errorf("%w: tier name must not be empty", ErrInvalidPolicy)
+	if err := checkTierName(name); err != nil {
+		return err
 	}
 	if p == nil {
 		return fmt.Errorf("%w: tier %q: policy must not be nil", ErrInvalidPolicy, name)
@@ -55,6 +63,9 @@ func (r *Registry) Register(name string, p Policy) error {
 	defer r.mu.Unlock()
 	if _, taken := r.policies[name]; taken {
 		return fmt.Errorf("%w: %q", ErrTierTaken, name)
+	}
+	if r.policies == nil {
+		r.policies = make(map[string]Policy)
 	}
 	r.policies[name] = p
 	return nil
@@ -70,6 +81,22 @@ func (r *Registry) Lookup(name string) (Policy, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTier, name)
 	}
 	return p, nil
+}
+
+// checkTierName refuses a name that no watch-list entry could carry.
+func checkTierName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: tier name must not be empty", ErrInvalidTierName)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("%w: tier name %q is not valid UTF-8", ErrInvalidTierName, name)
+	}
+	for _, c := range name {
+		if unicode.IsControl(c) {
+			return fmt.Errorf("%w: tier name %q contains control character %U", ErrInvalidTierName, name, c)
+		}
+	}
+	return nil
 }
 
 // Names returns the registered tier names in sorted order.

@@ -1,0 +1,157 @@
+package cadence
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestRegistryResolvesPresets(t *testing.T) {
+	r := NewRegistry()
+	want := map[string]Backoff{
+		"hot":           TierHot,
+		"warm":          TierWarm,
+		"cold":          TierCold,
+		"digest_weekly": DigestWeekly,
+	}
+	for name, preset := range want {
+		p, err := r.Lookup(name)
+		if err != nil {
+			t.Fatalf("Lookup(%q) = %v", name, err)
+		}
+		if p != Policy(preset) {
+			t.Errorf("Lookup(%q) = %+v, want the preset %+v", name, p, preset)
+		}
+	}
+	if got, wantNames := r.Names(), []string{"cold", "digest_weekly", "hot", "warm"}; !slices.Equal(got, wantNames) {
+		t.Errorf("Names() = %v, want %v", got, wantNames)
+	}
+}
+
+func TestPresetsAreValidAndOrdered(t *testing.T) {
+	order := []struct {
+		name string
+		b    Backoff
+	}{{"TierHot", TierHot}, {"TierWarm", TierWarm}, {"TierCold", TierCold}, {"DigestWeekly", DigestWeekly}}
+	for i, p := range order {
+		if err := p.b.Validate(); err != nil {
+			t.Errorf("%s.Validate() = %v", p.name, err)
+		}
+		if i > 0 && !(order[i-1].b.Base < p.b.Base) {
+			t.Errorf("%s.Base = %v is not below %s.Base = %v: presets must be ordered hot < warm < cold < weekly",
+				order[i-1].name, order[i-1].b.Base, p.name, p.b.Base)
+		}
+	}
+}
+
+func TestLookupUnknownTier(t *testing.T) {
+	r := NewRegistry()
+	for _, name := range []string{"", "lukewarm", "Hot", "hot ", "digest-weekly"} {
+		p, err := r.Lookup(name)
+		if !errors.Is(err, ErrUnknownTier) || p != nil {
+			t.Errorf("Lookup(%q) = %v, %v; want nil, ErrUnknownTier (never a default)", name, p, err)
+		}
+	}
+}
+
+func TestRegisterAddsAHostTier(t *testing.T) {
+	r := NewRegistry()
+	custom := Backoff{Base: 90 * time.Second, Max: 30 * time.Minute, Factor: 1.5}
+	if err := r.Register("realtime", custom); err != nil {
+		t.Fatalf("Register = %v", err)
+	}
+	p, err := r.Lookup("realtime")
+	if err != nil || p != Policy(custom) {
+		t.Fatalf("Lookup(realtime) = %v, %v; want %+v", p, err, custom)
+	}
+	// A registry is its own: another one does not see the tier.
+	if _, err := NewRegistry().Lookup("realtime"); !errors.Is(err, ErrUnknownTier) {
+		t.Errorf("a fresh registry resolved a tier registered elsewhere: err = %v", err)
+	}
+}
+
+// fixed is a Policy without a Validate method: Register takes it as it is.
+type fixed time.Duration
+
+func (f fixed) NextInterval(int) time.Duration { return time.Duration(f) }
+
+func TestRegisterRefuses(t *testing.T) {
+	tests := []struct {
+		name   string
+		tier   string
+		policy Policy
+		want   error
+	}{
+		{"empty name", "", TierHot, ErrInvalidTierName},
+		{"control character", "hot\n", TierHot, ErrInvalidTierName},
+		{"invalid UTF-8", "h\xffot", TierHot, ErrInvalidTierName},
+		{"nil policy", "mine", nil, ErrInvalidPolicy},
+		{"invalid Backoff", "mine", Backoff{Base: time.Hour, Max: time.Minute, Factor: 2}, ErrInvalidPolicy},
+		{"taken preset name", "hot", Backoff{Base: time.Minute, Max: time.Hour, Factor: 2}, ErrTierTaken},
+		{"taken preset name, policy without Validate", "digest_weekly", fixed(time.Hour), ErrTierTaken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewRegistry()
+			before := r.Names()
+			if err := r.Register(tt.tier, tt.policy); !errors.Is(err, tt.want) {
+				t.Fatalf("Register(%q, %v) = %v, want %v", tt.tier, tt.policy, err, tt.want)
+			}
+			if after := r.Names(); !slices.Equal(before, after) {
+				t.Fatalf("a refused Register changed the names: %v → %v", before, after)
+			}
+			if p, _ := r.Lookup("hot"); p != Policy(TierHot) {
+				t.Fatalf("a refused Register changed the hot tier to %v", p)
+			}
+		})
+	}
+	t.Run("taken host name", func(t *testing.T) {
+		r := NewRegistry()
+		if err := r.Register("mine", fixed(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Register("mine", fixed(time.Hour)); !errors.Is(err, ErrTierTaken) {
+			t.Fatalf("second Register(mine) = %v, want ErrTierTaken", err)
+		}
+		if p, _ := r.Lookup("mine"); p != Policy(fixed(time.Minute)) {
+			t.Fatalf("Lookup(mine) = %v, want the first registration", p)
+		}
+	})
+}
+
+func TestZeroRegistry(t *testing.T) {
+	var r Registry
+	if _, err := r.Lookup("hot"); !errors.Is(err, ErrUnknownTier) {
+		t.Fatalf("zero Registry Lookup(hot) = %v, want ErrUnknownTier: it holds no presets", err)
+	}
+	if err := r.Register("mine", fixed(time.Minute)); err != nil {
+		t.Fatalf("zero Registry Register = %v", err)
+	}
+	if _, err := r.Lookup("mine"); err != nil {
+		t.Fatalf("zero Registry Lookup(mine) = %v", err)
+	}
+}
+
+func TestRegistryConcurrent(t *testing.T) {
+	r := NewRegistry()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			name := string(rune('a' + i))
+			if err := r.Register(name, fixed(time.Minute)); err != nil {
+				t.Errorf("Register(%q) = %v", name, err)
+			}
+			for range 100 {
+				if _, err := r.Lookup("hot"); err != nil {
+					t.Errorf("Lookup(hot) = %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(r.Names()); n != 12 {
+		t.Fatalf("len(Names()) = %d, want 4 presets + 8 registered", n)
+	}
+}
