@@ -16,8 +16,8 @@ import (
 )
 
 // refIndex is a naive duework.Index, written straight from the contract: every read scans
-// every row. The Dispatch tests run over it as well as over duework.Memory, so that a
-// failure shows whether the dispatcher or the index is at fault.
+// every row. The Dispatch tests run over duework.Memory and over it, so that a failure
+// shows whether the dispatcher or the index is at fault.
 type refIndex struct {
 	mu         sync.Mutex
 	rows       map[duework.Key]*refRow
@@ -82,10 +82,13 @@ func (x *refIndex) due(now time.Time) []duework.Entry {
 			out = append(out, r.e)
 		}
 	}
-	slices.SortFunc(out, func(a, b duework.Entry) int {
-		return cmp.Or(a.DueAt.Compare(b.DueAt), cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.WorkKey, b.WorkKey))
-	})
+	slices.SortFunc(out, contractOrder)
 	return out
+}
+
+// contractOrder is DueBefore's (DueAt, UserID, WorkKey) order.
+func contractOrder(a, b duework.Entry) int {
+	return cmp.Or(a.DueAt.Compare(b.DueAt), cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.WorkKey, b.WorkKey))
 }
 
 func (x *refIndex) DueBefore(_ context.Context, now time.Time, limit int) ([]duework.Entry, error) {
@@ -163,6 +166,7 @@ var indexes = []struct {
 	name string
 	new  func() duework.Index
 }{
+	{"memory", func() duework.Index { return duework.NewMemory() }},
 	{"ref", func() duework.Index { return newRefIndex() }},
 }
 
