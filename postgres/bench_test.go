@@ -207,6 +207,71 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
+// Index.Claim throughput without dispatch: 1 and 4 claimers, each with its own pool, claim
+// batches of 1,000 keys from disjoint sets of users (1,000 users with 100 due entries each),
+// all at once. This is what the index itself sustains when dispatchers do not collide.
+func BenchmarkIndexClaim(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("claimers=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			schema := newSchema(b)
+			setup := newPoolIn(b, schema, 2)
+			if err := postgres.Migrate(ctx, setup); err != nil {
+				b.Fatal(err)
+			}
+			users := make([]string, 1000)
+			counts := make([]int, 1000)
+			for i := range users {
+				users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
+			}
+			loadDue(b, setup, users, counts, func(int) time.Time { return t0 })
+			idxs := make([]*postgres.Index, n)
+			for i := range idxs {
+				idxs[i] = postgres.NewIndex(newPoolIn(b, schema, 2))
+			}
+			// batch returns claimer c's round r: 1,000 keys of its own users, round-robin.
+			batch := func(c, r int) []duework.Key {
+				mine := users[c*len(users)/n : (c+1)*len(users)/n]
+				keys := make([]duework.Key, 0, 1000)
+				for j := 0; len(keys) < 1000; j++ {
+					k := r*1000 + j
+					keys = append(keys, duework.Key{UserID: mine[k%len(mine)], WorkKey: fmt.Sprintf("w%07d", (k/len(mine))%100)})
+				}
+				return keys
+			}
+			rounds := 100 * len(users) / n / 1000 // rounds before a claimer's users are drained
+			claimed := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i > 0 && i%rounds == 0 {
+					b.StopTimer()
+					releaseAll(b, setup)
+					b.StartTimer()
+				}
+				now := benchNow.Add(time.Duration(i) * time.Second)
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for c, idx := range idxs {
+					wg.Go(func() {
+						got, err := idx.Claim(ctx, batch(c, i%rounds), now, now.Add(time.Hour))
+						if err != nil {
+							b.Error(err)
+						}
+						mu.Lock()
+						claimed += len(got)
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			if claimed != b.N*n*1000 {
+				b.Fatalf("claimed %d of %d", claimed, b.N*n*1000)
+			}
+			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
+		})
+	}
+}
+
 // sqlFirstCome is the plain first-come claim the fair cycle is measured against: the 1,000
 // oldest due rows, whoever they belong to.
 const sqlFirstCome = `

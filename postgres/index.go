@@ -306,13 +306,16 @@ const sqlClaim = `
 WITH c AS (
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
 	FROM (
-		SELECT d.user_id, d.work_key, k.ord
+		SELECT k.ord, x.tid
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
-		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
-		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
-		FOR UPDATE OF d SKIP LOCKED
+		CROSS JOIN LATERAL (
+			SELECT d.ctid AS tid FROM rota_due d
+			WHERE d.user_id = k.user_id AND d.work_key = k.work_key
+			  AND d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+			FOR UPDATE SKIP LOCKED
+		) x
 	) k
-	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
+	WHERE d.ctid = k.tid
 	RETURNING k.ord, ` + entryColumns + `, d.claim_token, d.claim_until
 ), l AS (
 	SELECT u.user_id FROM rota_users u WHERE u.user_id IN (SELECT c.user_id FROM c)
