@@ -101,11 +101,14 @@ type Head struct {
 // MissStreak and schedules now + p.NextInterval(streak). The next due time counts from now,
 // never from the old DueAt, so after an outage a source runs once, not once per missed
 // interval. LastRunAt becomes now. If the policy returns a non-positive interval, the entry
-// is scheduled one nanosecond after now, so DueAt is always after now.
+// is scheduled one nanosecond after now, so DueAt is always after now. A negative
+// MissStreak (which Validate refuses) counts as 0, and the streak stops growing at
+// MaxMissStreak, so that counting misses can never overflow.
 func Advance(e Entry, p cadence.Policy, hit bool, now time.Time) Entry {
-	if hit {
+	if hit || e.MissStreak < 0 {
 		e.MissStreak = 0
-	} else if e.MissStreak < maxStreak {
+	}
+	if !hit && e.MissStreak < MaxMissStreak {
 		e.MissStreak++
 	}
 	d := p.NextInterval(e.MissStreak)
@@ -117,5 +120,5 @@ func Advance(e Entry, p cadence.Policy, hit bool, now time.Time) Entry {
 	return e
 }
 
-// maxStreak caps MissStreak so that counting misses can never overflow.
-const maxStreak = 1 << 30
+// MaxMissStreak is where Advance stops counting misses, so that the count never overflows.
+const MaxMissStreak = 1 << 30

@@ -27,8 +27,10 @@ import (
 // Schedule on a claimed entry replaces it and ends the claim; Unschedule removes an entry
 // whatever its claim.
 //
-// Bad input wraps ErrInvalid. Returned slices belong to the caller. Implementations must
-// be safe for concurrent use; the conformance suite duework/indextest checks all of this.
+// Bad input wraps ErrInvalid and names the field; the zero tenancy.Context is
+// tenancy.ErrNoTenant. A call that fails changes nothing. Returned slices belong to the
+// caller. Implementations must be safe for concurrent use; the conformance suite
+// duework/indextest checks all of this.
 type Index interface {
 	// Schedule inserts or replaces the tenant's entry e.WorkKey; e.UserID must equal
 	// tc.UserID(). Replacing a claimed entry ends the claim.
@@ -47,8 +49,9 @@ type Index interface {
 
 	// Claim claims, atomically, those of keys that are due at now and unclaimed, until
 	// until (which must be after now), and returns their claims in the order of keys.
-	// Keys that are absent, not due or claimed are skipped. It stamps LastServed = now for
-	// every user it claimed an entry of.
+	// Keys that are absent, not due or claimed are skipped, and a key given twice is
+	// claimed once. Each claim gets a token that no earlier claim of that entry had. It
+	// stamps LastServed = now for every user it claimed an entry of.
 	Claim(ctx context.Context, keys []Key, now, until time.Time) ([]Claim, error)
 	// Complete replaces the claimed entry with next (same UserID and WorkKey as the claim,
 	// which must be tc's) and ends the claim, or returns ErrClaimLost and writes nothing.

@@ -67,14 +67,15 @@ type node struct {
 
 // user is one tenant's part of the index.
 type user struct {
-	id     string
-	free   *node    // unclaimed entries (and those whose claim ended), by (DueAt, WorkKey)
-	first  *node    // min of free, nil when free is empty; the user is in byDue iff non-nil
-	keys   *node    // every entry, by WorkKey
-	kid    [2]*user // links in Memory.byDue
-	served time.Time
-	n      int // entries
-	prio   uint32
+	id    string
+	free  *node    // unclaimed entries (and those whose claim ended), by (DueAt, WorkKey)
+	first *node    // min of free, nil when free is empty; the user is in byDue iff non-nil
+	keys  *node    // every entry, by WorkKey
+	kid   [2]*user // links in Memory.byDue
+	// servedSec and servedNsec are LastServed; the zero time when never served.
+	servedSec  int64
+	servedNsec int32
+	prio       uint32
 }
 
 const heldBit = 1 << 31
@@ -156,6 +157,8 @@ func cmpUserDue(a, b *node) int {
 	return cmp.Or(cmpTime(a.dueSec, a.dueNsec, b.dueSec, b.dueNsec),
 		strings.Compare(a.user.id, b.user.id), strings.Compare(a.workKey, b.workKey))
 }
+
+func (u *user) lastServed() time.Time { return joinTime(u.servedSec, u.servedNsec) }
 
 func (u *user) lookup(workKey string) *node {
 	return keyTree.find(u.keys, func(n *node) int { return strings.Compare(workKey, n.workKey) })
@@ -245,6 +248,7 @@ func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) erro
 	u := m.users[e.UserID]
 	if u == nil {
 		u = &user{id: e.UserID, prio: rand.Uint32()}
+		u.servedSec, u.servedNsec = splitTime(time.Time{})
 		m.users[e.UserID] = u
 	}
 	n := u.lookup(e.WorkKey)
@@ -253,7 +257,6 @@ func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) erro
 	} else {
 		n = &node{user: u, workKey: e.WorkKey, prio: rand.Uint32() &^ heldBit}
 		u.keys = keyTree.insert(u.keys, n)
-		u.n++
 	}
 	n.set(e)
 	n.token = 0
@@ -285,8 +288,7 @@ func (m *Memory) Unschedule(ctx context.Context, tc tenancy.Context, workKey str
 	}
 	m.detach(n)
 	u.keys = keyTree.remove(u.keys, n)
-	u.n--
-	if u.n == 0 && u.served.IsZero() {
+	if u.keys == nil && u.lastServed().IsZero() {
 		delete(m.users, u.id)
 	}
 	return nil
@@ -380,7 +382,7 @@ func (m *Memory) DueHeads(ctx context.Context, now time.Time, perUser int) ([]He
 
 	heads := make([]Head, 0, len(due))
 	for _, u := range due {
-		h := Head{UserID: u.id, LastServed: u.served}
+		h := Head{UserID: u.id, LastServed: u.lastServed()}
 		freeTree.ascend(u.free, func(n *node) bool {
 			if cmpTime(n.dueSec, n.dueNsec, sec, nsec) > 0 {
 				return false
@@ -393,7 +395,7 @@ func (m *Memory) DueHeads(ctx context.Context, now time.Time, perUser int) ([]He
 				return false
 			}
 			if h.Due == nil {
-				h.Due = make([]Entry, 0, min(perUser, u.n))
+				h.Due = make([]Entry, 0, min(perUser, 8))
 			}
 			h.Due = append(h.Due, n.entry())
 			return true
@@ -419,7 +421,6 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 	}
 	sec, nsec := splitTime(now)
 	usec, unsec := splitTime(until)
-	served := joinTime(sec, nsec)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.release(sec, nsec)
@@ -440,7 +441,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		n.untilSec, n.untilNsec = usec, unsec
 		n.prio |= heldBit
 		m.claims = claimTree.insert(m.claims, n)
-		u.served = served
+		u.servedSec, u.servedNsec = sec, nsec
 		out = append(out, Claim{Entry: n.entry(), Token: n.token, Until: until})
 	}
 	return out, nil
