@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -578,4 +579,43 @@ func TestDispatchProperties(t *testing.T) {
 			}
 		})
 	})
+}
+
+func TestDispatchRule8AllocsDoNotFollowBacklog(t *testing.T) {
+	// Speed lives in BenchmarkDispatchNoisyBacklog; allocations are counts, so rule 8 can be
+	// pinned here: a cycle over duework.Memory allocates as often and as many bytes whether
+	// the noisy user's due backlog is 100 or 20,000 entries deep.
+	measure := func(depth int) (allocs, bytes float64) {
+		idx := duework.NewMemory()
+		schedule(t, idx, backlog("noisy", depth, -1_000_000)...)
+		for u := range 200 {
+			schedule(t, idx, ent(fmt.Sprintf("u%03d", u), "feed", -u))
+		}
+		d := mustNew(t, idx, Config{
+			Lanes:            []LaneCapacity{{Lane: "free", PerUserLimit: 3, PerCycleLimit: 150}},
+			GlobalBatchLimit: 150,
+			LaneFor:          func(context.Context, string) (Lane, error) { return "free", nil },
+			ClaimFor:         time.Minute,
+		})
+		now := t0
+		cycle := func() {
+			now = now.Add(2 * time.Minute) // the previous cycle's claims have ended
+			mustDispatch(t, d, now)
+		}
+		allocs = testing.AllocsPerRun(20, cycle)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 20 {
+			cycle()
+		}
+		runtime.ReadMemStats(&after)
+		return allocs, float64(after.TotalAlloc-before.TotalAlloc) / 20
+	}
+	shallowN, shallowB := measure(100)
+	deepN, deepB := measure(20_000)
+	t.Logf("per cycle: backlog 100: %.0f allocations, %.0f bytes; backlog 20,000: %.0f allocations, %.0f bytes", shallowN, shallowB, deepN, deepB)
+	if deepN > shallowN*1.05+10 || deepB > shallowB*1.1+4096 {
+		t.Errorf("rule 8: a cycle allocates more with a deeper backlog: %.0f allocations and %.0f bytes at 20,000, %.0f and %.0f at 100",
+			deepN, deepB, shallowN, shallowB)
+	}
 }
