@@ -1,0 +1,74 @@
+// Package maintenance schedules the heavy maintenance jobs of one daemon, or of a fleet,
+// that share one exclusive lease, so the chain of jobs drains to idle in bounded time.
+//
+// It implements ADR 0022 (heavy-maintenance scheduling fairness) and makes its bounds
+// real: the hold cap is enforced by the lease and by the scheduler, not advisory.
+//
+// # The model
+//
+// A Task is Heavy (it contends for the lease) or OffLease (it never takes it). At every
+// poll the Scheduler asks each task whether it is due, defers the tasks whose soft Gate is
+// closed (the producer is due or running), and ranks the due heavy tasks with Pick:
+//
+//  1. drop candidates already running; while a heavy task runs, every heavy candidate;
+//     candidates a DependsOn task of which runs;
+//  2. a data-safety candidate wins (registry order among them), then a bootstrap one;
+//  3. then the oldest waiter that has waited at least YieldAfter (fairness promotion);
+//  4. then the staleness representative, the greatest (now − LastRunAt) / Cadence, never-run
+//     tasks first, registry order on a tie — unless a task without cadence stands earlier in
+//     the registry, which goes first.
+//
+// The heavy winner yields to a better waiter of another scheduler sharing the state
+// (fleet fairness) or acquires the Lease; a second pass then ranks the due OffLease tasks
+// the same way and dispatches up to AlsoDispatchLimit of them beside it. Every due task
+// that does not start is a Deferral with a reason code and its blocker, and starts or
+// continues its durable deferral streak. The Gauge, computed from the durable state,
+// shows the lease holder, every waiter and its wait, the deferral chain depth and a
+// Posture.
+//
+// # Where to start
+//
+// Build the registry (a []Task, in priority order for ties), call NewScheduler with a
+// Config (zero values are defaults; nil Lease and Store mean in-memory ones) and call
+// Run. Hosts with their own loop, or a simulated clock, call Poll, run what it
+// dispatched, call Renew while the heavy task runs and Complete when each task ends.
+// Pick is pure and usable alone.
+//
+// # Bounds
+//
+// With promotion, the enforced MaxHold and fleet yielding, no due heavy task waits longer
+// than YieldAfter + (number of heavy tasks) × MaxHold + one poll interval, provided the
+// host polls again as soon as a run ends (Run does) — data-safety tasks excepted: they
+// win outright by design. Without promotion a short-cadence task that holds the lease long
+// (summary: 10 min cadence, 45 min runs) re-wins every release and a 24 h task waits for
+// days; the tests show both.
+//
+// # Durable state and fencing
+//
+// The StateStore keeps every task's TaskState; writes are fenced by the lease token (see
+// StateStore). A heavy task's running flag counts only while the grant it runs under is
+// the live one, so a crashed holder blocks nobody past one LeaseTTL. A running flag of an
+// off-lease task counts for MaxHold + LeaseTTL. The package maintenancetest holds the
+// conformance suites every Lease and StateStore adapter runs.
+//
+// # Choices where the design is silent
+//
+//   - A promoted waiter outranks a cadence-less task earlier in the registry (otherwise an
+//     always-due cadence-less task could starve it); data-safety and bootstrap still win.
+//   - PickInput.YieldAfter ≤ 0 disables promotion: Pick alone is then the plain staleness
+//     picker. The Scheduler always passes its YieldAfter.
+//   - LastRunAt is the start of the latest finished run, whatever its outcome, so a task
+//     that runs longer than its cadence is due again as soon as it ends, and a failing task
+//     does not stay the stalest forever.
+//   - Lease.Acquire refuses the caller too while its own grant is live; only Renew extends a
+//     hold, so MaxHold cannot be dodged by re-acquiring.
+//   - Deferral reasons beyond the four the record names: ReasonOutranked (lost the pick),
+//     ReasonDependency (a DependsOn task runs), ReasonDispatchLimit (second pass full).
+//   - Fleet yielding looks only at waiters of tasks this scheduler does not know (its own
+//     waiters are ranked by Pick), and ignores waiter records not refreshed within
+//     YieldAfter, presumed abandoned by a scheduler that stopped.
+//   - Winner is the heavy winner, or the first off-lease task when no heavy one started;
+//     Winner and AlsoDispatched together hold at most AlsoDispatchLimit off-lease tasks.
+//   - An empty registry is valid and its gauge reads Disabled; Unknown is the posture
+//     reported when the state cannot be read.
+package maintenance

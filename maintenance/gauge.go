@@ -1,0 +1,133 @@
+package maintenance
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Posture is the one-word health of the maintenance chain.
+type Posture int
+
+const (
+	// Unknown: the state could not be read (the zero Gauge).
+	Unknown Posture = iota
+	// Healthy: no waiter has waited longer than DegradeAfter.
+	Healthy
+	// Degraded: some waiter has waited longer than DegradeAfter — the chain is not
+	// draining to idle.
+	Degraded
+	// Disabled: the scheduler has no tasks (maintenance is off in this deployment).
+	Disabled
+)
+
+// String returns "unknown", "healthy", "degraded" or "disabled".
+func (p Posture) String() string {
+	switch p {
+	case Unknown:
+		return "unknown"
+	case Healthy:
+		return "healthy"
+	case Degraded:
+		return "degraded"
+	case Disabled:
+		return "disabled"
+	default:
+		return fmt.Sprintf("Posture(%d)", int(p))
+	}
+}
+
+// Waiter is a task in a deferral streak.
+type Waiter struct {
+	// Task is the waiting task's name.
+	Task string
+	// Since is the start of its streak and Wait how long it has lasted at the gauge's
+	// instant.
+	Since time.Time
+	Wait  time.Duration
+	// Reason and Blocker are the latest deferral's.
+	Reason  string
+	Blocker string
+}
+
+// Gauge is the stall gauge: computed from durable state (the StateStore and the Lease)
+// at every poll, so a stall survives a restart and is visible.
+type Gauge struct {
+	// At is the instant the gauge describes.
+	At time.Time
+	// Posture sums it up.
+	Posture Posture
+	// Holder holds the lease ("" when free), since HeldFor, running HolderTask (the
+	// heavy task whose running state carries the grant's token, "" if none is known).
+	Holder     string
+	HolderTask string
+	HeldFor    time.Duration
+	// Waiters are every task in a deferral streak, longest wait first (then by name),
+	// including tasks of other schedulers sharing the store.
+	Waiters []Waiter
+	// ChainDepth is the length of the longest chain of waiters each blocked by the next
+	// (summary waits on backfill, which waits on the lease…); 0 without waiters.
+	ChainDepth int
+}
+
+// LongestWait returns the longest current wait, 0 without waiters.
+func (g Gauge) LongestWait() time.Duration {
+	if len(g.Waiters) == 0 {
+		return 0
+	}
+	return g.Waiters[0].Wait
+}
+
+// computeGauge is pure: the gauge of states and the live grant (held false: free) at now.
+func computeGauge(states []TaskState, grant Grant, held bool, now time.Time, degradeAfter time.Duration, disabled bool) Gauge {
+	g := Gauge{At: now, Posture: Healthy}
+	if disabled {
+		g.Posture = Disabled
+	}
+	if held {
+		g.Holder = grant.Holder
+		g.HeldFor = now.Sub(grant.AcquiredAt)
+		for _, s := range states {
+			if s.Running && s.Class == Heavy && s.RunningToken == grant.Token {
+				g.HolderTask = s.Name
+			}
+		}
+	}
+	blockedBy := make(map[string]string)
+	for _, s := range states {
+		if !s.Waiting() {
+			continue
+		}
+		w := Waiter{Task: s.Name, Since: s.DeferredSince, Wait: now.Sub(s.DeferredSince),
+			Reason: s.DeferReason, Blocker: s.DeferBlocker}
+		g.Waiters = append(g.Waiters, w)
+		blockedBy[s.Name] = s.DeferBlocker
+		if w.Wait > degradeAfter && !disabled {
+			g.Posture = Degraded
+		}
+	}
+	slices.SortFunc(g.Waiters, func(a, b Waiter) int {
+		if a.Wait != b.Wait {
+			if a.Wait > b.Wait {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Task, b.Task)
+	})
+	for _, w := range g.Waiters {
+		depth, seen := 0, map[string]bool{}
+		for name := w.Task; name != "" && !seen[name]; {
+			b, ok := blockedBy[name]
+			if !ok {
+				break
+			}
+			seen[name] = true
+			depth++
+			name = b
+		}
+		g.ChainDepth = max(g.ChainDepth, depth)
+	}
+	return g
+}

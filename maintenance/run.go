@@ -1,0 +1,130 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Run polls at once and then every PollInterval and whenever a task finishes, until ctx
+// ends. It runs each dispatched task's RunFunc in its own goroutine with a context that
+// is cancelled at MaxHold, when the lease is lost, and when ctx ends; renews the lease
+// every LeaseTTL/3 while a heavy task runs; and records every outcome with Complete. A
+// panicking RunFunc is recorded as failed. Errors are logged to Config.Logger.
+//
+// When ctx ends Run stops polling, waits for the running tasks to return, records their
+// outcomes and returns nil; ErrRunning if the scheduler is already running. A task that
+// ignores its context keeps Run waiting, and while it runs this process starts no other
+// heavy task — though once its lease lapses, other schedulers of the fleet do.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.runActive {
+		s.mu.Unlock()
+		return ErrRunning
+	}
+	s.runActive = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.runActive = false
+		s.mu.Unlock()
+	}()
+
+	active := 0
+	ticker := time.NewTicker(s.cfg.PollInterval)
+	defer ticker.Stop()
+	outcome := make(chan struct{})
+
+	poll := func() {
+		res, err := s.Poll(ctx, time.Now())
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Error("maintenance: poll", "err", err)
+		}
+		for _, c := range res.Dispatched() {
+			s.mu.Lock()
+			s.local[c.Task.Name] = true
+			s.mu.Unlock()
+			active++
+			go func() {
+				s.runOne(ctx, c.Task)
+				outcome <- struct{}{}
+			}()
+		}
+	}
+	poll()
+	for {
+		select {
+		case <-ctx.Done():
+			for ; active > 0; active-- {
+				<-outcome
+			}
+			return nil
+		case <-ticker.C:
+			poll()
+		case <-outcome:
+			active--
+			poll()
+		}
+	}
+}
+
+// runOne runs t to its end, renewing the lease if t is heavy, and records the outcome.
+func (s *Scheduler) runOne(ctx context.Context, t Task) {
+	tctx, cancel := context.WithTimeoutCause(ctx, s.cfg.MaxHold,
+		fmt.Errorf("maintenance: task %q: %w", t.Name, ErrHoldExceeded))
+	defer cancel()
+	stopRenew := make(chan struct{})
+	renewDone := make(chan struct{})
+	if t.Class == Heavy {
+		go func() {
+			defer close(renewDone)
+			tick := time.NewTicker(max(s.cfg.LeaseTTL/3, time.Millisecond))
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopRenew:
+					return
+				case <-tctx.Done():
+					return
+				case <-tick.C:
+					if err := s.Renew(context.WithoutCancel(ctx), time.Now()); err != nil {
+						s.cfg.Logger.Warn("maintenance: lease lost, cancelling task", "task", t.Name, "err", err)
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	} else {
+		close(renewDone)
+	}
+	err := runSafely(tctx, t)
+	close(stopRenew)
+	<-renewDone
+	if err == nil && tctx.Err() != nil && ctx.Err() == nil {
+		// The task returned nil after MaxHold or a lost lease: it was cut short all the same.
+		err = context.Cause(tctx)
+	}
+	cerr := s.Complete(context.WithoutCancel(ctx), t.Name, err, time.Now())
+	s.mu.Lock()
+	delete(s.local, t.Name)
+	s.mu.Unlock()
+	if cerr != nil {
+		s.cfg.Logger.Error("maintenance: record outcome", "task", t.Name, "err", cerr)
+	}
+}
+
+func runSafely(ctx context.Context, t Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("maintenance: task %q panicked: %v", t.Name, r)
+		}
+	}()
+	err = t.Run(ctx)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		// Report a run cut short as cancelled even if the task wrapped the cause away.
+		err = fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+	}
+	return err
+}
