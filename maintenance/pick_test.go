@@ -22,7 +22,7 @@ func offLease(name string, cadence time.Duration) maintenance.Task {
 	return maintenance.Task{Name: name, Class: maintenance.OffLease, Cadence: cadence, Run: noop}
 }
 
-func never(context.Context, time.Time, maintenance.TaskState) (bool, error) { return false, nil }
+func never(context.Context, time.Time, maintenance.TaskState) (bool, error)  { return false, nil }
 func always(context.Context, time.Time, maintenance.TaskState) (bool, error) { return true, nil }
 
 func cand(t maintenance.Task, lastRunAgo time.Duration) maintenance.Candidate {
