@@ -72,9 +72,21 @@ func Run(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 		})
 	}
 	t.Run("ParallelClaimers", func(t *testing.T) {
-		parallelClaimers(&suite{t: t, x: newIndex(t), rule: "concurrent Claims hand out each entry at most once per claim window"})
+		parallelClaimers(&suite{t: t, x: newIndex(t), rule: parallelRule})
 	})
 	t.Run("StateMachine", func(t *testing.T) { stateMachine(t, newIndex) })
+}
+
+const parallelRule = "concurrent Claims hand out each entry at most once per claim window"
+
+// Rules lists the rules Run checks, one line per subtest: its name, a colon, and the rule
+// that its failure messages cite.
+func Rules() []string {
+	out := make([]string, 0, len(rules)+2)
+	for _, r := range rules {
+		out = append(out, r.name+": "+r.text)
+	}
+	return append(out, "ParallelClaimers: "+parallelRule, "StateMachine: "+modelRule)
 }
 
 // t0 is the suite's fixed instant; every time is t0 plus an offset.
@@ -92,7 +104,7 @@ type tb interface {
 
 // suite is one rule's test: the index under test and the rule that failures cite.
 type suite struct {
-	t    *testing.T
+	t    tb
 	x    duework.Index
 	rule string
 }
