@@ -25,7 +25,8 @@ type Grant struct {
 // Rules every implementation keeps (maintenancetest.RunLease checks them):
 //   - At most one grant is live at a time: a grant is live from AcquiredAt until
 //     ExpiresAt (exclusive) unless released or replaced.
-//   - Tokens only grow: each grant's token is greater than every earlier grant's.
+//   - Tokens only grow: each grant's token is positive and greater than every earlier
+//     grant's.
 //   - MaxHold is a property of the lease: no renewal is granted once
 //     now − AcquiredAt ≥ MaxHold, and no grant's ExpiresAt is later than now + ttl of the
 //     call that set it, so a stuck holder loses the lease within one TTL of its last
@@ -38,9 +39,10 @@ type Lease interface {
 	// new, greater token, or returns ErrLeaseHeld while a live grant exists — also when
 	// holder is the one holding it: a holder that wants more time calls Renew.
 	Acquire(ctx context.Context, holder string, ttl time.Duration, now time.Time) (Grant, error)
-	// Renew extends the live grant g to now+ttl, keeping its Token and AcquiredAt. It
-	// returns ErrNotHolder when g is not the live grant (replaced, released or
-	// expired) and ErrHoldExceeded once now − g.AcquiredAt ≥ MaxHold.
+	// Renew extends the live grant g to now+ttl (or earlier, at MaxHold), keeping its
+	// Token and AcquiredAt. It returns ErrNotHolder when a later grant replaced g or g
+	// was released; else ErrHoldExceeded once now − g.AcquiredAt ≥ MaxHold; else
+	// ErrNotHolder when g has expired.
 	Renew(ctx context.Context, g Grant, ttl time.Duration, now time.Time) (Grant, error)
 	// Release ends g at once. It returns ErrNotHolder when a later grant replaced g or g
 	// was already released; releasing an expired grant nobody replaced succeeds.
@@ -119,12 +121,15 @@ func (l *MemoryLease) Renew(ctx context.Context, g Grant, ttl time.Duration, now
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.has || l.cur.Token != g.Token || !now.Before(l.cur.ExpiresAt) {
-		return Grant{}, fmt.Errorf("maintenance: renew token %d by %q: %w", g.Token, g.Holder, ErrNotHolder)
+	if !l.has || l.cur.Token != g.Token {
+		return Grant{}, fmt.Errorf("maintenance: renew token %d by %q: replaced or released: %w", g.Token, g.Holder, ErrNotHolder)
 	}
 	if held := now.Sub(l.cur.AcquiredAt); held >= l.maxHold {
 		return Grant{}, fmt.Errorf("maintenance: renew token %d by %q: held %v of %v: %w",
 			g.Token, g.Holder, held, l.maxHold, ErrHoldExceeded)
+	}
+	if !now.Before(l.cur.ExpiresAt) {
+		return Grant{}, fmt.Errorf("maintenance: renew token %d by %q: expired at %v: %w", g.Token, g.Holder, l.cur.ExpiresAt, ErrNotHolder)
 	}
 	l.cur.ExpiresAt = l.expiry(l.cur.AcquiredAt, now, ttl)
 	return l.cur, nil
