@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -16,6 +17,10 @@ const (
 	PlanPlus PlanID = "plus"
 	PlanPro  PlanID = "pro"
 )
+
+// ErrInvalidPlan is returned by [MemoryEntitlements.SetPlan] for a PlanID that is not one of
+// PlanFree, PlanPlus and PlanPro.
+var ErrInvalidPlan = errors.New("tenancy: invalid plan")
 
 // Valid reports whether p is one of PlanFree, PlanPlus and PlanPro.
 func (p PlanID) Valid() bool {
@@ -32,8 +37,8 @@ type Entitlements interface {
 	Plan(ctx context.Context, tc Context) (PlanID, error)
 }
 
-// MemoryEntitlements is the in-memory [Entitlements], safe for concurrent use. A tenant
-// that was never given a plan is on PlanFree.
+// MemoryEntitlements is the in-memory [Entitlements], safe for concurrent use; the zero
+// value is ready to use. A tenant that was never given a plan is on PlanFree.
 type MemoryEntitlements struct {
 	mu    sync.RWMutex
 	plans map[string]PlanID
@@ -46,16 +51,20 @@ func NewMemoryEntitlements() *MemoryEntitlements {
 	return &MemoryEntitlements{plans: make(map[string]PlanID)}
 }
 
-// SetPlan puts the tenant on plan p. An unknown plan wraps ErrInvalidID.
+// SetPlan puts the tenant on plan p. It refuses the zero Context ([ErrNoTenant]) and a
+// plan that is not Valid ([ErrInvalidPlan]), changing nothing.
 func (m *MemoryEntitlements) SetPlan(ctx context.Context, tc Context, p PlanID) error {
 	if err := checkCall(ctx, tc); err != nil {
 		return err
 	}
 	if !p.Valid() {
-		return fmt.Errorf("%w: unknown plan %q", ErrInvalidID, p)
+		return fmt.Errorf("%w: plan %q is not one of free, plus, pro", ErrInvalidPlan, p)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.plans == nil {
+		m.plans = make(map[string]PlanID)
+	}
 	m.plans[tc.userID] = p
 	return nil
 }

@@ -24,8 +24,12 @@ type Repository[T any] interface {
 	List(ctx context.Context, tc Context) ([]T, error)
 }
 
-// MemoryRepository is the in-memory [Repository], safe for concurrent use. Values are
-// stored as given: a T holding pointers or slices shares them with the caller.
+// MemoryRepository is the in-memory [Repository], safe for concurrent use; the zero value
+// is an empty repository ready to use. Values are stored as given: a T holding pointers or
+// slices shares them with the caller.
+//
+// Rows live in one map per tenant, and every method indexes it by the Context's user ID
+// before it looks at the row ID, so no argument can reach another tenant's map.
 type MemoryRepository[T any] struct {
 	mu   sync.RWMutex
 	rows map[string]map[string]T // userID → id → value
@@ -38,6 +42,7 @@ func NewMemoryRepository[T any]() *MemoryRepository[T] {
 	return &MemoryRepository[T]{rows: make(map[string]map[string]T)}
 }
 
+// checkCall refuses the zero Context first, whatever else is wrong, then a done ctx.
 func checkCall(ctx context.Context, tc Context) error {
 	if err := tc.Check(); err != nil {
 		return err
@@ -52,56 +57,29 @@ func checkRow(ctx context.Context, tc Context, what, id string) error {
 	return ValidateID(what, id)
 }
 
+// notFound is the one not-found error of this package: its text depends only on the field
+// name and the id asked for, never on whether another tenant holds that id.
+func notFound(what, id string) error {
+	return fmt.Errorf("%w: %s %q", ErrNotFound, what, id)
+}
+
 // Put implements [Repository].
 func (r *MemoryRepository[T]) Put(ctx context.Context, tc Context, id string, v T) error {
-	if err := checkRow(ctx, tc, "id", id); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.rows[tc.userID]
-	if m == nil {
-		m = make(map[string]T)
-		r.rows[tc.userID] = m
-	}
-	m[id] = v
-	return nil
+	return r.put(ctx, tc, "id", id, v)
 }
 
 // Get implements [Repository].
 func (r *MemoryRepository[T]) Get(ctx context.Context, tc Context, id string) (T, error) {
-	var zero T
-	if err := checkRow(ctx, tc, "id", id); err != nil {
-		return zero, err
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	v, ok := r.rows[tc.userID][id]
-	if !ok {
-		return zero, fmt.Errorf("%w: id %q", ErrNotFound, id)
-	}
-	return v, nil
+	return r.get(ctx, tc, "id", id)
 }
 
 // Delete implements [Repository].
 func (r *MemoryRepository[T]) Delete(ctx context.Context, tc Context, id string) error {
-	if err := checkRow(ctx, tc, "id", id); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.rows[tc.userID]
-	if _, ok := m[id]; !ok {
-		return fmt.Errorf("%w: id %q", ErrNotFound, id)
-	}
-	delete(m, id)
-	if len(m) == 0 {
-		delete(r.rows, tc.userID)
-	}
-	return nil
+	return r.delete(ctx, tc, "id", id)
 }
 
-// List implements [Repository]: the tenant's values ordered by id.
+// List implements [Repository]: the tenant's values ordered by id, in O(n log n) for the
+// tenant's n rows, whatever other tenants hold.
 func (r *MemoryRepository[T]) List(ctx context.Context, tc Context) ([]T, error) {
 	if err := checkCall(ctx, tc); err != nil {
 		return nil, err
@@ -119,4 +97,55 @@ func (r *MemoryRepository[T]) List(ctx context.Context, tc Context) ([]T, error)
 		out = append(out, m[id])
 	}
 	return out, nil
+}
+
+// put, get and delete do the work of Put, Get and Delete; what names the id field in
+// errors ("id" for a Repository, "slug" for a Watchlist).
+func (r *MemoryRepository[T]) put(ctx context.Context, tc Context, what, id string, v T) error {
+	if err := checkRow(ctx, tc, what, id); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rows == nil {
+		r.rows = make(map[string]map[string]T)
+	}
+	m := r.rows[tc.userID]
+	if m == nil {
+		m = make(map[string]T)
+		r.rows[tc.userID] = m
+	}
+	m[id] = v
+	return nil
+}
+
+func (r *MemoryRepository[T]) get(ctx context.Context, tc Context, what, id string) (T, error) {
+	var zero T
+	if err := checkRow(ctx, tc, what, id); err != nil {
+		return zero, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, ok := r.rows[tc.userID][id]
+	if !ok {
+		return zero, notFound(what, id)
+	}
+	return v, nil
+}
+
+func (r *MemoryRepository[T]) delete(ctx context.Context, tc Context, what, id string) error {
+	if err := checkRow(ctx, tc, what, id); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.rows[tc.userID]
+	if _, ok := m[id]; !ok {
+		return notFound(what, id)
+	}
+	delete(m, id)
+	if len(m) == 0 {
+		delete(r.rows, tc.userID)
+	}
+	return nil
 }

@@ -30,20 +30,23 @@ type Watchlist interface {
 	List(ctx context.Context, tc Context) ([]WatchlistEntry, error)
 }
 
-// MemoryWatchlist is the in-memory [Watchlist], safe for concurrent use. It stores its
-// entries in a [MemoryRepository] keyed by slug, so it inherits that isolation.
+// MemoryWatchlist is the in-memory [Watchlist], safe for concurrent use; the zero value is
+// an empty watchlist ready to use. It stores its entries in a [MemoryRepository] keyed by
+// slug, so it inherits that isolation.
 type MemoryWatchlist struct {
-	repo *MemoryRepository[WatchlistEntry]
+	repo MemoryRepository[WatchlistEntry]
 }
 
 var _ Watchlist = (*MemoryWatchlist)(nil)
 
 // NewMemoryWatchlist returns an empty MemoryWatchlist.
 func NewMemoryWatchlist() *MemoryWatchlist {
-	return &MemoryWatchlist{repo: NewMemoryRepository[WatchlistEntry]()}
+	return &MemoryWatchlist{}
 }
 
-// Add implements [Watchlist].
+// Add implements [Watchlist]. It checks, in order: the Context ([ErrNoTenant]), ctx, the
+// slug ([ErrInvalidID]), the entry's UserID ([ErrForbidden]) and its Tier ([ErrInvalidID]);
+// a refused entry writes nothing.
 func (w *MemoryWatchlist) Add(ctx context.Context, tc Context, e WatchlistEntry) error {
 	if err := checkRow(ctx, tc, "slug", e.Slug); err != nil {
 		return err
@@ -54,17 +57,17 @@ func (w *MemoryWatchlist) Add(ctx context.Context, tc Context, e WatchlistEntry)
 	if err := ValidateID("tier", e.Tier); err != nil {
 		return err
 	}
-	return w.repo.Put(ctx, tc, e.Slug, e)
+	return w.repo.put(ctx, tc, "slug", e.Slug, e)
 }
 
 // Remove implements [Watchlist].
 func (w *MemoryWatchlist) Remove(ctx context.Context, tc Context, slug string) error {
-	return w.repo.Delete(ctx, tc, slug)
+	return w.repo.delete(ctx, tc, "slug", slug)
 }
 
 // Get implements [Watchlist].
 func (w *MemoryWatchlist) Get(ctx context.Context, tc Context, slug string) (WatchlistEntry, error) {
-	return w.repo.Get(ctx, tc, slug)
+	return w.repo.get(ctx, tc, "slug", slug)
 }
 
 // List implements [Watchlist].
