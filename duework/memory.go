@@ -43,10 +43,11 @@ func NewMemory() *Memory {
 	return &Memory{users: map[string]*user{}}
 }
 
-// node is one stored entry. It is in exactly one of two trees through kid: its user's free
-// tree (unclaimed, or claimed with a claim that has ended) or the Memory's claims tree
-// (claimed, Until not yet passed at the latest read) — and always in its user's keys tree
-// through keyKid. Times are kept as Unix seconds and nanoseconds, which is compact and
+// node is one stored entry. It is in exactly one of two trees through kid: the Memory's
+// claims tree (claimed, and no read since the claim had a now at or past its Until) or its
+// user's free tree (every other entry, including one whose claim a read saw end: it keeps
+// its token, so that the claimant can still complete it) — and always in its user's keys
+// tree through keyKid. Times are kept as Unix seconds and nanoseconds, which is compact and
 // covers every time.Time.
 type node struct {
 	user      *user
@@ -380,9 +381,14 @@ func (m *Memory) DueHeads(ctx context.Context, now time.Time, perUser int) ([]He
 	})
 	slices.SortFunc(due, func(a, b *user) int { return strings.Compare(a.id, b.id) })
 
+	// Gather the nodes first, then copy them into one exactly sized backing array for every
+	// head's Due: a few allocations instead of one per head. Each Due is capped at its
+	// length, so a caller appending to one reallocates it.
 	heads := make([]Head, 0, len(due))
+	ends := make([]int, 0, len(due))
+	nodes := make([]*node, 0, len(due))
 	for _, u := range due {
-		h := Head{UserID: u.id, LastServed: u.lastServed()}
+		start, more := len(nodes), false
 		freeTree.ascend(u.free, func(n *node) bool {
 			if cmpTime(n.dueSec, n.dueNsec, sec, nsec) > 0 {
 				return false
@@ -390,19 +396,26 @@ func (m *Memory) DueHeads(ctx context.Context, now time.Time, perUser int) ([]He
 			if !n.visible(sec, nsec) {
 				return true
 			}
-			if len(h.Due) == perUser {
-				h.More = true
+			if len(nodes)-start == perUser {
+				more = true
 				return false
 			}
-			if h.Due == nil {
-				h.Due = make([]Entry, 0, min(perUser, 8))
-			}
-			h.Due = append(h.Due, n.entry())
+			nodes = append(nodes, n)
 			return true
 		})
-		if len(h.Due) > 0 {
-			heads = append(heads, h)
+		if len(nodes) > start {
+			heads = append(heads, Head{UserID: u.id, LastServed: u.lastServed(), More: more})
+			ends = append(ends, len(nodes))
 		}
+	}
+	all := make([]Entry, len(nodes))
+	for i, n := range nodes {
+		all[i] = n.entry()
+	}
+	start := 0
+	for i, end := range ends {
+		heads[i].Due = all[start:end:end]
+		start = end
 	}
 	return heads, nil
 }
