@@ -15,8 +15,17 @@
 //	idx := postgres.NewIndex(pool)              // a duework.Index
 //	d, err := dispatch.New(idx, dispatch.Config{...})
 //
-// NewIndex implements duework.Index and passes the core's conformance suite
-// (duework/indextest) against a real server.
+// NewIndex implements duework.Index; NewLease and NewStateStore implement
+// maintenance.Lease and maintenance.StateStore for a fleet of maintenance daemons:
+//
+//	sched, err := maintenance.NewScheduler(tasks, maintenance.Config{
+//		Lease:  postgres.NewLease(pool, "heavy", maxHold), // the same name on every daemon
+//		Store:  postgres.NewStateStore(pool),
+//		...
+//	})
+//
+// All three pass the core's conformance suites (duework/indextest,
+// maintenance/maintenancetest) against a real server.
 //
 // # Schema and migrations
 //
@@ -63,12 +72,31 @@
 // whose due entries are all claimed is visited by DueHeads, which finds nothing and skips it,
 // until one of them completes.
 //
+// # Lease and task state
+//
+// A Lease is one row of rota_leases, named by NewLease's name. Acquire, Renew and Release
+// lock that row (SELECT … FOR UPDATE) and decide with the rules of maintenance.MemoryLease,
+// so daemons on different machines that race for the lease are serialized by the server:
+// exactly one wins, the others get maintenance.ErrLeaseHeld. Tokens count up in the row and
+// never go back; MaxHold caps every grant's expiry at AcquiredAt + MaxHold whoever renews.
+// Expiry is judged by the now each caller passes, so daemons whose clocks disagree disagree
+// about expiry by as much: keep the fleet's clocks synchronized and the TTL well above their
+// skew.
+//
+// The StateStore keeps one row per task in rota_task_state and its fence, the highest token
+// of a Save that succeeded, in the one row of rota_task_fence. Save locks the fence row,
+// refuses an older token with maintenance.ErrStaleToken and writes everything or nothing;
+// Load reads the fence and the states from one snapshot. Tokens are bigints: the store
+// refuses a token above math.MaxInt64 with maintenance.ErrInvalid (this package's Lease
+// never hands one out).
+//
 // # Choices the core contract leaves open
 //
 //   - Times are stored as timestamptz, with microsecond precision: DueAt, LastRunAt and the
 //     now given to Claim are truncated to the microsecond, and Claim rounds until up, so a
-//     claim never ends before the until it was given. Times come back in the server's
-//     session time zone; compare them with Equal.
+//     claim never ends before the until it was given. The Lease truncates now, so a grant
+//     starts and expires up to a microsecond early, never late. Times come back in the
+//     process's local time zone; compare them with Equal.
 //   - Claim skips an entry whose row another transaction holds at that moment (a concurrent
 //     Claim, or a Schedule or Complete in flight) instead of waiting for it.
 //   - A user's row, and so its LastServed, outlives its entries: unscheduling everything

@@ -26,12 +26,20 @@ var (
 //
 //   - a cancelled or expired ctx (however pgx reports it) wraps ctx.Err();
 //   - a data exception (SQLSTATE class 22: a string the server cannot store, a time out of
-//     range) wraps duework.ErrInvalid;
+//     range) wraps the core's bad-input sentinel (duework.ErrInvalid or
+//     maintenance.ErrInvalid);
 //   - an undefined table, sequence or function (42P01, 42883) wraps ErrNotMigrated;
 //   - anything else is wrapped as it is.
 //
-// op names the call, e.g. "Index.Claim".
+// op names the call, e.g. "Index.Claim". The Index's bad-input sentinel is
+// duework.ErrInvalid; see interpretAs.
 func interpret(ctx context.Context, op string, err error) error {
+	return interpretAs(ctx, op, duework.ErrInvalid, err)
+}
+
+// interpretAs is interpret with the bad-input sentinel of the caller's core package given
+// (maintenance.ErrInvalid for the Lease and the StateStore).
+func interpretAs(ctx context.Context, op string, invalid, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -47,7 +55,7 @@ func interpret(ctx context.Context, op string, err error) error {
 		case pgErr.Code == "57014" && ctx.Err() != nil: // query_canceled
 			return fmt.Errorf("postgres: %s: %w (%w)", op, ctx.Err(), err)
 		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "22": // data_exception
-			return fmt.Errorf("postgres: %s: %w: %w", op, duework.ErrInvalid, err)
+			return fmt.Errorf("postgres: %s: %w: %w", op, invalid, err)
 		case pgErr.Code == "42P01" || pgErr.Code == "42883": // undefined_table, undefined_function
 			return fmt.Errorf("postgres: %s: %w: %w", op, ErrNotMigrated, err)
 		}

@@ -61,6 +61,28 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	}
 }
 
+// A schema left at an earlier step is upgraded to the latest, keeping its data.
+func TestMigrateUpgrades(t *testing.T) {
+	ctx := context.Background()
+	pool := newMigratedPool(t)
+	idx := postgres.NewIndex(pool)
+	schedule(t, idx, "u", "k", t0)
+	// Roll the schema back to step 1, as an older release left it.
+	if _, err := pool.Exec(ctx, `DROP TABLE rota_leases, rota_task_fence, rota_task_state;
+		DELETE FROM rota_schema_migrations WHERE version > 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from step 1: %v", err)
+	}
+	if _, err := postgres.NewLease(pool, "heavy", time.Hour).Acquire(ctx, "a", time.Minute, t0); err != nil {
+		t.Fatalf("after the upgrade the lease is unusable: %v", err)
+	}
+	if _, err := idx.Get(ctx, mustTC(t, "u"), "k"); err != nil {
+		t.Fatalf("after the upgrade the entry is gone: %v", err)
+	}
+}
+
 // A database migrated by a newer release is refused, not downgraded.
 func TestMigrateRefusesNewerSchema(t *testing.T) {
 	pool := newMigratedPool(t)

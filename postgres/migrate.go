@@ -49,6 +49,42 @@ CREATE INDEX rota_due_free ON rota_due (due_at, user_id, work_key) WHERE claim_u
 CREATE INDEX rota_due_claimed ON rota_due (claim_until) WHERE claim_until IS NOT NULL;
 CREATE SEQUENCE rota_claim_token AS bigint;
 `},
+	{2, "maintenance lease and task state", `
+CREATE TABLE rota_leases (
+	name        text COLLATE "C" PRIMARY KEY,
+	-- token is the latest grant's; it only grows. held is false once that grant was
+	-- released (or before the first one).
+	token       bigint NOT NULL DEFAULT 0,
+	held        boolean NOT NULL DEFAULT false,
+	holder      text NOT NULL DEFAULT '',
+	acquired_at timestamptz,
+	expires_at  timestamptz
+);
+
+-- The StateStore's fence: the highest token of a Save that succeeded. One row.
+CREATE TABLE rota_task_fence (
+	id    boolean PRIMARY KEY DEFAULT true CHECK (id),
+	token bigint NOT NULL
+);
+
+CREATE TABLE rota_task_state (
+	name          text COLLATE "C" PRIMARY KEY,
+	class         integer NOT NULL,
+	rank          integer NOT NULL,
+	last_run_at   timestamptz,
+	last_outcome  text NOT NULL,
+	last_error    text NOT NULL,
+	running       boolean NOT NULL,
+	running_since timestamptz,
+	running_by    text NOT NULL,
+	running_token bigint NOT NULL,
+	deferred_since timestamptz,
+	deferred_at   timestamptz,
+	deferrals     bigint NOT NULL,
+	defer_reason  text NOT NULL,
+	defer_blocker text NOT NULL
+);
+`},
 }
 
 // migrateLockKey is the first key of the transaction-level advisory lock that serializes

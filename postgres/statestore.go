@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rotaworks/rota/maintenance"
+)
+
+// StateStore is a maintenance.StateStore on PostgreSQL: the task states that every
+// maintenance daemon of a fleet shares, fenced by the lease token. Make one with
+// NewStateStore after Migrate. It is safe for concurrent use.
+//
+// States are rows of rota_task_state, one column per TaskState field; the fence is the one
+// row of rota_task_fence. Save locks the fence row, refuses a token below it with
+// maintenance.ErrStaleToken, raises it and upserts every state, in one transaction: all or
+// nothing, and concurrent Saves are serialized by the fence row. Load reads the fence and
+// every state from one snapshot (a read-only REPEATABLE READ transaction).
+//
+// Tokens are stored as bigint: a token above math.MaxInt64 is refused with
+// maintenance.ErrInvalid (a Lease of this package never hands one out). Times are stored
+// with microsecond precision.
+type StateStore struct {
+	pool *pgxpool.Pool
+}
+
+var _ maintenance.StateStore = (*StateStore)(nil)
+
+// NewStateStore returns the StateStore in the pool's schema, which Migrate must have
+// prepared.
+func NewStateStore(pool *pgxpool.Pool) *StateStore {
+	if pool == nil {
+		panic("postgres: NewStateStore: nil pool")
+	}
+	return &StateStore{pool: pool}
+}
+
+const stateColumns = `name, class, rank, last_run_at, last_outcome, last_error, running, running_since,
+	running_by, running_token, deferred_since, deferred_at, deferrals, defer_reason, defer_blocker`
+
+// Load returns the highest token seen and every task's state, ordered by Name.
+func (s *StateStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
+	var snap maintenance.Snapshot
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var fence int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT token FROM rota_task_fence), 0)`).Scan(&fence); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+stateColumns+` FROM rota_task_state ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		states, err := pgx.CollectRows(rows, scanState)
+		snap = maintenance.Snapshot{Token: uint64(fence), States: states}
+		return err
+	})
+	if err != nil {
+		return maintenance.Snapshot{}, interpretAs(ctx, "StateStore.Load", maintenance.ErrInvalid, err)
+	}
+	return snap, nil
+}
+
+func scanState(r pgx.CollectableRow) (maintenance.TaskState, error) {
+	var (
+		st                                               maintenance.TaskState
+		class, rank                                      int32
+		lastRun, runningSince, deferredSince, deferredAt *time.Time
+		outcome                                          string
+		token, deferrals                                 int64
+	)
+	err := r.Scan(&st.Name, &class, &rank, &lastRun, &outcome, &st.LastError, &st.Running, &runningSince,
+		&st.RunningBy, &token, &deferredSince, &deferredAt, &deferrals, &st.DeferReason, &st.DeferBlocker)
+	st.Class, st.Rank = maintenance.Class(class), maintenance.Rank(rank)
+	st.LastRunAt, st.RunningSince = fromTS(lastRun), fromTS(runningSince)
+	st.DeferredSince, st.DeferredAt = fromTS(deferredSince), fromTS(deferredAt)
+	st.LastOutcome, st.RunningToken, st.Deferrals = maintenance.Outcome(outcome), uint64(token), int(deferrals)
+	return st, err
+}
+
+// Save inserts or replaces (by Name) each of states, all or none, fenced by token: it
+// returns maintenance.ErrStaleToken, writing nothing, when token is below the highest token
+// of a Save that succeeded, and otherwise raises that fence to token. A state with an empty
+// Name is maintenance.ErrInvalid; a Save that names one task twice keeps the later state.
+func (s *StateStore) Save(ctx context.Context, token uint64, states ...maintenance.TaskState) error {
+	if token > math.MaxInt64 {
+		return fmt.Errorf("postgres: StateStore.Save: token %d: above %d: %w", token, int64(math.MaxInt64), maintenance.ErrInvalid)
+	}
+	last := make(map[string]int, len(states))
+	for i, st := range states {
+		if st.Name == "" {
+			return fmt.Errorf("postgres: StateStore.Save: states[%d].Name: empty: %w", i, maintenance.ErrInvalid)
+		}
+		if st.RunningToken > math.MaxInt64 {
+			return fmt.Errorf("postgres: StateStore.Save: states[%d].RunningToken %d: above %d: %w", i, st.RunningToken, int64(math.MaxInt64), maintenance.ErrInvalid)
+		}
+		last[st.Name] = i
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO rota_task_fence (token) VALUES (0) ON CONFLICT (id) DO NOTHING`)
+		b.Queue(`SELECT token FROM rota_task_fence FOR UPDATE`)
+		br := tx.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
+		var fence int64
+		if err := br.QueryRow().Scan(&fence); err != nil {
+			br.Close()
+			return err
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		if token < uint64(fence) {
+			return fmt.Errorf("token %d below fence %d: %w", token, fence, maintenance.ErrStaleToken)
+		}
+		b = &pgx.Batch{}
+		b.Queue(`UPDATE rota_task_fence SET token = $1`, int64(token))
+		for i, st := range states {
+			if last[st.Name] != i {
+				continue // a later state of the same task replaces it
+			}
+			b.Queue(`INSERT INTO rota_task_state (`+stateColumns+`)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+				ON CONFLICT (name) DO UPDATE SET class = EXCLUDED.class, rank = EXCLUDED.rank,
+					last_run_at = EXCLUDED.last_run_at, last_outcome = EXCLUDED.last_outcome,
+					last_error = EXCLUDED.last_error, running = EXCLUDED.running,
+					running_since = EXCLUDED.running_since, running_by = EXCLUDED.running_by,
+					running_token = EXCLUDED.running_token, deferred_since = EXCLUDED.deferred_since,
+					deferred_at = EXCLUDED.deferred_at, deferrals = EXCLUDED.deferrals,
+					defer_reason = EXCLUDED.defer_reason, defer_blocker = EXCLUDED.defer_blocker`,
+				st.Name, int32(st.Class), int32(st.Rank), ts(st.LastRunAt), string(st.LastOutcome), st.LastError,
+				st.Running, ts(st.RunningSince), st.RunningBy, int64(st.RunningToken), ts(st.DeferredSince),
+				ts(st.DeferredAt), int64(st.Deferrals), st.DeferReason, st.DeferBlocker)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return interpretAs(ctx, "StateStore.Save", maintenance.ErrInvalid, err)
+}
