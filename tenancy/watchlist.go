@@ -9,9 +9,13 @@ import (
 // WatchlistEntry is one source a tenant watches. Slug identifies the source within the
 // tenant and is the due-work WorkKey; Tier names the cadence tier (see cadence.Registry).
 type WatchlistEntry struct {
-	UserID  string
-	Slug    string
-	Tier    string
+	// UserID is the tenant that watches the source; it must be the Context's user.
+	UserID string
+	// Slug identifies the source within the tenant; it is the due-work WorkKey.
+	Slug string
+	// Tier names the cadence tier the source is polled on, such as "hot".
+	Tier string
+	// AddedAt is when the tenant added the source, as the host's now.
 	AddedAt time.Time
 }
 
