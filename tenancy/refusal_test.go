@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -263,5 +264,33 @@ func TestZeroValuesUsable(t *testing.T) {
 	}
 	if p, err := ent.Plan(ctx, a); err != nil || p != PlanPro {
 		t.Fatalf("zero entitlements Plan = %v, %v", p, err)
+	}
+}
+
+func TestWatchlistAddReplacesRemoveDeletes(t *testing.T) {
+	ctx := context.Background()
+	a := mustContext(t, "alice")
+	w := NewMemoryWatchlist()
+	first := WatchlistEntry{UserID: "alice", Slug: "jobs", Tier: "hot", AddedAt: t0}
+	second := WatchlistEntry{UserID: "alice", Slug: "jobs", Tier: "cold", AddedAt: t0.Add(time.Hour)}
+	for _, e := range []WatchlistEntry{first, second} {
+		if err := w.Add(ctx, a, e); err != nil {
+			t.Fatalf("Add(%+v) = %v", e, err)
+		}
+	}
+	if got, err := w.Get(ctx, a, "jobs"); err != nil || got != second {
+		t.Fatalf("Get after a second Add = %+v, %v; want the replacement %+v", got, err, second)
+	}
+	if es, _ := w.List(ctx, a); len(es) != 1 {
+		t.Fatalf("List = %v, want one entry: Add replaces by slug", es)
+	}
+	if err := w.Remove(ctx, a, "jobs"); err != nil {
+		t.Fatalf("Remove = %v", err)
+	}
+	if _, err := w.Get(ctx, a, "jobs"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get after Remove = %v, want ErrNotFound", err)
+	}
+	if err := w.Remove(ctx, a, "jobs"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second Remove = %v, want ErrNotFound", err)
 	}
 }
