@@ -14,6 +14,7 @@ import (
 // migrated schema and each call empties its tables (and checks the summary invariant of the
 // index it replaces).
 func TestIndexConformance(t *testing.T) {
+	t.Parallel()
 	pool := newMigratedPool(t)
 	indextest.Run(t, func(t *testing.T) duework.Index {
 		checkSummary(t, pool)

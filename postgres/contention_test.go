@@ -75,6 +75,7 @@ func contentionLane(user string) dispatch.Lane {
 // on their own). Afterwards: no entry was handed out twice while a claim on it lasted, none
 // was lost, and every cycle was fair.
 func TestContentionFourDispatchers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	setup := newPoolIn(t, schema, 2)

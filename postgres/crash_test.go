@@ -17,6 +17,7 @@ import (
 // nothing: another dispatcher, on its own pool, finds the entries hidden until the claims
 // end and dispatches every one of them again at that instant; the dead one's claims are lost.
 func TestCrashedDispatcherLosesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	setup := newPoolIn(t, schema, 2)

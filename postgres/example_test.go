@@ -91,6 +91,7 @@ func exampleSteps(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error 
 
 // TestExampleSteps runs Example's steps on a schema of its own.
 func TestExampleSteps(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	if err := exampleSteps(context.Background(), newPoolIn(t, newSchema(t), 2), &out); err != nil {
 		t.Fatal(err)

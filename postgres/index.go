@@ -66,40 +66,33 @@ const (
 	sqlRecompute  = `UPDATE rota_users u SET free_at = n.free_at
 		FROM (SELECT min(d.due_at) AS free_at FROM rota_due d WHERE d.user_id = $1 AND d.claim_until IS NULL) n
 		WHERE u.user_id = $1 AND u.free_at IS DISTINCT FROM n.free_at`
-	// sqlServe stamps LastServed, locking the rows in UserID order. It changes no indexed
-	// column, so the updates are HOT.
-	sqlServe = `UPDATE rota_users u SET last_served = $2
-		FROM (SELECT user_id FROM rota_users WHERE user_id = ANY($1::text[]) ORDER BY user_id FOR NO KEY UPDATE) l
-		WHERE u.user_id = l.user_id`
 )
 
-// writeOne runs one entry write of tc's user and keeps the user's summary row exact, in one
-// transaction and one round trip. check inspects the entry write's result and may veto the
-// transaction by returning an error.
-func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, check func(rowsAffected int64) error, sql string, args ...any) error {
-	err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(sql, args...)
-		if ensure {
-			b.Queue(sqlEnsureUser, user)
-		}
-		b.Queue(sqlLockUser, user)
-		b.Queue(sqlRecompute, user)
-		br := tx.SendBatch(ctx, b)
-		tag, err := br.Exec()
-		if err != nil {
-			br.Close()
-			return err
-		}
-		if check != nil {
-			if err := check(tag.RowsAffected()); err != nil {
-				br.Close()
-				return err
-			}
-		}
-		return br.Close()
-	})
-	return interpret(ctx, op, err)
+// writeOne runs one entry write of a user and keeps the user's summary exact, atomically
+// and in one round trip: the statements go as one pgx batch, which the server runs as one
+// implicit transaction, each statement with its own snapshot. result, when not nil, turns
+// the entry write's row count into the call's error; the summary is recomputed either way
+// (recomputing an unchanged user changes nothing).
+func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, result func(rowsAffected int64) error, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	if ensure {
+		b.Queue(sqlEnsureUser, user)
+	}
+	b.Queue(sqlLockUser, user)
+	b.Queue(sqlRecompute, user)
+	br := x.pool.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return interpret(ctx, op, err)
+	}
+	if result != nil {
+		return result(tag.RowsAffected())
+	}
+	return nil
 }
 
 // Schedule inserts or replaces tc's entry e.WorkKey. Replacing a claimed entry ends the
@@ -224,16 +217,20 @@ func (x *Index) DueHeads(ctx context.Context, now time.Time, perUser int) ([]due
 		head  duework.Head
 		ended []duework.Entry // rows whose claim ended, merged into head.Due below
 	}
-	var parts map[string]*part
-	err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
-		parts = map[string]*part{}
-		// The plan is thousands of small index probes, which JIT compilation (on by
-		// default above a plan cost this query reaches with a few thousand users) slows
-		// down by 10–20 ms.
-		if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+	parts := map[string]*part{}
+	// The plan is thousands of small index probes, which JIT compilation (on by default
+	// above a plan cost this query reaches with a few thousand users) slows down by 10–20
+	// ms; the batch is one implicit transaction, so the setting ends with it.
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('jit', 'off', true)`)
+	b.Queue(sqlDueHeads, now, perUser+1)
+	br := x.pool.SendBatch(ctx, b)
+	err := func() error {
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, sqlDueHeads, now, perUser+1)
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
@@ -262,8 +259,11 @@ func (x *Index) DueHeads(ctx context.Context, now time.Time, perUser int) ([]due
 				p.head.Due = append(p.head.Due, e)
 			}
 		}
-		return rows.Err()
-	})
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
 	if err != nil {
 		return nil, interpret(ctx, "Index.DueHeads", err)
 	}
@@ -415,7 +415,7 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 	}
 	lost := func(n int64) error {
 		if n == 0 {
-			return fmt.Errorf("%w: entry %q token %d", duework.ErrClaimLost, c.Entry.WorkKey, c.Token)
+			return fmt.Errorf("postgres: Index.Complete: %w: entry %q token %d", duework.ErrClaimLost, c.Entry.WorkKey, c.Token)
 		}
 		return nil
 	}

@@ -37,6 +37,7 @@ func schedule(tb testing.TB, idx duework.Index, user, key string, due time.Time)
 
 // Migrate: several processes at once, then again — each step is applied exactly once.
 func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -63,6 +64,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 
 // A schema left at an earlier step is upgraded to the latest, keeping its data.
 func TestMigrateUpgrades(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := newMigratedPool(t)
 	idx := postgres.NewIndex(pool)
@@ -85,6 +87,7 @@ func TestMigrateUpgrades(t *testing.T) {
 
 // A database migrated by a newer release is refused, not downgraded.
 func TestMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	pool := newMigratedPool(t)
 	if _, err := pool.Exec(context.Background(), `INSERT INTO rota_schema_migrations (version, name) VALUES (1000000, 'future')`); err != nil {
 		t.Fatal(err)
@@ -96,6 +99,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 
 // Backend errors come back as the core's sentinels.
 func TestErrorsTranslated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("not migrated", func(t *testing.T) {
 		idx := postgres.NewIndex(newPoolIn(t, newSchema(t), 2))
@@ -137,6 +141,7 @@ func TestErrorsTranslated(t *testing.T) {
 // A claimed row leaves the due path at once and comes back, in its DueAt place, exactly
 // when its claim ends — without anyone touching it.
 func TestClaimedRowsReturnWhenClaimEnds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	idx := postgres.NewIndex(newMigratedPool(t))
 	a := schedule(t, idx, "a", "k1", t0)
@@ -206,6 +211,7 @@ func checkSummary(t *testing.T, pool interface {
 // Concurrent writers, claimers and completers of the same few users leave every user's
 // summary exact: a summary later than the truth would hide due work from DueHeads.
 func TestUserSummaryStaysExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := newMigratedPool(t)
 	idx := postgres.NewIndex(pool)

@@ -17,6 +17,7 @@ import (
 // tokens strictly increase from holder to holder; and once another holder has written, a
 // stale holder can neither renew, nor release, nor write task state.
 func TestLeaseAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	if err := postgres.Migrate(ctx, newPoolIn(t, schema, 1)); err != nil {
@@ -118,6 +119,7 @@ func TestLeaseAcrossProcesses(t *testing.T) {
 // MaxHold is enforced by the lease itself: renewals stop at MaxHold and a grant never
 // outlives AcquiredAt + MaxHold, whichever daemon asks.
 func TestLeaseMaxHold(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	pool := newPoolIn(t, schema, 1)

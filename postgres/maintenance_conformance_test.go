@@ -15,6 +15,7 @@ import (
 // The Lease keeps the maintenance.Lease contract against the real server: one migrated
 // schema, a fresh lease name per subtest.
 func TestLeaseConformance(t *testing.T) {
+	t.Parallel()
 	pool := newMigratedPool(t)
 	var n atomic.Int64
 	maintenancetest.RunLease(t, func(t *testing.T, maxHold time.Duration) maintenance.Lease {
@@ -25,6 +26,7 @@ func TestLeaseConformance(t *testing.T) {
 // The StateStore keeps the maintenance.StateStore contract against the real server: one
 // migrated schema, emptied for each subtest.
 func TestStateStoreConformance(t *testing.T) {
+	t.Parallel()
 	pool := newMigratedPool(t)
 	maintenancetest.RunStateStore(t, func(t *testing.T) maintenance.StateStore {
 		if _, err := pool.Exec(context.Background(), `DELETE FROM rota_task_state; DELETE FROM rota_task_fence`); err != nil {
