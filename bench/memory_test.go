@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// t0 is the start of every simulated clock.
+var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+// round is the interval by which each round of the in-memory drain advances the clock: every
+// key is due once per round. It is above the workqueue's 10 s heartbeat, which the
+// workqueue harness relies on (see wqHarness.round).
+const round = time.Hour
+
+// smoke reports whether the benchmarks run once each (-benchtime=1x), as CI runs them.
+func smoke() bool {
+	f := flag.Lookup("test.benchtime")
+	return f != nil && f.Value.String() == "1x"
+}
+
+// drainWork is the in-memory work: n keys, key i due at offsets[i] after the start of every
+// round, spread over (0, round]; key i belongs to user i mod users.
+type drainWork struct {
+	n, users int
+	offsets  []time.Duration
+}
+
+func newDrainWork(n, users int, seed uint64) drainWork {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	w := drainWork{n: n, users: users, offsets: make([]time.Duration, n)}
+	for i := range w.offsets {
+		w.offsets[i] = 1 + time.Duration(rng.Int64N(int64(round)))
+	}
+	return w
+}
+
+// drainer is one harness: each call to round advances its clock by one round, takes every
+// due key, marks it done and reschedules it at its offset in the next round, and returns how
+// many keys it took. visit, when not nil, sees each key as it is taken.
+type drainer interface {
+	round(visit func(key int)) (int, error)
+	close()
+}
+
+// rotaHarness runs the work on duework.Memory and a dispatch.Dispatcher: one lane whose
+// cycles take up to rotaBatch keys, at most rotaPerUser per user; a round dispatches at the
+// round's now until a cycle hands out nothing, completing every item (Index.Complete) with
+// its next due time.
+type rotaHarness struct {
+	w   drainWork
+	idx *duework.Memory
+	d   *dispatch.Dispatcher
+	tcs []tenancy.Context
+	now time.Time
+}
+
+const (
+	rotaBatch   = 1000
+	rotaPerUser = 1
+)
+
+func newRotaHarness(w drainWork) (*rotaHarness, error) {
+	h := &rotaHarness{w: w, idx: duework.NewMemory(), now: t0, tcs: make([]tenancy.Context, w.users)}
+	for u := range h.tcs {
+		tc, err := tenancy.NewContext(fmt.Sprintf("user%05d", u))
+		if err != nil {
+			return nil, err
+		}
+		h.tcs[u] = tc
+	}
+	d, err := dispatch.New(h.idx, dispatch.Config{
+		Lanes:            []dispatch.LaneCapacity{{Lane: "all", PerUserLimit: rotaPerUser, PerCycleLimit: rotaBatch}},
+		GlobalBatchLimit: rotaBatch,
+		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "all", nil },
+		ClaimFor:         time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.d = d
+	ctx := context.Background()
+	for i := range w.n {
+		u := i % w.users
+		e := duework.Entry{UserID: h.tcs[u].UserID(), WorkKey: "k" + strconv.Itoa(i), Tier: "t", DueAt: t0.Add(w.offsets[i])}
+		if err := h.idx.Schedule(ctx, h.tcs[u], e); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func (h *rotaHarness) round(visit func(int)) (int, error) {
+	ctx := context.Background()
+	h.now = h.now.Add(round)
+	taken := 0
+	for {
+		b, err := h.d.Dispatch(ctx, h.now)
+		if err != nil {
+			return taken, err
+		}
+		if len(b.Items) == 0 {
+			return taken, nil
+		}
+		for _, it := range b.Items {
+			e := it.Claim.Entry
+			i, err := strconv.Atoi(e.WorkKey[1:])
+			if err != nil {
+				return taken, err
+			}
+			if visit != nil {
+				visit(i)
+			}
+			next := e
+			next.LastRunAt = h.now
+			next.DueAt = h.now.Add(h.w.offsets[i])
+			if err := h.idx.Complete(ctx, h.tcs[i%h.w.users], it.Claim, next); err != nil {
+				return taken, err
+			}
+			taken++
+		}
+	}
+}
+
+func (h *rotaHarness) close() {}
+
+// wqHarness runs the work on client-go's typed delaying workqueue driven by a fake clock
+// (k8s.io/utils/clock/testing), so that its delays are the same virtual due times and not
+// wall-clock waits: each key is added with AddAfter(key, its offset); a round steps the
+// clock by one round and Gets every key (all n are due), marking each Done and adding it
+// again with AddAfter for the next round — what a controller that requeues with a delay
+// does. Every delay goes through the queue's real path: AddAfter's channel, the waiting
+// loop's heap, and the FIFO that Get reads.
+type wqHarness struct {
+	w     drainWork
+	clock *clocktesting.FakeClock
+	q     workqueue.TypedDelayingInterface[int]
+}
+
+func newWQHarness(w drainWork) *wqHarness {
+	c := clocktesting.NewFakeClock(t0)
+	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Clock: c})
+	for i := range w.n {
+		q.AddAfter(i, w.offsets[i])
+	}
+	return &wqHarness{w: w, clock: c, q: q}
+}
+
+// round steps the fake clock by one round. That is more than the queue's heartbeat (10 s),
+// so the step always leaves a heartbeat tick pending: the waiting loop runs at least once
+// after the step, sees the new time and moves every due key to the FIFO, even if it was
+// busy when the clock moved. Get blocks until it has.
+func (h *wqHarness) round(visit func(int)) (int, error) {
+	h.clock.Step(round)
+	for range h.w.n {
+		i, shutdown := h.q.Get()
+		if shutdown {
+			return 0, fmt.Errorf("workqueue shut down")
+		}
+		if visit != nil {
+			visit(i)
+		}
+		h.q.Done(i)
+		h.q.AddAfter(i, h.w.offsets[i])
+	}
+	return h.w.n, nil
+}
+
+func (h *wqHarness) close() { h.q.ShutDown() }
+
+// drainUsers is how many tenants the in-memory work is spread over.
+const drainUsers = 1000
+
+// BenchmarkDrain compares the two harnesses on the same work: n keys with due times spread
+// over a round, one op = one round = every key taken, marked done and rescheduled. keys/s
+// and ns/key are per key; allocs/op and B/op are per round (divide by n).
+//
+// n = 1,000,000 takes tens of seconds per op (and its fixture several more), so the smoke run
+// (-benchtime=1x, as CI runs every benchmark once) stops at 100,000: the same code, bounded.
+func BenchmarkDrain(b *testing.B) {
+	sizes := []int{10_000, 100_000, 1_000_000}
+	if smoke() {
+		sizes = sizes[:2]
+	}
+	for _, n := range sizes {
+		w := newDrainWork(n, drainUsers, 1)
+		for _, name := range []string{"rota", "workqueue"} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, name), func(b *testing.B) {
+				var d drainer
+				if name == "rota" {
+					h, err := newRotaHarness(w)
+					if err != nil {
+						b.Fatal(err)
+					}
+					d = h
+				} else {
+					d = newWQHarness(w)
+				}
+				defer d.close()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					got, err := d.round(nil)
+					if err != nil || got != n {
+						b.Fatalf("round: took %d of %d keys, %v", got, n, err)
+					}
+				}
+				b.ReportMetric(float64(b.N)*float64(n)/b.Elapsed().Seconds(), "keys/s")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/(float64(b.N)*float64(n)), "ns/key")
+			})
+		}
+	}
+}
+
+// Both harnesses take exactly every key once per round — the same set — so BenchmarkDrain
+// compares the same work.
+func TestHarnessesDrainTheSameKeys(t *testing.T) {
+	w := newDrainWork(3000, 70, 2)
+	rh, err := newRotaHarness(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh := newWQHarness(w)
+	defer wh.close()
+	all := make([]int, w.n)
+	for i := range all {
+		all[i] = i
+	}
+	for r := range 3 {
+		var fromRota, fromWQ []int
+		if _, err := rh.round(func(i int) { fromRota = append(fromRota, i) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wh.round(func(i int) { fromWQ = append(fromWQ, i) }); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(fromRota)
+		slices.Sort(fromWQ)
+		if !slices.Equal(fromRota, all) {
+			t.Errorf("round %d: rota took %d keys, not each of the %d once", r, len(fromRota), w.n)
+		}
+		if !slices.Equal(fromWQ, all) {
+			t.Errorf("round %d: workqueue took %d keys, not each of the %d once", r, len(fromWQ), w.n)
+		}
+	}
+}
+
+// The workqueue hands keys out in due order and rota in its fair order, but within one
+// user rota keeps due order too: each user's keys come out in the order of their offsets.
+func TestRotaKeepsDueOrderWithinAUser(t *testing.T) {
+	w := newDrainWork(500, 7, 3)
+	rh, err := newRotaHarness(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[int]time.Duration{}
+	if _, err := rh.round(func(i int) {
+		u := i % w.users
+		if prev, ok := last[u]; ok && w.offsets[i] < prev {
+			t.Errorf("user %d: key %d (offset %v) after a key due at %v", u, i, w.offsets[i], prev)
+		}
+		last[u] = w.offsets[i]
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

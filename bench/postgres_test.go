@@ -1,0 +1,544 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// defaultTestURL is the local server CI provides: database test, trust auth — the postgres
+// module's default too.
+const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// testURL is the server the benchmarks use: ROTA_TEST_DATABASE_URL, or the local default.
+func testURL() string {
+	if u := os.Getenv("ROTA_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultTestURL
+}
+
+var (
+	reachOnce sync.Once
+	reachErr  error
+)
+
+// requireServer skips tb when no server answers at testURL, except under CI (CI=true),
+// where a missing server fails: the benchmarks must not rot silently.
+func requireServer(tb testing.TB) {
+	tb.Helper()
+	reachOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, testURL())
+		if err != nil {
+			reachErr = err
+			return
+		}
+		reachErr = conn.Ping(ctx)
+		conn.Close(ctx)
+	})
+	if reachErr == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("bench: no PostgreSQL at %s: %v (CI=true: the benchmarks must run)", testURL(), reachErr)
+	}
+	tb.Skipf("bench: no PostgreSQL at %s (%v); start one there (trust auth, database test) or set ROTA_TEST_DATABASE_URL=postgres://user@host:port/db?sslmode=disable", testURL(), reachErr)
+}
+
+// newSchema creates a schema of its own for tb, named prefix_<random>, dropped with
+// everything in it at cleanup.
+func newSchema(tb testing.TB, prefix string) string {
+	tb.Helper()
+	requireServer(tb)
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		tb.Fatal(err)
+	}
+	schema := prefix + "_" + hex.EncodeToString(r[:])
+	exec := func(sql string) error {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, testURL())
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE SCHEMA " + schema); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			tb.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// pgConns is the pool size of every benchmark, rota's and River's alike.
+const pgConns = 16
+
+// newPool opens a pool of pgConns connections whose search_path is schema, closed at
+// cleanup.
+func newPool(tb testing.TB, schema string) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = pgConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// rotaPool returns a pool on a fresh schema migrated with postgres.Migrate.
+func rotaPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool := newPool(tb, newSchema(tb, "bench_rota"))
+	if err := postgres.Migrate(context.Background(), pool); err != nil {
+		tb.Fatal(err)
+	}
+	return pool
+}
+
+// loadDue bulk-loads due entries into a migrated rota schema with COPY, and the per-user
+// summary the Index keeps, the way the postgres module's own benchmarks build big fixtures:
+// through the Index API a 200,000-entry backlog would take minutes to build, and building
+// it is not what is measured. users[i] gets counts[i] entries, the j-th due at
+// due(i).Add(j µs). checkLoaded then reads it back through the Index, so that a change of
+// the schema fails here rather than skewing a figure.
+func loadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, due func(i int) time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	total, i, j := 0, 0, 0
+	for _, n := range counts {
+		total += n
+	}
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		for i < len(users) && j >= counts[i] {
+			i, j = i+1, 0
+		}
+		if i == len(users) {
+			return nil, nil
+		}
+		row := []any{users[i], fmt.Sprintf("w%07d", j), "hot", due(i).Add(time.Duration(j) * time.Microsecond), int64(0)}
+		j++
+		return row, nil
+	})
+	n, err := pool.CopyFrom(ctx, pgx.Identifier{"rota_due"}, []string{"user_id", "work_key", "tier", "due_at", "miss_streak"}, src)
+	if err != nil || int(n) != total {
+		tb.Fatalf("COPY into rota_due: %d rows of %d: %v", n, total, err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO rota_users (user_id, free_at) SELECT user_id, min(due_at) FROM rota_due GROUP BY user_id
+		ON CONFLICT (user_id) DO UPDATE SET free_at = EXCLUDED.free_at`); err != nil {
+		tb.Fatal(err)
+	}
+	for _, table := range []string{"rota_due", "rota_users"} {
+		if _, err := pool.Exec(ctx, "ANALYZE "+table); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	idx := postgres.NewIndex(pool)
+	for i, u := range users {
+		tc, err := tenancy.NewContext(u)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		e, err := idx.Get(ctx, tc, fmt.Sprintf("w%07d", counts[i]-1))
+		if err != nil || !e.DueAt.Equal(due(i).Add(time.Duration(counts[i]-1)*time.Microsecond)) {
+			tb.Fatalf("loaded entries do not read back through the Index (schema changed?): %+v, %v", e, err)
+		}
+	}
+}
+
+// completeAll completes every item with its next due time next(item), on pgConns
+// goroutines — the workers of a host, doing no work.
+func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, tcs map[string]tenancy.Context, next func(duework.Entry) duework.Entry) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	work := make(chan dispatch.Item)
+	for range pgConns {
+		wg.Go(func() {
+			for it := range work {
+				e := it.Claim.Entry
+				if err := idx.Complete(ctx, tcs[e.UserID], it.Claim, next(e)); err != nil {
+					mu.Lock()
+					first = cmpErr(first, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+func contexts(tb testing.TB, users []string) map[string]tenancy.Context {
+	tb.Helper()
+	tcs := make(map[string]tenancy.Context, len(users))
+	for _, u := range users {
+		tc, err := tenancy.NewContext(u)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tcs[u] = tc
+	}
+	return tcs
+}
+
+// pgBatch is how many items one rota cycle hands out and how many jobs River works at once
+// (its MaxWorkers, the most one fetch takes).
+const pgBatch = 1000
+
+func oneLane(perUser int) dispatch.Config {
+	return dispatch.Config{
+		Lanes:            []dispatch.LaneCapacity{{Lane: "all", PerUserLimit: perUser, PerCycleLimit: pgBatch}},
+		GlobalBatchLimit: pgBatch,
+		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "all", nil },
+		ClaimFor:         time.Minute,
+	}
+}
+
+// River's side: one job kind that does nothing but note when it started.
+
+// benchArgs is River's job: Tenant names whose it is.
+type benchArgs struct {
+	Tenant string `json:"tenant"`
+}
+
+func (benchArgs) Kind() string { return "rota_bench" }
+
+// benchWorker does no work. When onStart is set, it is called as each job starts.
+type benchWorker struct {
+	river.WorkerDefaults[benchArgs]
+	onStart func(*river.Job[benchArgs])
+}
+
+func (w *benchWorker) Work(_ context.Context, job *river.Job[benchArgs]) error {
+	if w.onStart != nil {
+		w.onStart(job)
+	}
+	return nil
+}
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// riverClient migrates a schema of its own with rivermigrate and returns a client on it
+// whose default queue works up to pgBatch jobs at once, and its pool.
+func riverClient(tb testing.TB, w *benchWorker, fetchCooldown time.Duration) (*river.Client[pgx.Tx], *pgxpool.Pool) {
+	tb.Helper()
+	ctx := context.Background()
+	schema := newSchema(tb, "bench_river")
+	pool := newPool(tb, schema)
+	driver := riverpgxv5.New(pool)
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: discardLogger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		tb.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(driver, &river.Config{
+		Schema:        schema,
+		Logger:        discardLogger,
+		FetchCooldown: fetchCooldown,
+		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: pgBatch}},
+		Workers:       workers,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return client, pool
+}
+
+// insertJobs inserts one job per tenant of tenants, in that order, with River's COPY path.
+func insertJobs(tb testing.TB, client *river.Client[pgx.Tx], tenants []string) {
+	tb.Helper()
+	params := make([]river.InsertManyParams, len(tenants))
+	for i, t := range tenants {
+		params[i] = river.InsertManyParams{Args: benchArgs{Tenant: t}}
+	}
+	n, err := client.InsertManyFast(context.Background(), params)
+	if err != nil || n != len(tenants) {
+		tb.Fatalf("InsertManyFast: %d of %d: %v", n, len(tenants), err)
+	}
+}
+
+// pgJobs is how many no-op jobs one op of BenchmarkClaimComplete works.
+const pgJobs = 10_000
+
+// BenchmarkClaimComplete: one op works pgJobs no-op jobs to completion on the same server
+// with the same pool size (pgConns).
+//
+// rota: pgJobs due entries of 100 users (100 each); the op dispatches cycles of up to pgBatch
+// (PerUserLimit 10) at a now two hours after the previous op's, and completes every item on
+// pgConns goroutines (Index.Complete, next due an hour later), until a cycle hands out
+// nothing. Rescheduling is how rota finishes work, so every op finds all pgJobs due again.
+//
+// river: pgJobs jobs inserted with InsertManyFast while the client is stopped (not timed);
+// the op starts the client (MaxWorkers pgBatch) and ends when the last job_completed event
+// arrives — River emits it once the completion is written — then stops the client (not
+// timed). River's default FetchCooldown is 100 ms between fetches; the cooldown=1ms variant
+// is River tuned for throughput.
+func BenchmarkClaimComplete(b *testing.B) {
+	b.Run("rota", func(b *testing.B) {
+		ctx := context.Background()
+		pool := rotaPool(b)
+		users := make([]string, 100)
+		counts := make([]int, len(users))
+		for i := range users {
+			users[i], counts[i] = fmt.Sprintf("user%03d", i), pgJobs/len(users)
+		}
+		loadDue(b, pool, users, counts, func(int) time.Time { return t0 })
+		tcs := contexts(b, users)
+		idx := postgres.NewIndex(pool)
+		d, err := dispatch.New(idx, oneLane(10))
+		if err != nil {
+			b.Fatal(err)
+		}
+		now := t0
+		b.ResetTimer()
+		for b.Loop() {
+			now = now.Add(2 * time.Hour)
+			worked := 0
+			for {
+				batch, err := d.Dispatch(ctx, now)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(batch.Items) == 0 {
+					break
+				}
+				worked += len(batch.Items)
+				next := func(e duework.Entry) duework.Entry {
+					e.LastRunAt, e.DueAt = now, now.Add(time.Hour)
+					return e
+				}
+				if err := completeAll(ctx, idx, batch.Items, tcs, next); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if worked != pgJobs {
+				b.Fatalf("worked %d entries, want %d", worked, pgJobs)
+			}
+		}
+		b.ReportMetric(float64(b.N*pgJobs)/b.Elapsed().Seconds(), "jobs/s")
+	})
+	for _, v := range []struct {
+		name     string
+		cooldown time.Duration
+	}{{"river", 0}, {"river-cooldown=1ms", time.Millisecond}} {
+		b.Run(v.name, func(b *testing.B) {
+			ctx := context.Background()
+			client, _ := riverClient(b, &benchWorker{}, v.cooldown)
+			tenants := make([]string, pgJobs)
+			for i := range tenants {
+				tenants[i] = fmt.Sprintf("user%03d", i%100)
+			}
+			var elapsed time.Duration
+			for range b.N {
+				insertJobs(b, client, tenants)
+				events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: pgJobs + 100, Kinds: []river.EventKind{river.EventKindJobCompleted}})
+				start := time.Now()
+				if err := client.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
+				for range pgJobs {
+					<-events
+				}
+				elapsed += time.Since(start)
+				cancel()
+				if err := client.Stop(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(elapsed.Seconds()*1e9/float64(b.N), "ns/op")
+			b.ReportMetric(float64(b.N*pgJobs)/elapsed.Seconds(), "jobs/s")
+		})
+	}
+}
+
+// quietTenants is how many quiet tenants enqueue one item each after the noisy backlog.
+const quietTenants = 100
+
+// noisyBacklog is the noisy tenant's backlog: 200,000 items, or 20,000 when the benchmarks
+// run once each (-benchtime=1x, as CI smoke-runs them), which keeps that run short while
+// the sub-benchmark's name says which one ran.
+func noisyBacklog() int {
+	if smoke() {
+		return 20_000
+	}
+	return 200_000
+}
+
+// BenchmarkQuietWait: one tenant enqueues a backlog first, then quietTenants tenants one
+// item each; how long until every quiet item is handed out? Reported per op: cycles (rota's
+// dispatch cycles; for River, the number of pgBatch-job fetches that many started jobs
+// take at the least), s-to-last-quiet (wall-clock seconds from the first dispatch, or the
+// client's start, to the moment the last quiet item was handed out or started), and
+// handed-out (items handed out up to and including the last quiet one).
+//
+// rota: the backlog is COPY-loaded due at t0 + j µs, the quiet items scheduled through the
+// Index due a second later; one lane of pgBatch per cycle with PerUserLimit pgBatch, so the
+// noisy tenant may take the whole batch when nobody else is due; each cycle's items are
+// completed (next due a day later) before the next cycle, as workers would.
+//
+// river: the backlog, then the quiet jobs, inserted with InsertManyFast in that order (one
+// queue, same priority: River works jobs in (priority, scheduled_at, id) order, and has no
+// notion of tenant); the client (MaxWorkers pgBatch, default fetch cooldown) works them,
+// and each job notes its start. The op ends when the last quiet job starts.
+func BenchmarkQuietWait(b *testing.B) {
+	backlog := noisyBacklog()
+	quiet := make([]string, quietTenants)
+	for i := range quiet {
+		quiet[i] = fmt.Sprintf("quiet%03d", i)
+	}
+	b.Run(fmt.Sprintf("backlog=%d/rota", backlog), func(b *testing.B) {
+		ctx := context.Background()
+		var cycles, handed int
+		var elapsed time.Duration
+		for range b.N {
+			pool := rotaPool(b)
+			loadDue(b, pool, []string{"noisy"}, []int{backlog}, func(int) time.Time { return t0 })
+			idx := postgres.NewIndex(pool)
+			tcs := contexts(b, append([]string{"noisy"}, quiet...))
+			for _, u := range quiet {
+				if err := idx.Schedule(ctx, tcs[u], duework.Entry{UserID: u, WorkKey: "w0", Tier: "hot", DueAt: t0.Add(time.Second)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d, err := dispatch.New(idx, oneLane(pgBatch))
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := t0.Add(time.Minute)
+			next := func(e duework.Entry) duework.Entry {
+				e.LastRunAt, e.DueAt = now, now.Add(24*time.Hour)
+				return e
+			}
+			left := quietTenants
+			start := time.Now()
+			for k := 1; left > 0; k++ {
+				batch, err := d.Dispatch(ctx, now)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(batch.Items) == 0 {
+					b.Fatalf("cycle %d handed out nothing with %d quiet items left", k, left)
+				}
+				for _, it := range batch.Items {
+					handed++
+					if it.Claim.Entry.UserID != "noisy" {
+						if left--; left == 0 {
+							elapsed += time.Since(start)
+							cycles += k
+							break
+						}
+					}
+				}
+				if left > 0 {
+					if err := completeAll(ctx, idx, batch.Items, tcs, next); err != nil {
+						b.Fatal(err)
+					}
+					now = now.Add(time.Second)
+				}
+			}
+		}
+		reportQuiet(b, cycles, handed, elapsed)
+	})
+	b.Run(fmt.Sprintf("backlog=%d/river", backlog), func(b *testing.B) {
+		ctx := context.Background()
+		var cycles, handed int
+		var elapsed time.Duration
+		for range b.N {
+			var (
+				mu      sync.Mutex
+				started int
+				left    = quietTenants
+				last    time.Time
+				done    = make(chan struct{})
+			)
+			w := &benchWorker{onStart: func(job *river.Job[benchArgs]) {
+				mu.Lock()
+				defer mu.Unlock()
+				started++
+				if job.Args.Tenant != "noisy" {
+					if left--; left == 0 {
+						last = time.Now()
+						handed += started
+						cycles += (started + pgBatch - 1) / pgBatch
+						close(done)
+					}
+				}
+			}}
+			client, _ := riverClient(b, w, 0)
+			noisy := make([]string, backlog)
+			for i := range noisy {
+				noisy[i] = "noisy"
+			}
+			insertJobs(b, client, noisy)
+			insertJobs(b, client, quiet)
+			start := time.Now()
+			if err := client.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			elapsed += last.Sub(start)
+			if err := client.StopAndCancel(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportQuiet(b, cycles, handed, elapsed)
+	})
+}
+
+func reportQuiet(b *testing.B, cycles, handed int, elapsed time.Duration) {
+	n := float64(b.N)
+	b.ReportMetric(elapsed.Seconds()*1e9/n, "ns/op")
+	b.ReportMetric(float64(cycles)/n, "cycles")
+	b.ReportMetric(elapsed.Seconds()/n, "s-to-last-quiet")
+	b.ReportMetric(float64(handed)/n, "handed-out")
+}
