@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/tenancy"
 )
@@ -116,7 +117,8 @@ func TestErrorsTranslated(t *testing.T) {
 		}
 	})
 	t.Run("cancelled context", func(t *testing.T) {
-		idx := postgres.NewIndex(newMigratedPool(t))
+		pool := newMigratedPool(t)
+		idx := postgres.NewIndex(pool)
 		schedule(t, idx, "u", "k", t0)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -127,6 +129,14 @@ func TestErrorsTranslated(t *testing.T) {
 		_, calls["Get"] = idx.Get(cctx, mustTC(t, "u"), "k")
 		calls["Schedule"] = idx.Schedule(cctx, mustTC(t, "u"), duework.Entry{UserID: "u", WorkKey: "k2", DueAt: t0})
 		calls["Unschedule"] = idx.Unschedule(cctx, mustTC(t, "u"), "k")
+		e := duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0}
+		calls["Complete"] = idx.Complete(cctx, mustTC(t, "u"), duework.Claim{Entry: e, Token: 1}, e)
+		lease := postgres.NewLease(pool, "heavy", time.Hour)
+		_, calls["Lease.Acquire"] = lease.Acquire(cctx, "a", time.Minute, t0)
+		_, _, calls["Lease.Current"] = lease.Current(cctx, t0)
+		store := postgres.NewStateStore(pool)
+		_, calls["StateStore.Load"] = store.Load(cctx)
+		calls["StateStore.Save"] = store.Save(cctx, 1, maintenance.TaskState{Name: "x"})
 		for name, err := range calls {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("%s with a cancelled ctx = %v, want context.Canceled", name, err)
