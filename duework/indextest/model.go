@@ -69,6 +69,7 @@ const modelRule = "the Index agrees with a reference model (a map and a sort) ov
 func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 	var runs atomic.Int64
 	for batch := 0; runs.Load() < MinSequences; batch++ {
+		before := runs.Load()
 		ok := t.Run(fmt.Sprintf("batch%d", batch), func(bt *testing.T) {
 			rapid.Check(bt, func(rt *rapid.T) {
 				runs.Add(1)
@@ -81,6 +82,9 @@ func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 		})
 		if !ok {
 			return
+		}
+		if runs.Load() == before {
+			t.Fatalf("rapid ran no sequences (is -rapid.checks 0?); the rule needs %d", MinSequences)
 		}
 	}
 }
