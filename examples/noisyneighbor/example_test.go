@@ -36,4 +36,6 @@ func ExampleSimulate() {
 	//   policy  quiet wait p50    p99    max  quiet served  noisy served/h  Jain's index
 	//     fcfs           3m11s  3m28s  3m28s            95           14115        0.1432
 	//     rota              5s    10s    10s           148           13956        1.0000
+	//
+	// wait: from DueAt to the dispatching cycle; Jain's index over each tenant's served / max-min fair share (1: every tenant got its share)
 }

@@ -29,6 +29,7 @@ func WriteTable(w io.Writer, r Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	b.WriteString("\nwait: from DueAt to the dispatching cycle; Jain's index over each tenant's served / max-min fair share (1: every tenant got its share)\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
