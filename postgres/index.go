@@ -267,8 +267,13 @@ func (x *Index) DueHeads(ctx context.Context, now time.Time, perUser int) ([]due
 	if err != nil {
 		return nil, interpret(ctx, "Index.DueHeads", err)
 	}
-	heads := make([]duework.Head, 0, len(parts))
+	order := make([]*part, 0, len(parts))
 	for _, p := range parts {
+		order = append(order, p)
+	}
+	slices.SortFunc(order, func(a, b *part) int { return strings.Compare(a.head.UserID, b.head.UserID) })
+	heads := make([]duework.Head, 0, len(order))
+	for _, p := range order {
 		h := p.head
 		if len(p.ended) > 0 {
 			h.Due = append(h.Due, p.ended...)
@@ -279,7 +284,6 @@ func (x *Index) DueHeads(ctx context.Context, now time.Time, perUser int) ([]due
 		}
 		heads = append(heads, h)
 	}
-	slices.SortFunc(heads, func(a, b duework.Head) int { return strings.Compare(a.UserID, b.UserID) })
 	return heads, nil
 }
 
