@@ -267,3 +267,26 @@ func TestUserSummaryStaysExactUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	checkSummary(t, pool)
 }
+
+// The server keeps microseconds: a claim's until is rounded up, so a claim never ends
+// before the until it was given, even less than a microsecond after now.
+func TestClaimUntilRoundsUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	idx := postgres.NewIndex(newMigratedPool(t))
+	e := schedule(t, idx, "u", "k", t0)
+	now := t0.Add(time.Second + 300*time.Nanosecond)
+	claims, err := idx.Claim(ctx, []duework.Key{e.Key()}, now, now.Add(400*time.Nanosecond))
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("Claim = %v, %v", claims, err)
+	}
+	if claims[0].Until.Before(now.Add(400 * time.Nanosecond)) {
+		t.Fatalf("claim until %v, before the asked %v", claims[0].Until, now.Add(400*time.Nanosecond))
+	}
+	if due, err := idx.DueBefore(ctx, now.Add(400*time.Nanosecond), 10); err != nil || len(due) != 0 {
+		t.Fatalf("at the asked until the entry is visible again early: %v, %v", due, err)
+	}
+	if due, err := idx.DueBefore(ctx, claims[0].Until, 10); err != nil || len(due) != 1 {
+		t.Fatalf("at the claim's Until the entry is not due again: %v, %v", due, err)
+	}
+}
