@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -145,7 +147,7 @@ func (x *Index) Get(ctx context.Context, tc tenancy.Context, workKey string) (du
 	}
 	e, err := scanEntry(x.pool.QueryRow(ctx,
 		`SELECT `+entryColumns+` FROM rota_due d WHERE d.user_id = $1 AND d.work_key = $2`, tc.UserID(), workKey))
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return duework.Entry{}, fmt.Errorf("postgres: Index.Get %q: %w", workKey, duework.ErrNotFound)
 	}
 	if err != nil {
@@ -373,7 +375,7 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
-	slices.SortFunc(got, func(a, b claimAt) int { return int(a.ord - b.ord) })
+	slices.SortFunc(got, func(a, b claimAt) int { return cmp.Compare(a.ord, b.ord) })
 	out := make([]duework.Claim, len(got))
 	for i, ca := range got {
 		out[i] = ca.c
