@@ -1,0 +1,90 @@
+package maintenance_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rotaworks/rota/maintenance"
+)
+
+// TestGaugeFlipsAndSurvivesRestart: the gauge reads Degraded once a waiter passes
+// DegradeAfter, Healthy again once it acquires, and reads the same from a new Scheduler
+// over the same StateStore (a restart).
+func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
+	store := maintenance.NewMemoryStateStore()
+	lease := maintenance.NewMemoryLease(2 * time.Hour)
+	cfg := maintenance.Config{Store: store, Lease: lease, MaxHold: 2 * time.Hour, LeaseTTL: 2 * time.Hour}
+	tasks := []maintenance.Task{heavy("summary", 10*time.Minute), heavy("nightly", day)}
+	seed(t, store, map[string]time.Time{"summary": t0.Add(-time.Hour), "nightly": t0.Add(-25 * time.Hour)})
+	s := newSched(t, tasks, cfg)
+
+	if g := poll(t, s, t0).Gauge; g.Posture != maintenance.Healthy || g.HolderTask != "summary" || len(g.Waiters) != 1 {
+		t.Fatalf("at t0 summary holds and nightly just started waiting: %+v", g)
+	}
+	g := poll(t, s, t0.Add(time.Hour)).Gauge
+	if g.Posture != maintenance.Healthy {
+		t.Fatalf("rule: a wait of exactly DegradeAfter is not yet Degraded: %v", g.Posture)
+	}
+	at := t0.Add(time.Hour + time.Minute)
+	g = poll(t, s, at).Gauge
+	if g.Posture != maintenance.Degraded {
+		t.Fatalf("rule: Degraded once a waiter exceeds DegradeAfter: %+v", g)
+	}
+	if g.Holder != maintenance.DefaultHolder || g.HeldFor != 61*time.Minute || g.HolderTask != "summary" {
+		t.Errorf("gauge: holder %q task %q held for %v", g.Holder, g.HolderTask, g.HeldFor)
+	}
+	if len(g.Waiters) != 1 || g.Waiters[0].Task != "nightly" || g.Waiters[0].Wait != 61*time.Minute ||
+		g.Waiters[0].Reason != maintenance.ReasonHeavyBusy || g.ChainDepth != 1 || g.LongestWait() != 61*time.Minute {
+		t.Errorf("gauge: waiters %+v depth %d", g.Waiters, g.ChainDepth)
+	}
+
+	// Restart: a new scheduler over the same store (and lease) reads the same gauge,
+	// without polling and after polling.
+	for _, l := range []maintenance.Lease{lease, maintenance.NewMemoryLease(time.Hour)} {
+		s2 := newSched(t, tasks, maintenance.Config{Store: store, Lease: l, MaxHold: time.Hour})
+		g2, err := s2.Gauge(bg, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g2.Posture != maintenance.Degraded || len(g2.Waiters) != 1 || g2.Waiters[0] != g.Waiters[0] {
+			t.Fatalf("rule: the posture survives a restart: %+v, want %+v", g2, g)
+		}
+	}
+
+	// The waiter acquires: Healthy again, and again after a restart.
+	done := t0.Add(62 * time.Minute)
+	if err := s.Complete(bg, "summary", nil, done); err != nil {
+		t.Fatal(err)
+	}
+	res := poll(t, s, done)
+	if winnerName(res) != "nightly" || res.Gauge.Posture != maintenance.Healthy {
+		t.Fatalf("rule: Healthy again once the waiter acquires: winner %q, gauge %+v", winnerName(res), res.Gauge)
+	}
+	s3 := newSched(t, tasks, cfg)
+	if g3, _ := s3.Gauge(bg, done); g3.Posture != maintenance.Healthy || g3.HolderTask != "nightly" {
+		t.Fatalf("rule: the recovered posture survives a restart: %+v", g3)
+	}
+}
+
+func TestGaugeChainDepth(t *testing.T) {
+	lease := maintenance.NewMemoryLease(time.Hour)
+	if _, err := lease.Acquire(bg, "daemon-b", 30*time.Minute, t0); err != nil {
+		t.Fatal(err)
+	}
+	summary := heavy("summary", 10*time.Minute)
+	summary.Gates = []maintenance.Gate{{Producer: "memory-summary-backfill"}}
+	golden := offLease("golden-path", time.Hour)
+	golden.Gates = []maintenance.Gate{{Producer: "summary"}}
+	s := newSched(t, []maintenance.Task{golden, summary, heavy("memory-summary-backfill", 6*time.Hour)},
+		maintenance.Config{Lease: lease, MaxHold: time.Hour})
+	g := poll(t, s, t0.Add(time.Minute)).Gauge
+	// golden-path waits on summary (gate), which waits on backfill (gate), which waits on
+	// the lease held by daemon-b.
+	if g.ChainDepth != 3 || g.Holder != "daemon-b" || g.HolderTask != "" {
+		t.Fatalf("rule: the chain depth counts waiters each blocked by the next: %+v", g)
+	}
+	if g.Posture.String() != "healthy" || maintenance.Degraded.String() != "degraded" ||
+		maintenance.Unknown.String() != "unknown" || maintenance.Disabled.String() != "disabled" {
+		t.Errorf("Posture strings: %v", g.Posture)
+	}
+}
