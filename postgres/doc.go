@@ -107,6 +107,15 @@
 //     grow with the number of dispatchers: several dispatchers buy availability, not speed;
 //     stagger their intervals so that their cycles rarely overlap.
 //
+// # Operations
+//
+// Every call takes one connection from the pool for one round trip (Lease and StateStore
+// calls take three), so a pool of a few connections per dispatcher or daemon is plenty.
+// Claims and completions update rows of rota_due and rota_users all the time: leave
+// autovacuum on (rota_users is created with fillfactor 70, so that stamping LastServed is a
+// HOT update). The tables hold scheduling metadata only — no payload, no credentials — like
+// every duework.Index.
+//
 // # Errors
 //
 // Backend errors are translated in one place: a cancelled or expired context wraps
