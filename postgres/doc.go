@@ -109,8 +109,9 @@
 //
 // # Operations
 //
-// Every call takes one connection from the pool for one round trip (Lease and StateStore
-// calls take three), so a pool of a few connections per dispatcher or daemon is plenty.
+// Every Index call takes one connection from the pool for one round trip (a Lease or
+// StateStore call, a short transaction of a few), so a pool of a few connections per
+// dispatcher or daemon is plenty.
 // Claims and completions update rows of rota_due and rota_users all the time: leave
 // autovacuum on (rota_users is created with fillfactor 70, so that stamping LastServed is a
 // HOT update). The tables hold scheduling metadata only — no payload, no credentials — like
