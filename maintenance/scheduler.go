@@ -23,7 +23,8 @@ const (
 	ReasonYield = "yield"
 	// ReasonOutranked: the task lost the pick; Blocker is the winner.
 	ReasonOutranked = "outranked"
-	// ReasonDependency: a task it DependsOn runs; Blocker is that task.
+	// ReasonDependency: a task it DependsOn runs, or a task that depends on it started
+	// in the same poll; Blocker is that task.
 	ReasonDependency = "dependency-running"
 	// ReasonDispatchLimit: an off-lease task beyond AlsoDispatchLimit; no Blocker.
 	ReasonDispatchLimit = "dispatch-limit"
@@ -273,6 +274,20 @@ func (s *Scheduler) Poll(ctx context.Context, now time.Time) (PollResult, error)
 	}
 	var also []Candidate
 	rest := offC
+	// Tasks started in one poll count as running for each other's DependsOn, either way:
+	// a task a just-started one depends on does not start beside it.
+	dropDependencies := func(started Task) {
+		rest = slices.DeleteFunc(slices.Clone(rest), func(c Candidate) bool {
+			if slices.Contains(started.DependsOn, c.Task.Name) {
+				deferred[c.Task.Name] = deferral{ReasonDependency, started.Name}
+				return true
+			}
+			return false
+		})
+	}
+	if heavyWinner != nil {
+		dropDependencies(heavyWinner.Task)
+	}
 	for first := true; len(rest) > 0 && len(also) < s.cfg.AlsoDispatchLimit; first = false {
 		sel, _ := pick(PickInput{Candidates: rest, Running: offRunning, Now: now, YieldAfter: s.cfg.YieldAfter})
 		if first {
@@ -284,6 +299,7 @@ func (s *Scheduler) Poll(ctx context.Context, now time.Time) (PollResult, error)
 		also = append(also, *sel.Winner)
 		offRunning = append(offRunning, sel.Winner.Task)
 		rest = slices.DeleteFunc(slices.Clone(rest), func(c Candidate) bool { return c.Task.Name == sel.Winner.Task.Name })
+		dropDependencies(sel.Winner.Task)
 	}
 	if len(rest) > 0 {
 		_, losses := pick(PickInput{Candidates: rest, Running: offRunning, Now: now})
