@@ -19,8 +19,9 @@
 // maintenance.Lease and maintenance.StateStore for a fleet of maintenance daemons:
 //
 //	sched, err := maintenance.NewScheduler(tasks, maintenance.Config{
-//		Lease:  postgres.NewLease(pool, "heavy", maxHold), // the same name on every daemon
-//		Store:  postgres.NewStateStore(pool),
+//		Lease:   postgres.NewLease(pool, "heavy", maxHold), // same name and maxHold on every daemon
+//		Store:   postgres.NewStateStore(pool),
+//		MaxHold: maxHold,
 //		...
 //	})
 //
