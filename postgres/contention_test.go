@@ -73,7 +73,8 @@ func contentionLane(user string) dispatch.Lane {
 // Four dispatchers, each with its own pool, dispatch concurrently over 100,000 entries of
 // 1,000 tenants while workers complete most items (and abandon some, whose claims must end
 // on their own). Afterwards: no entry was handed out twice while a claim on it lasted, none
-// was lost, and every cycle was fair.
+// was lost, and every cycle was fair — caps held, max-min fairness inside each lane, and
+// strict priority between lanes.
 func TestContentionFourDispatchers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -229,6 +230,7 @@ func TestContentionFourDispatchers(t *testing.T) {
 			}
 		}
 		checkRoundRobin(t, i, cycleLog[i])
+		checkPriority(t, i, cycleLog[i])
 	}
 	if redispatched == 0 || dispatched < 10_000 {
 		t.Fatalf("only %d items dispatched, %d re-dispatched: the test did not exercise contention", dispatched, redispatched)
@@ -309,6 +311,38 @@ func checkRoundRobin(t *testing.T, cycle int, rec *recordingIndex) {
 			if s == m+1 && firstBehind >= 0 {
 				t.Errorf("cycle %d, lane %s: %s got %d items though %s ranks before it and got %d", cycle, lc.Lane, h.UserID, s, heads[firstBehind].UserID, m)
 			}
+		}
+	}
+}
+
+// checkPriority checks rule 3 on one cycle, from what it read and what it asked to claim:
+// a lane below another is selected from only when every lane above it got all it could —
+// its PerCycleLimit, or everything its users' heads and PerUserLimits allowed.
+func checkPriority(t *testing.T, cycle int, rec *recordingIndex) {
+	t.Helper()
+	selected := map[dispatch.Lane]int{}
+	for _, k := range rec.keys {
+		selected[contentionLane(k.UserID)]++
+	}
+	for hi, lc := range contentionLanes[:len(contentionLanes)-1] {
+		could := 0
+		for _, h := range rec.heads {
+			if contentionLane(h.UserID) != lc.Lane {
+				continue
+			}
+			n := len(h.Due)
+			if h.More {
+				n = lc.PerUserLimit
+			}
+			could += min(n, lc.PerUserLimit)
+		}
+		could = min(could, lc.PerCycleLimit)
+		lower := 0
+		for _, lo := range contentionLanes[hi+1:] {
+			lower += selected[lo.Lane]
+		}
+		if lower > 0 && selected[lc.Lane] < could {
+			t.Errorf("cycle %d: lane %s got %d of the %d it could while lower lanes got %d", cycle, lc.Lane, selected[lc.Lane], could, lower)
 		}
 	}
 }
