@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/output.golden")
+
+// TestOutput pins the printed comparison, so the example cannot rot: any change to the
+// scheduler's decisions shows up here. Run with -update to accept a deliberate change.
+func TestOutput(t *testing.T) {
+	var buf bytes.Buffer
+	if err := report(&buf, Incident()); err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/output.golden"
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("output changed (go test ./examples/maintenance -update to accept):\n--- got\n%s\n--- want\n%s", buf.Bytes(), want)
+	}
+}
+
+// TestIncidentClaims checks what the output claims, independently of its wording.
+func TestIncidentClaims(t *testing.T) {
+	sc := Incident()
+	static, err := Simulate(sc, Static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if static.Drained || !slices.Contains(static.NeverRan, "memory-summary-backfill") || !slices.Contains(static.NeverRan, "backup") {
+		t.Fatalf("static picker: summary should starve its producer and the backup: drained %v, never ran %v", static.Drained, static.NeverRan)
+	}
+	rota, err := Simulate(sc, Rota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rota.Drained || len(rota.NeverRan) > 0 {
+		t.Fatalf("rota: the chain drains to idle: drained %v at %v, never ran %v", rota.Drained, rota.DrainedAt, rota.NeverRan)
+	}
+	for name, wait := range rota.LongestWait {
+		if wait > sc.Bound() {
+			t.Errorf("rota: %s waited %v, past the bound %v", name, wait, sc.Bound())
+		}
+	}
+	// The timeline never has two heavy runs at once, and golden-path runs beside them.
+	beside := false
+	for i, a := range rota.Runs {
+		for _, b := range rota.Runs[i+1:] {
+			if b.Start >= a.End {
+				continue
+			}
+			if a.Task != "golden-path" && b.Task != "golden-path" {
+				t.Fatalf("rota: heavy runs overlap: %+v and %+v", a, b)
+			}
+			beside = true
+		}
+	}
+	if !beside {
+		t.Error("rota: golden-path should run off the lease beside a heavy run at least once")
+	}
+	if last := rota.Runs[len(rota.Runs)-1]; last.End > sc.Horizon+sc.MaxHold || rota.DrainedAt > 24*time.Hour {
+		t.Errorf("rota: drained at %v, last run %+v", rota.DrainedAt, last)
+	}
+}
