@@ -31,8 +31,8 @@ type Config struct {
 	// Lease is the heavy lease; nil means NewMemoryLease(MaxHold). A shared lease should
 	// be built with the same MaxHold.
 	Lease Lease
-	// Store keeps the durable task states; nil means NewMemoryStateStore().
-	Store StateStore
+	// StateStore keeps the durable task states; nil means NewMemoryStateStore().
+	StateStore StateStore
 	// Holder names this scheduler on the lease (DefaultHolder).
 	Holder string
 	// LeaseTTL is the grant length between renewals (DefaultLeaseTTL); at most MaxHold.
@@ -97,8 +97,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Lease == nil {
 		c.Lease = NewMemoryLease(c.MaxHold)
 	}
-	if c.Store == nil {
-		c.Store = NewMemoryStateStore()
+	if c.StateStore == nil {
+		c.StateStore = NewMemoryStateStore()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

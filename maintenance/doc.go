@@ -29,7 +29,7 @@
 // # Where to start
 //
 // Build the registry (a []Task, in priority order for ties), call NewScheduler with a
-// Config (zero values are defaults; nil Lease and Store mean in-memory ones) and call
+// Config (zero values are defaults; nil Lease and StateStore mean in-memory ones) and call
 // Run. Hosts with their own loop, or a simulated clock, call Poll, run what it
 // dispatched, call Renew while the heavy task runs and Complete when each task ends.
 // Pick is pure and usable alone.

@@ -107,7 +107,7 @@ func simulateScheduler(t testing.TB, fleet []simTask, c simConfig) *waitTracker 
 		}
 	}
 	s, err := maintenance.NewScheduler(tasks, maintenance.Config{
-		Store: store, Lease: maintenance.NewMemoryLease(c.maxHold), MaxHold: c.maxHold,
+		StateStore: store, Lease: maintenance.NewMemoryLease(c.maxHold), MaxHold: c.maxHold,
 		LeaseTTL: 2 * c.poll, YieldAfter: c.yieldAfter, PollInterval: c.poll,
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ func ExampleScheduler_Poll() {
 		maintenance.TaskState{Name: "golden-path", LastRunAt: now.Add(-18 * 24 * time.Hour)},
 		maintenance.TaskState{Name: "backup", LastRunAt: now.Add(-23 * time.Hour)},
 	)
-	s, err := maintenance.NewScheduler(tasks, maintenance.Config{Store: store, Holder: "daemon-a"})
+	s, err := maintenance.NewScheduler(tasks, maintenance.Config{StateStore: store, Holder: "daemon-a"})
 	if err != nil {
 		panic(err)
 	}

@@ -13,7 +13,7 @@ import (
 func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 	store := maintenance.NewMemoryStateStore()
 	lease := maintenance.NewMemoryLease(2 * time.Hour)
-	cfg := maintenance.Config{Store: store, Lease: lease, MaxHold: 2 * time.Hour, LeaseTTL: 2 * time.Hour}
+	cfg := maintenance.Config{StateStore: store, Lease: lease, MaxHold: 2 * time.Hour, LeaseTTL: 2 * time.Hour}
 	tasks := []maintenance.Task{heavy("summary", 10*time.Minute), heavy("nightly", day)}
 	seed(t, store, map[string]time.Time{"summary": t0.Add(-time.Hour), "nightly": t0.Add(-25 * time.Hour)})
 	s := newSched(t, tasks, cfg)
@@ -41,7 +41,7 @@ func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 	// Restart: a new scheduler over the same store (and lease) reads the same gauge,
 	// without polling and after polling.
 	for _, l := range []maintenance.Lease{lease, maintenance.NewMemoryLease(time.Hour)} {
-		s2 := newSched(t, tasks, maintenance.Config{Store: store, Lease: l, MaxHold: time.Hour})
+		s2 := newSched(t, tasks, maintenance.Config{StateStore: store, Lease: l, MaxHold: time.Hour})
 		g2, err := s2.Gauge(bg, at)
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,7 @@ func TestRunRenewsAndCancelsAtMaxHold(t *testing.T) {
 		store := maintenance.NewMemoryStateStore()
 		lease := maintenance.NewMemoryLease(time.Hour)
 		s := newSched(t, []maintenance.Task{stuck}, maintenance.Config{
-			Store: store, Lease: lease, MaxHold: time.Hour, LeaseTTL: 3 * time.Minute, PollInterval: time.Minute})
+			StateStore: store, Lease: lease, MaxHold: time.Hour, LeaseTTL: 3 * time.Minute, PollInterval: time.Minute})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- s.Run(ctx) }()
@@ -101,7 +101,7 @@ func TestRunDispatchesRecordsAndStopsCleanly(t *testing.T) {
 		}
 		store := maintenance.NewMemoryStateStore()
 		s := newSched(t, []maintenance.Task{summary, dream, golden, slow},
-			maintenance.Config{Store: store, PollInterval: 7 * time.Minute, LeaseTTL: 5 * time.Minute})
+			maintenance.Config{StateStore: store, PollInterval: 7 * time.Minute, LeaseTTL: 5 * time.Minute})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- s.Run(ctx) }()

@@ -156,7 +156,7 @@ type deferral struct{ reason, blocker string }
 func (s *Scheduler) Poll(ctx context.Context, now time.Time) (PollResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap, err := s.cfg.Store.Load(ctx)
+	snap, err := s.cfg.StateStore.Load(ctx)
 	if err != nil {
 		return PollResult{Gauge: Gauge{At: now}}, fmt.Errorf("maintenance: poll: load state: %w", err)
 	}
@@ -353,7 +353,7 @@ func (s *Scheduler) Poll(ctx context.Context, now time.Time) (PollResult, error)
 	}
 	token := s.known
 	if len(writes) > 0 {
-		if err := s.cfg.Store.Save(ctx, token, writes...); err != nil {
+		if err := s.cfg.StateStore.Save(ctx, token, writes...); err != nil {
 			errs = append(errs, fmt.Errorf("maintenance: poll: save state: %w", err))
 			if heavyWinner != nil {
 				if rerr := s.cfg.Lease.Release(ctx, grant); rerr != nil {
@@ -452,7 +452,7 @@ func (s *Scheduler) Complete(ctx context.Context, name string, runErr error, now
 		return fmt.Errorf("maintenance: complete: task %q: unknown: %w", name, ErrInvalid)
 	}
 	t := s.tasks[i]
-	snap, err := s.cfg.Store.Load(ctx)
+	snap, err := s.cfg.StateStore.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("maintenance: complete %q: load state: %w", name, err)
 	}
@@ -489,7 +489,7 @@ func (s *Scheduler) Complete(ctx context.Context, name string, runErr error, now
 		token = s.grant.Token
 	}
 	var errs []error
-	if err := s.cfg.Store.Save(ctx, token, st); err != nil {
+	if err := s.cfg.StateStore.Save(ctx, token, st); err != nil {
 		errs = append(errs, fmt.Errorf("maintenance: complete %q: save state: %w", name, err))
 	} else {
 		delete(s.started, name)
@@ -523,7 +523,7 @@ func (s *Scheduler) Renew(ctx context.Context, now time.Time) error {
 // Gauge computes the stall gauge at now from the durable state alone, without polling: a
 // new Scheduler over the same StateStore and Lease reads the same gauge.
 func (s *Scheduler) Gauge(ctx context.Context, now time.Time) (Gauge, error) {
-	snap, err := s.cfg.Store.Load(ctx)
+	snap, err := s.cfg.StateStore.Load(ctx)
 	if err != nil {
 		return Gauge{At: now}, fmt.Errorf("maintenance: gauge: load state: %w", err)
 	}

@@ -117,7 +117,7 @@ func TestPollCheapTaskNeverWaitsBehindHeavyBacklog(t *testing.T) {
 	tasks := []maintenance.Task{heavy("summary", 10*time.Minute), golden}
 	store := maintenance.NewMemoryStateStore()
 	seed(t, store, map[string]time.Time{"summary": t0.Add(-time.Hour), "golden-path": t0.Add(-18 * day)})
-	s := newSched(t, tasks, maintenance.Config{Store: store})
+	s := newSched(t, tasks, maintenance.Config{StateStore: store})
 	res := poll(t, s, t0)
 	if winnerName(res) != "summary" || !slices.Equal(names(res.AlsoDispatched), []string{"golden-path"}) {
 		t.Fatalf("rule: an off-lease task runs beside the heavy winner: got %q + %v", winnerName(res), names(res.AlsoDispatched))
@@ -187,7 +187,7 @@ func TestPollSoftGate(t *testing.T) {
 	summary.Gates = []maintenance.Gate{{Producer: "memory-summary-backfill"}}
 	store := maintenance.NewMemoryStateStore()
 	seed(t, store, map[string]time.Time{"summary": t0.Add(-day)})
-	s := newSched(t, []maintenance.Task{summary, backfill}, maintenance.Config{Store: store})
+	s := newSched(t, []maintenance.Task{summary, backfill}, maintenance.Config{StateStore: store})
 
 	res := poll(t, s, t0)
 	d, ok := deferral(res, "summary")
@@ -231,7 +231,7 @@ func TestPollDependencyRunning(t *testing.T) {
 func TestPollDeferralStreakIsDurable(t *testing.T) {
 	store := maintenance.NewMemoryStateStore()
 	lease := maintenance.NewMemoryLease(2 * time.Hour)
-	cfg := maintenance.Config{Store: store, Lease: lease}
+	cfg := maintenance.Config{StateStore: store, Lease: lease}
 	tasks := []maintenance.Task{heavy("summary", 10*time.Minute), heavy("dream", time.Hour)}
 	s := newSched(t, tasks, cfg)
 	poll(t, s, t0) // summary wins, dream waits from t0
@@ -291,7 +291,7 @@ func TestPollFleetYield(t *testing.T) {
 			if err := store.Save(bg, 0, remote, local); err != nil {
 				t.Fatal(err)
 			}
-			s := newSched(t, []maintenance.Task{tt.local}, maintenance.Config{Store: store, Holder: "daemon-a"})
+			s := newSched(t, []maintenance.Task{tt.local}, maintenance.Config{StateStore: store, Holder: "daemon-a"})
 			res := poll(t, s, t0)
 			d, deferred := deferral(res, tt.local.Name)
 			if tt.yield {
@@ -314,7 +314,7 @@ func TestPollFleetYield(t *testing.T) {
 		if err := store.Save(bg, 0, remote); err != nil {
 			t.Fatal(err)
 		}
-		s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{Store: store})
+		s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{StateStore: store})
 		if res := poll(t, s, t0); winnerName(res) != "dream" {
 			t.Fatalf("rule: a waiter not refreshed within YieldAfter is presumed abandoned: winner %q", winnerName(res))
 		}
@@ -326,9 +326,9 @@ func TestPollFleetYield(t *testing.T) {
 		backup := heavy("backup", day)
 		backup.DataSafety = true
 		a := newSched(t, []maintenance.Task{heavy("summary", 10*time.Minute)},
-			maintenance.Config{Store: store, Lease: lease, Holder: "a", MaxHold: time.Hour, LeaseTTL: time.Hour})
+			maintenance.Config{StateStore: store, Lease: lease, Holder: "a", MaxHold: time.Hour, LeaseTTL: time.Hour})
 		b := newSched(t, []maintenance.Task{backup},
-			maintenance.Config{Store: store, Lease: lease, Holder: "b", MaxHold: time.Hour, LeaseTTL: time.Hour})
+			maintenance.Config{StateStore: store, Lease: lease, Holder: "b", MaxHold: time.Hour, LeaseTTL: time.Hour})
 		if res := poll(t, a, t0); winnerName(res) != "summary" {
 			t.Fatalf("a should win first: %q", winnerName(res))
 		}
@@ -357,7 +357,7 @@ func TestStaleHolderCannotWriteState(t *testing.T) {
 	store := maintenance.NewMemoryStateStore()
 	lease := maintenance.NewMemoryLease(time.Hour)
 	cfg := func(holder string) maintenance.Config {
-		return maintenance.Config{Store: store, Lease: lease, Holder: holder, MaxHold: time.Hour, LeaseTTL: 5 * time.Minute}
+		return maintenance.Config{StateStore: store, Lease: lease, Holder: holder, MaxHold: time.Hour, LeaseTTL: 5 * time.Minute}
 	}
 	tasks := []maintenance.Task{heavy("summary", 10*time.Minute)}
 	a := newSched(t, tasks, cfg("a"))
@@ -401,7 +401,7 @@ func TestPollDueErrorLeavesOthers(t *testing.T) {
 	if err := store.Save(bg, 0, old); err != nil {
 		t.Fatal(err)
 	}
-	s := newSched(t, []maintenance.Task{flaky, heavy("dream", time.Hour)}, maintenance.Config{Store: store})
+	s := newSched(t, []maintenance.Task{flaky, heavy("dream", time.Hour)}, maintenance.Config{StateStore: store})
 	res, err := s.Poll(bg, t0)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), `"flaky"`) {
 		t.Fatalf("rule: a Due error is returned naming the task: %v", err)
@@ -426,7 +426,7 @@ func TestCompleteOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		store := maintenance.NewMemoryStateStore()
-		s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{Store: store})
+		s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{StateStore: store})
 		poll(t, s, t0)
 		if err := s.Complete(bg, "dream", tt.err, t0.Add(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -489,7 +489,7 @@ func TestNewSchedulerValidates(t *testing.T) {
 	c := s.Config()
 	if c.MaxHold != maintenance.DefaultMaxHold || c.LeaseTTL != maintenance.DefaultLeaseTTL || c.YieldAfter != maintenance.DefaultYieldAfter ||
 		c.DegradeAfter != maintenance.DefaultDegradeAfter || c.AlsoDispatchLimit != maintenance.DefaultAlsoDispatchLimit ||
-		c.PollInterval != maintenance.DefaultPollInterval || c.Holder != maintenance.DefaultHolder || c.Lease == nil || c.Store == nil {
+		c.PollInterval != maintenance.DefaultPollInterval || c.Holder != maintenance.DefaultHolder || c.Lease == nil || c.StateStore == nil {
 		t.Errorf("zero Config fields take the defaults: %+v", c)
 	}
 	if g := poll(t, s, t0).Gauge; g.Posture != maintenance.Disabled {

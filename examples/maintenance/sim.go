@@ -272,7 +272,7 @@ func simulateRota(sc Scenario, start time.Time) (Result, error) {
 		}
 	}
 	s, err := maintenance.NewScheduler(tasks, maintenance.Config{
-		Store: store, Lease: maintenance.NewMemoryLease(sc.MaxHold), Holder: "daemon",
+		StateStore: store, Lease: maintenance.NewMemoryLease(sc.MaxHold), Holder: "daemon",
 		MaxHold: sc.MaxHold, LeaseTTL: 5 * sc.Poll, YieldAfter: sc.YieldAfter, PollInterval: sc.Poll,
 	})
 	if err != nil {
