@@ -77,6 +77,9 @@
 //     no cycles: its cycles figure is the number of 1,000-job fetches that many started
 //     jobs take at the least.
 //
+// TestQuietWaitScenario runs both sides at a backlog of 3,000 and checks the premise: rota
+// hands out every quiet item in the first cycle, River starts them behind the backlog.
+//
 // Building the 200,000-entry backlog through the Index API would take minutes, so it is
 // loaded with COPY straight into the adapter's tables (as the postgres module's own
 // benchmarks do) and then read back through the Index, so that a change of the schema fails
