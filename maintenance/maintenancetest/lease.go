@@ -13,23 +13,52 @@ import (
 // base is the suites' first instant: whole seconds, so every store round-trips it.
 var base = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// RunLease runs the Lease conformance suite: one subtest per rule of maintenance.Lease.
-// newLease must return a fresh lease, free and never granted, that refuses renewals once
-// now − AcquiredAt ≥ maxHold.
+// leaseRule is one rule of the Lease suite; fresh builds a new lease with the suite's
+// maxHold.
+type leaseRule struct {
+	name  string
+	check func(t tb, fresh func() maintenance.Lease)
+}
+
+// The Lease suite's fixed knobs.
+const (
+	leaseMaxHold = time.Hour
+	leaseTTL     = 10 * time.Minute
+)
+
+// RunLease runs the Lease conformance suite: one subtest per rule of maintenance.Lease
+// (LeaseRules lists them). newLease must return a fresh lease, free and never granted,
+// that refuses renewals once now − AcquiredAt ≥ maxHold.
 func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) maintenance.Lease) {
 	t.Helper()
-	const maxHold = time.Hour
-	const ttl = 10 * time.Minute
-	ctx := context.Background()
-	fresh := func(t *testing.T) maintenance.Lease {
-		t.Helper()
-		l := newLease(t, maxHold)
-		if l == nil {
-			t.Fatal("the factory returned a nil Lease")
-		}
-		return l
+	for _, r := range leaseRules() {
+		t.Run(r.name, func(t *testing.T) {
+			r.check(t, func() maintenance.Lease {
+				t.Helper()
+				l := newLease(t, leaseMaxHold)
+				if l == nil {
+					t.Fatalf("the factory returned a nil Lease")
+				}
+				return l
+			})
+		})
 	}
-	acquire := func(t *testing.T, l maintenance.Lease, holder string, now time.Time) maintenance.Grant {
+}
+
+// LeaseRules returns the names of the Lease suite's rules, in the order RunLease runs
+// them as subtests.
+func LeaseRules() []string {
+	var names []string
+	for _, r := range leaseRules() {
+		names = append(names, r.name)
+	}
+	return names
+}
+
+func leaseRules() []leaseRule {
+	const maxHold, ttl = leaseMaxHold, leaseTTL
+	ctx := context.Background()
+	acquire := func(t tb, l maintenance.Lease, holder string, now time.Time) maintenance.Grant {
 		t.Helper()
 		g, err := l.Acquire(ctx, holder, ttl, now)
 		if err != nil {
@@ -37,16 +66,17 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		}
 		return g
 	}
+	var rules []leaseRule
 
-	t.Run("a free lease has no current grant", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"a free lease has no current grant", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		if g, ok, err := l.Current(ctx, base); err != nil || ok {
 			t.Fatalf("rule: a fresh lease is free: Current = %+v, %v, %v", g, ok, err)
 		}
-	})
+	}})
 
-	t.Run("acquire grants holder a positive token until at most now+ttl", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"acquire grants holder a positive token until at most now+ttl", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		g := acquire(t, l, "a", base)
 		if g.Holder != "a" || g.Token == 0 || !g.AcquiredAt.Equal(base) ||
 			!g.ExpiresAt.After(base) || g.ExpiresAt.After(base.Add(ttl)) {
@@ -56,10 +86,10 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if err != nil || !ok || cur.Token != g.Token || cur.Holder != "a" {
 			t.Fatalf("rule: Current returns the live grant: got %+v, %v, %v; want %+v", cur, ok, err, g)
 		}
-	})
+	}})
 
-	t.Run("a live grant refuses every acquirer, its holder included", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"a live grant refuses every acquirer, its holder included", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		g := acquire(t, l, "a", base)
 		for _, h := range []string{"b", "a"} {
 			if _, err := l.Acquire(ctx, h, ttl, base.Add(time.Minute)); !errors.Is(err, maintenance.ErrLeaseHeld) {
@@ -70,10 +100,10 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if err != nil || !ok || cur.Token != g.Token {
 			t.Fatalf("rule: a refused Acquire changes nothing: Current = %+v, %v, %v; want token %d", cur, ok, err, g.Token)
 		}
-	})
+	}})
 
-	t.Run("exactly one of many concurrent acquirers wins", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"exactly one of many concurrent acquirers wins", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		const n = 16
 		var wg sync.WaitGroup
 		errs := make([]error, n)
@@ -96,16 +126,16 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 			}
 		}
 		if won < 0 {
-			t.Fatal("rule: exactly one acquirer wins: none did")
+			t.Fatalf("rule: exactly one acquirer wins: none did")
 		}
 		cur, ok, err := l.Current(ctx, base)
 		if err != nil || !ok || cur.Token != grants[won].Token || cur.Holder != grants[won].Holder {
 			t.Fatalf("rule: the winner holds the lease: Current = %+v, %v, %v; want %+v", cur, ok, err, grants[won])
 		}
-	})
+	}})
 
-	t.Run("tokens strictly increase across grants", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"tokens strictly increase across grants", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		now := base
 		var last uint64
 		for i := range 6 {
@@ -123,10 +153,10 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 			}
 			now = now.Add(time.Second)
 		}
-	})
+	}})
 
-	t.Run("a grant lapses at its expiry and another holder acquires", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"a grant lapses at its expiry and another holder acquires", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		g := acquire(t, l, "a", base)
 		if _, ok, err := l.Current(ctx, g.ExpiresAt); err != nil || ok {
 			t.Fatalf("rule: a grant is expired at ExpiresAt: Current(%v) = %v, %v", g.ExpiresAt, ok, err)
@@ -135,10 +165,10 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if g2.Token <= g.Token {
 			t.Fatalf("rule: tokens only grow: %d after %d", g2.Token, g.Token)
 		}
-	})
+	}})
 
-	t.Run("renew extends the grant and keeps its token and AcquiredAt", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"renew extends the grant and keeps its token and AcquiredAt", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		g := acquire(t, l, "a", base)
 		at := base.Add(ttl / 2)
 		r, err := l.Renew(ctx, g, ttl, at)
@@ -152,10 +182,10 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if _, ok, _ := l.Current(ctx, g.ExpiresAt); !ok {
 			t.Fatalf("rule: a renewed grant is live past its old expiry %v", g.ExpiresAt)
 		}
-	})
+	}})
 
-	t.Run("a holder past MaxHold cannot renew and a new holder gets the lease within one TTL", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"a holder past MaxHold cannot renew and a new holder gets the lease within one TTL", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		g := acquire(t, l, "a", base)
 		step := ttl / 2
 		lastRenew := base
@@ -180,10 +210,10 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if g2.Token <= g.Token {
 			t.Fatalf("rule: tokens only grow: %d after %d", g2.Token, g.Token)
 		}
-	})
+	}})
 
-	t.Run("a stale token cannot renew or release", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"a stale token cannot renew or release", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		old := acquire(t, l, "a", base)
 		cur := acquire(t, l, "b", old.ExpiresAt)
 		at := old.ExpiresAt.Add(time.Minute)
@@ -197,18 +227,18 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if err != nil || !ok || got.Token != cur.Token || got.Holder != "b" {
 			t.Fatalf("rule: a stale token changes nothing: Current = %+v, %v, %v; want %+v", got, ok, err, cur)
 		}
-	})
+	}})
 
-	t.Run("renewing an expired grant is ErrNotHolder", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"renewing an expired grant is ErrNotHolder", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		g := acquire(t, l, "a", base)
 		if _, err := l.Renew(ctx, g, ttl, g.ExpiresAt); !errors.Is(err, maintenance.ErrNotHolder) {
 			t.Fatalf("rule: Renew at or after ExpiresAt (before MaxHold) is ErrNotHolder: got %v", err)
 		}
-	})
+	}})
 
-	t.Run("release frees the lease and a second release is ErrNotHolder", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"release frees the lease and a second release is ErrNotHolder", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		g := acquire(t, l, "a", base)
 		if err := l.Release(ctx, g); err != nil {
 			t.Fatalf("rule: the holder releases its live grant: %v", err)
@@ -226,10 +256,10 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if g2.Token <= g.Token {
 			t.Fatalf("rule: tokens only grow: %d after %d", g2.Token, g.Token)
 		}
-	})
+	}})
 
-	t.Run("bad input wraps ErrInvalid and changes nothing", func(t *testing.T) {
-		l := fresh(t)
+	rules = append(rules, leaseRule{"bad input wraps ErrInvalid and changes nothing", func(t tb, fresh func() maintenance.Lease) {
+		l := fresh()
 		if _, err := l.Acquire(ctx, "", ttl, base); !errors.Is(err, maintenance.ErrInvalid) {
 			t.Errorf("rule: an empty holder is ErrInvalid: got %v", err)
 		}
@@ -248,5 +278,6 @@ func RunLease(t *testing.T, newLease func(t *testing.T, maxHold time.Duration) m
 		if got, ok, _ := l.Current(ctx, base); !ok || !got.ExpiresAt.Equal(g.ExpiresAt) {
 			t.Errorf("rule: a refused Renew changes nothing: Current = %+v, %v; want %+v", got, ok, g)
 		}
-	})
+	}})
+	return rules
 }
