@@ -19,9 +19,9 @@
 // maintenance.Lease and maintenance.StateStore for a fleet of maintenance daemons:
 //
 //	sched, err := maintenance.NewScheduler(tasks, maintenance.Config{
-//		Lease:   postgres.NewLease(pool, "heavy", maxHold), // same name and maxHold on every daemon
-//		Store:   postgres.NewStateStore(pool),
-//		MaxHold: maxHold,
+//		Lease:      postgres.NewLease(pool, "heavy", maxHold), // same name and maxHold on every daemon
+//		StateStore: postgres.NewStateStore(pool),
+//		MaxHold:    maxHold,
 //		...
 //	})
 //

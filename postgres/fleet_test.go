@@ -28,11 +28,11 @@ func TestMaintenanceFleet(t *testing.T) {
 	daemon := func(holder string) *maintenance.Scheduler {
 		pool := newPoolIn(t, schema, 2)
 		s, err := maintenance.NewScheduler(tasks, maintenance.Config{
-			Lease:    postgres.NewLease(pool, "heavy", 30*time.Minute),
-			Store:    postgres.NewStateStore(pool),
-			Holder:   holder,
-			LeaseTTL: 5 * time.Minute,
-			MaxHold:  30 * time.Minute,
+			Lease:      postgres.NewLease(pool, "heavy", 30*time.Minute),
+			StateStore: postgres.NewStateStore(pool),
+			Holder:     holder,
+			LeaseTTL:   5 * time.Minute,
+			MaxHold:    30 * time.Minute,
 		})
 		if err != nil {
 			t.Fatal(err)
