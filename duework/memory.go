@@ -83,9 +83,6 @@ const heldBit = 1 << 31
 
 func (n *node) held() bool { return n.prio&heldBit != 0 }
 
-func (n *node) due() (int64, int32)   { return n.dueSec, n.dueNsec }
-func (n *node) until() (int64, int32) { return n.untilSec, n.untilNsec }
-
 // set copies e's fields into n; the identity (user, workKey) stays.
 func (n *node) set(e Entry) {
 	n.tier = e.Tier

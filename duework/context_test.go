@@ -1,0 +1,63 @@
+package duework_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// TestMemoryCancelledContext: with a done context every Memory method returns the
+// context's error and changes nothing.
+func TestMemoryCancelledContext(t *testing.T) {
+	bg := context.Background()
+	x := duework.NewMemory()
+	tc, _ := tenancy.NewContext("amy")
+	e := duework.Entry{UserID: "amy", WorkKey: "a", DueAt: t0}
+	if err := x.Schedule(bg, tc, e); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := x.Claim(bg, []duework.Key{e.Key()}, t0, t0.Add(time.Minute))
+	if err != nil || len(claims) != 1 {
+		t.Fatal(claims, err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	later := e
+	later.DueAt = t0.Add(time.Hour)
+	calls := map[string]func() error{
+		"Schedule":   func() error { return x.Schedule(ctx, tc, later) },
+		"Unschedule": func() error { return x.Unschedule(ctx, tc, "a") },
+		"Get": func() error {
+			_, err := x.Get(ctx, tc, "a")
+			return err
+		},
+		"DueBefore": func() error {
+			_, err := x.DueBefore(ctx, t0.Add(2*time.Minute), 5)
+			return err
+		},
+		"DueHeads": func() error {
+			_, err := x.DueHeads(ctx, t0.Add(2*time.Minute), 5)
+			return err
+		},
+		"Claim": func() error {
+			_, err := x.Claim(ctx, []duework.Key{e.Key()}, t0.Add(2*time.Minute), t0.Add(3*time.Minute))
+			return err
+		},
+		"Complete": func() error { return x.Complete(ctx, tc, claims[0], later) },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context: %v, want context.Canceled", name, err)
+		}
+	}
+	if got, err := x.Get(bg, tc, "a"); err != nil || !got.DueAt.Equal(t0) {
+		t.Errorf("after the cancelled calls Get = %+v, %v; want the entry unchanged", got, err)
+	}
+	if err := x.Complete(bg, tc, claims[0], later); err != nil {
+		t.Errorf("the claim did not survive the cancelled calls: %v", err)
+	}
+}
