@@ -74,9 +74,10 @@ type Scheduler struct {
 	cfg    Config
 
 	mu        sync.Mutex
-	grant     Grant // the grant of the heavy task this scheduler dispatched
+	grant     Grant // the grant of the latest heavy task this scheduler dispatched
 	holding   bool
 	heavyTask string
+	grants    map[string]Grant     // every dispatched, not completed heavy task's grant
 	known     uint64               // highest fencing token seen
 	started   map[string]time.Time // dispatched, not completed
 	local     map[string]bool      // running in this process (Run)
@@ -97,6 +98,7 @@ func NewScheduler(tasks []Task, cfg Config) (*Scheduler, error) {
 		cfg:     c,
 		started: make(map[string]time.Time),
 		local:   make(map[string]bool),
+		grants:  make(map[string]Grant),
 	}
 	for i, t := range tasks {
 		t.DependsOn = slices.Clone(t.DependsOn)
@@ -147,7 +149,8 @@ type deferral struct{ reason, blocker string }
 // Pick, lets the winner yield to a better waiter of another scheduler or acquire the lease,
 // runs the second pass over the due off-lease tasks, and saves every dispatch and
 // deferral in one fenced write. The dispatched tasks are marked running: the caller runs
-// them and reports each with Complete (and calls Renew while the heavy one runs).
+// them and reports each with Complete (and calls Renew while the heavy one runs: a heavy
+// task whose grant lapses no longer counts as running and may be dispatched again).
 //
 // A task whose Due func fails is left out and its state untouched; Poll then returns the
 // result together with an error naming the task. When the state cannot be loaded or saved,
@@ -366,6 +369,7 @@ func (s *Scheduler) Poll(ctx context.Context, now time.Time) (PollResult, error)
 	}
 	if heavyWinner != nil {
 		s.grant, s.holding, s.heavyTask = grant, true, heavyWinner.Task.Name
+		s.grants[heavyWinner.Task.Name] = grant
 		cur, held = grant, true
 	}
 	for name := range dispatched {
@@ -441,9 +445,10 @@ func (s *Scheduler) yieldTo(w Candidate, states []TaskState, now time.Time) (str
 
 // Complete records the end of a run that Poll dispatched: LastRunAt becomes the time the
 // run started, the outcome is derived from runErr (nil: succeeded; context cancellation
-// or ErrHoldExceeded: cancelled; else failed), and the running flag is cleared. For the heavy task it writes
-// with its grant's token — so a holder whose grant was replaced is refused with
-// ErrStaleToken — and then releases the lease.
+// or ErrHoldExceeded: cancelled; else failed), and the running flag is cleared. For a
+// heavy task it writes with the token of the grant the run was dispatched under — so a
+// holder whose grant was replaced is refused with ErrStaleToken, even if this scheduler
+// holds a newer grant — and then releases that grant.
 func (s *Scheduler) Complete(ctx context.Context, name string, runErr error, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -483,10 +488,13 @@ func (s *Scheduler) Complete(ctx context.Context, name string, runErr error, now
 	}
 	st.Running, st.RunningSince, st.RunningBy, st.RunningToken = false, time.Time{}, "", 0
 
-	heavy := s.holding && s.heavyTask == name
+	grant, heavy := s.grants[name]
+	if heavy && s.holding && s.heavyTask == name {
+		grant = s.grant // the renewed grant, same token
+	}
 	token := s.known
 	if heavy {
-		token = s.grant.Token
+		token = grant.Token
 	}
 	var errs []error
 	if err := s.cfg.StateStore.Save(ctx, token, st); err != nil {
@@ -495,10 +503,13 @@ func (s *Scheduler) Complete(ctx context.Context, name string, runErr error, now
 		delete(s.started, name)
 	}
 	if heavy {
-		if err := s.cfg.Lease.Release(ctx, s.grant); err != nil && !errors.Is(err, ErrNotHolder) {
+		if err := s.cfg.Lease.Release(ctx, grant); err != nil && !errors.Is(err, ErrNotHolder) {
 			errs = append(errs, fmt.Errorf("maintenance: complete %q: release lease: %w", name, err))
 		}
-		s.holding, s.heavyTask = false, ""
+		delete(s.grants, name)
+		if s.heavyTask == name {
+			s.holding, s.heavyTask = false, ""
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -524,3 +524,77 @@ func FuzzValidateTasks(f *testing.F) {
 		}
 	})
 }
+
+// TestStaleRunFencedInOneProcess: a host driving Poll without renewing lets its grant
+// lapse and dispatches a second heavy run; the first run's late outcome is fenced out by
+// the token it ran under, not admitted under the scheduler's newer grant.
+func TestStaleRunFencedInOneProcess(t *testing.T) {
+	store := maintenance.NewMemoryStateStore()
+	once := heavy("summary", 10*time.Minute)
+	once.Due = func(_ context.Context, _ time.Time, st maintenance.TaskState) (bool, error) {
+		return !st.Running && st.LastRunAt.IsZero(), nil // not again while the host still runs it
+	}
+	s := newSched(t, []maintenance.Task{once, heavy("dream", time.Hour)},
+		maintenance.Config{StateStore: store, LeaseTTL: 5 * time.Minute})
+	if res := poll(t, s, t0); winnerName(res) != "summary" {
+		t.Fatalf("summary first: %q", winnerName(res))
+	}
+	if res := poll(t, s, t0.Add(5*time.Minute)); winnerName(res) != "dream" {
+		t.Fatalf("summary's grant lapsed, dream acquires: %q", winnerName(res))
+	}
+	if err := s.Complete(bg, "summary", nil, t0.Add(6*time.Minute)); !errors.Is(err, maintenance.ErrStaleToken) {
+		t.Fatalf("rule: a run whose grant was replaced cannot write state: %v", err)
+	}
+	if err := s.Complete(bg, "dream", nil, t0.Add(7*time.Minute)); err != nil {
+		t.Fatalf("the live run records its outcome: %v", err)
+	}
+}
+
+type failingStore struct {
+	*maintenance.MemoryStateStore
+	failLoad, failSave bool
+}
+
+var errDisk = errors.New("disk unavailable")
+
+func (f *failingStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
+	if f.failLoad {
+		return maintenance.Snapshot{}, errDisk
+	}
+	return f.MemoryStateStore.Load(ctx)
+}
+
+func (f *failingStore) Save(ctx context.Context, token uint64, states ...maintenance.TaskState) error {
+	if f.failSave {
+		return errDisk
+	}
+	return f.MemoryStateStore.Save(ctx, token, states...)
+}
+
+// TestPollStoreFailures: an unreadable store reads Unknown and dispatches nothing; an
+// unwritable one dispatches nothing and releases the grant it took, so nothing is lost:
+// the next poll decides again.
+func TestPollStoreFailures(t *testing.T) {
+	fs := &failingStore{MemoryStateStore: maintenance.NewMemoryStateStore(), failLoad: true}
+	lease := maintenance.NewMemoryLease(time.Hour)
+	s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{StateStore: fs, Lease: lease, MaxHold: time.Hour})
+	res, err := s.Poll(bg, t0)
+	if !errors.Is(err, errDisk) || res.Winner != nil || res.Gauge.Posture != maintenance.Unknown {
+		t.Fatalf("rule: an unreadable store is an error, no dispatch, posture Unknown: %v %+v", err, res)
+	}
+	if _, gerr := s.Gauge(bg, t0); !errors.Is(gerr, errDisk) {
+		t.Fatalf("Gauge reports the load error: %v", gerr)
+	}
+	fs.failLoad, fs.failSave = false, true
+	res, err = s.Poll(bg, t0)
+	if !errors.Is(err, errDisk) || res.Winner != nil {
+		t.Fatalf("rule: an unwritable store dispatches nothing: %v %+v", err, res)
+	}
+	if _, held, _ := lease.Current(bg, t0); held {
+		t.Fatal("rule: the grant taken for an unrecorded dispatch is released")
+	}
+	fs.failSave = false
+	if res := poll(t, s, t0.Add(time.Minute)); winnerName(res) != "dream" {
+		t.Fatalf("nothing is lost: the next poll dispatches dream: %q", winnerName(res))
+	}
+}
