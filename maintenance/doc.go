@@ -34,6 +34,22 @@
 // dispatched, call Renew while the heavy task runs and Complete when each task ends.
 // Pick is pure and usable alone.
 //
+// # Running it
+//
+// Run polls every PollInterval and as soon as a task ends, runs each dispatched task in
+// its own goroutine, renews the lease every LeaseTTL/3 while a heavy task runs, cancels
+// the task's context at MaxHold or when the lease is lost, records every outcome and,
+// when its context ends, stops polling and waits for the running tasks. Tests drive it
+// with testing/synctest; hosts with a simulated clock call the steps themselves (see
+// examples/maintenance).
+//
+// # Performance
+//
+// Pick is O(candidates × (running + dependencies)) and allocates only its explanation.
+// A poll makes one StateStore Load, one Lease Current, at most one Acquire and one fenced
+// Save, whatever the number of tasks; the registry is small (tens of tasks), so the
+// costs that matter are those round trips, not the ranking.
+//
 // # Bounds
 //
 // With promotion, the enforced MaxHold and fleet yielding, no due heavy task waits longer
@@ -67,6 +83,9 @@
 //   - Fleet yielding looks only at waiters of tasks this scheduler does not know (its own
 //     waiters are ranked by Pick), and ignores waiter records not refreshed within
 //     YieldAfter, presumed abandoned by a scheduler that stopped.
+//   - Tasks started in one poll count as running for each other's DependsOn in both
+//     directions: a task does not start beside a task that depends on it.
+//   - A gate is closed while its producer is due or running ("behind").
 //   - Winner is the heavy winner, or the first off-lease task when no heavy one started;
 //     Winner and AlsoDispatched together hold at most AlsoDispatchLimit off-lease tasks.
 //   - An empty registry is valid and its gauge reads Disabled; Unknown is the posture
