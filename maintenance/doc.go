@@ -45,10 +45,12 @@
 //
 // # Performance
 //
-// Pick is O(candidates × (running + dependencies)) and allocates only its explanation.
-// A poll makes one StateStore Load, one Lease Current, at most one Acquire and one fenced
-// Save, whatever the number of tasks; the registry is small (tens of tasks), so the
-// costs that matter are those round trips, not the ranking.
+// Pick is O(candidates × (running + dependencies)) and allocates in proportion to its
+// input (the explanation included). A poll makes one StateStore Load, one Lease Current,
+// at most one Acquire and one fenced Save, whatever the number of tasks (plus a Release
+// or a second Current on the failure paths); the registry is small (tens of tasks), so
+// the costs that matter are those round trips, not the ranking. BenchmarkPick and
+// BenchmarkPoll measure both.
 //
 // # Bounds
 //
