@@ -141,9 +141,12 @@ var (
 		kids: func(n *node) *[2]*node { return &n.keyKid },
 		prio: func(n *node) uint32 { return n.prio &^ heldBit },
 	}
+	// userTree orders users by (DueAt of their first free entry, UserID) — not by the
+	// first entry's WorkKey — so that DueBefore's merge, which walks it in that order, meets
+	// users in its own (DueAt, UserID, WorkKey) order.
 	userTree = treap[user]{
 		cmp: func(a, b *user) int {
-			return cmp.Or(freeTree.cmp(a.first, b.first), strings.Compare(a.id, b.id))
+			return cmp.Or(cmpTime(a.first.dueSec, a.first.dueNsec, b.first.dueSec, b.first.dueNsec), strings.Compare(a.id, b.id))
 		},
 		kids: func(u *user) *[2]*user { return &u.kid },
 		prio: func(u *user) uint32 { return u.prio },

@@ -127,6 +127,14 @@ func dueBeforeOrder(s *suite) {
 	s.wantDue(at(1),
 		key("bob", "b"), key("carol", "a"), key("dave", "z"), key("dave", "micro"),
 		key("alice", "x"), key("alice", "y"), key("bob", "x"), key("alice", "late"))
+
+	// Ties on DueAt break by UserID before WorkKey, however the users' first work keys
+	// sort: gus's "b" comes before hal's and ida's "a".
+	s.schedule(entry("hal", "a", 2), entry("ida", "a", 2), entry("gus", "b", 2))
+	s.wantDue(at(2),
+		key("bob", "b"), key("carol", "a"), key("dave", "z"), key("dave", "micro"),
+		key("alice", "x"), key("alice", "y"), key("bob", "x"), key("alice", "late"),
+		key("gus", "b"), key("hal", "a"), key("ida", "a"))
 }
 
 func dueBeforeLimit(s *suite) {
