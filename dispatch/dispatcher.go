@@ -23,6 +23,7 @@ type Dispatcher struct {
 	laneFor  LaneFor
 	claimFor time.Duration
 	perUser  int // the largest PerUserLimit: no user can get more in one cycle
+	obs      Observer
 }
 
 // New returns a Dispatcher over idx, or an error wrapping ErrInvalidConfig that names every
@@ -42,6 +43,7 @@ func New(idx duework.Index, cfg Config) (*Dispatcher, error) {
 		global:   cfg.GlobalBatchLimit,
 		laneFor:  cfg.LaneFor,
 		claimFor: cfg.ClaimFor,
+		obs:      cfg.Observer,
 	}
 	for i, lc := range d.lanes {
 		d.laneIdx[lc.Lane] = i
@@ -78,13 +80,26 @@ func New(idx duework.Index, cfg Config) (*Dispatcher, error) {
 //
 // Cost: DueHeads, one LaneFor per user with due work, Select and one Claim — it grows with
 // the number of users with due work and the batch, never with any user's backlog (rule 8).
+//
+// With a Config.Observer, Dispatch is [Dispatcher.Cycle] and the observer is told about the
+// cycle before Dispatch returns; without one, nothing is built for it.
 func (d *Dispatcher) Dispatch(ctx context.Context, now time.Time) (Batch, error) {
+	if d.obs != nil {
+		info, err := d.Cycle(ctx, now)
+		return info.Batch, err
+	}
+	b, _, err := d.dispatch(ctx, now, false)
+	return b, err
+}
+
+// dispatch is one cycle; with withShed it also returns the lane of every shed user.
+func (d *Dispatcher) dispatch(ctx context.Context, now time.Time, withShed bool) (Batch, []ShedUser, error) {
 	heads, err := d.idx.DueHeads(ctx, now, d.perUser)
 	if err != nil {
-		return Batch{}, fmt.Errorf("dispatch: Index.DueHeads: %w", err)
+		return Batch{}, nil, fmt.Errorf("dispatch: Index.DueHeads: %w", err)
 	}
 	if user, dup := duplicateUser(heads); dup {
-		return Batch{}, fmt.Errorf("dispatch: Index.DueHeads returned two heads for user %q", user)
+		return Batch{}, nil, fmt.Errorf("dispatch: Index.DueHeads returned two heads for user %q", user)
 	}
 
 	batch := Batch{Lanes: make([]LaneReport, len(d.lanes))}
@@ -112,18 +127,26 @@ func (d *Dispatcher) Dispatch(ctx context.Context, now time.Time) (Batch, error)
 	}
 	slices.SortFunc(batch.Unrouted, func(a, b Unrouted) int { return strings.Compare(a.UserID, b.UserID) })
 	if err := ctx.Err(); err != nil {
-		return Batch{}, fmt.Errorf("dispatch: %w", err)
+		return Batch{}, nil, fmt.Errorf("dispatch: %w", err)
 	}
 
 	sel := Select(SelectInput{Heads: heads, LaneOf: laneOf, Lanes: d.lanes, GlobalBatchLimit: d.global})
 	batch.ShedUserIDs = sel.ShedUserIDs
-	for _, u := range sel.ShedUserIDs {
-		if lane, ok := laneOf[u]; ok {
+	var shed []ShedUser
+	if withShed && len(sel.ShedUserIDs) > 0 {
+		shed = make([]ShedUser, len(sel.ShedUserIDs))
+	}
+	for i, u := range sel.ShedUserIDs {
+		lane, ok := laneOf[u]
+		if ok {
 			batch.Lanes[d.laneIdx[lane]].Shed++
+		}
+		if shed != nil {
+			shed[i] = ShedUser{UserID: u, Lane: lane}
 		}
 	}
 	if len(sel.Items) == 0 {
-		return batch, nil
+		return batch, shed, nil
 	}
 
 	keys := make([]duework.Key, len(sel.Items))
@@ -132,7 +155,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, now time.Time) (Batch, error)
 	}
 	claims, err := d.idx.Claim(ctx, keys, now, now.Add(d.claimFor))
 	if err != nil {
-		return Batch{}, fmt.Errorf("dispatch: Index.Claim: %w", err)
+		return Batch{}, nil, fmt.Errorf("dispatch: Index.Claim: %w", err)
 	}
 	claimed := make(map[duework.Key]duework.Claim, len(claims))
 	for _, c := range claims {
@@ -149,5 +172,5 @@ func (d *Dispatcher) Dispatch(ctx context.Context, now time.Time) (Batch, error)
 		batch.Items = append(batch.Items, Item{Claim: c, Lane: it.Lane})
 		batch.Lanes[li].Dispatched++
 	}
-	return batch, nil
+	return batch, shed, nil
 }

@@ -67,6 +67,25 @@
 //   - An Index that returns two heads for one user breaks its contract: Dispatch returns an
 //     error, and Select panics.
 //
+// # Observing
+//
+// Set [Config.Observer] and the Dispatcher reports every cycle to it before Dispatch
+// returns, failed cycles included: a [CycleInfo] with the Batch (per lane: users with due
+// work, dispatched, shed, lost claims; the unrouted users with their reasons), the lane of
+// every shed user ([ShedUser]; empty for an unrouted one), and the error. A nil Observer
+// reports nothing and allocates nothing for it: TestDispatchWithoutObserverAllocatesAsBefore
+// pins Dispatch's allocations to what they were before observers existed. The Dispatcher
+// has no clock, so a cycle's duration is measured by whoever drives it (bridge.Runner, on
+// its Clock). [Dispatcher.Cycle] is Dispatch that also returns the CycleInfo.
+//
+// [ShedTracker] is the noisy-neighbour alarm's pure core: fed each cycle's ShedUserIDs, it
+// counts each user's consecutive shed cycles, names a user in the cycle its streak reaches
+// the threshold (once per streak), forgets a user as soon as it is not shed, and so holds
+// only the users shed in the last cycle. A user with a backlog deeper than its cap is shed
+// every cycle too — it is the one that crowds the lane — so an alarm should name, beside
+// the users who wait, the ones that got the most items (bridge.Runner does). The rota/otel
+// module turns CycleInfo into OpenTelemetry metrics.
+//
 // # Performance
 //
 // A cycle costs O(H log H + H·P) plus the index's DueHeads and Claim, where H is the number

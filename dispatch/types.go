@@ -25,7 +25,7 @@ type LaneCapacity struct {
 // LaneFor resolves a user's lane, typically from the user's plan (see bridge.PlanLanes).
 type LaneFor func(ctx context.Context, userID string) (Lane, error)
 
-// Config configures a Dispatcher. Every field is required.
+// Config configures a Dispatcher. Every field is required but Observer.
 type Config struct {
 	// Lanes lists the lanes, highest priority first.
 	Lanes []LaneCapacity
@@ -36,6 +36,9 @@ type Config struct {
 	// ClaimFor is how long a dispatched item stays claimed: the worker's deadline, after
 	// which the entry is due again and may be dispatched elsewhere.
 	ClaimFor time.Duration
+	// Observer, when not nil, is told about every cycle (see Observer). Nil reports
+	// nothing and costs nothing.
+	Observer Observer
 }
 
 // Batch is what one dispatch cycle hands out and what it could not.
