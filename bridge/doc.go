@@ -56,6 +56,30 @@
 // can drive it on a simulated clock. When Run's context ends, it stops dispatching, hands
 // back the claims of items that have not started, and waits for the items in flight.
 //
+// # Observing
+//
+// Every cycle logs one Info line, "rota: cycle", with its counts — dispatched, hits,
+// misses, removed, errors, lost_claims (claims gone when an item completed), released,
+// shed, unrouted, dispatch_lost_claims (entries another dispatcher claimed first),
+// shed_alarms — and its dispatch_duration and duration, both measured on the Runner's
+// [Clock] (the Dispatcher has none). Set [RunnerConfig.Observer] to get the same
+// [CycleReport] that Cycle returns, once per cycle, after its last item: that is how the
+// rota/otel module exports metrics. The Dispatcher's own dispatch.Observer, if its Config
+// has one, hears the dispatch half of the cycle.
+//
+// The noisy-neighbour alarm: the Runner counts, per user, the consecutive cycles in which
+// the user was shed (a dispatch.ShedTracker, holding only the users shed in the last cycle).
+// In the cycle a user's streak reaches [RunnerConfig.ShedAlarmAfter] ([DefaultShedAlarmAfter]
+// when zero; negative turns it off), the report's [CycleReport.ShedAlarms] holds one
+// [ShedAlarm] per lane with such users, and a Warn line "rota: noisy neighbour" is logged
+// with the lane, shed_cycles, waiting (the users who crossed, with the items each got this
+// cycle) and crowding (the lane's [MaxCrowding] users with the most items this cycle). A
+// user is named once per streak; its streak ends in the first cycle it is not shed (fully
+// served, or nothing left due). A user with a backlog deeper than its lane's PerUserLimit
+// is shed in every cycle too, so it can be named as waiting with items > 0: read it with
+// the crowding list. An unrouted user's alarm has an empty lane and no crowding. A failed
+// dispatch neither extends nor ends any streak.
+//
 // # Choices this package makes
 //
 //   - New entries come due at now + cadence.Jitter(user and slug, now, base,

@@ -55,14 +55,21 @@ type RunnerConfig struct {
 	Workers int
 	// Clock is the Runner's clock; nil means the real clock.
 	Clock Clock
-	// Logger receives one Info line per cycle and a Warn or Error line per failure; nil
-	// means slog.Default() at the time NewRunner is called.
+	// Logger receives one Info line per cycle, a Warn or Error line per failure and a
+	// Warn line per noisy-neighbour alarm; nil means slog.Default() at the time NewRunner
+	// is called.
 	Logger *slog.Logger
+	// Observer, when not nil, is told about every cycle (see Observer).
+	Observer Observer
+	// ShedAlarmAfter is the noisy-neighbour alarm's threshold: a user shed for this many
+	// consecutive cycles is named in CycleReport.ShedAlarms and a Warn line, once per
+	// streak. Zero means DefaultShedAlarmAfter; a negative value turns the alarm off.
+	ShedAlarmAfter int
 }
 
 // batcher is what the Runner needs of a *dispatch.Dispatcher.
 type batcher interface {
-	Dispatch(ctx context.Context, now time.Time) (dispatch.Batch, error)
+	Cycle(ctx context.Context, now time.Time) (dispatch.CycleInfo, error)
 }
 
 // Runner drives the cycle: every interval one dispatch, then each dispatched item through
@@ -77,6 +84,10 @@ type Runner struct {
 	clock    Clock
 	log      *slog.Logger
 	sem      chan struct{} // one slot per worker
+	obs      Observer
+
+	shedMu sync.Mutex
+	shed   dispatch.ShedTracker // Threshold 0: the alarm is off
 }
 
 // NewRunner returns a Runner that dispatches with d and runs items through b. It refuses a
@@ -112,7 +123,13 @@ func newRunner(b *Bridge, d batcher, cfg RunnerConfig) (*Runner, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r := &Runner{b: b, d: d, interval: cfg.Interval, clock: cfg.Clock, log: cfg.Logger}
+	r := &Runner{b: b, d: d, interval: cfg.Interval, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer}
+	switch {
+	case cfg.ShedAlarmAfter == 0:
+		r.shed.Threshold = DefaultShedAlarmAfter
+	case cfg.ShedAlarmAfter > 0:
+		r.shed.Threshold = cfg.ShedAlarmAfter
+	}
 	if r.interval == 0 {
 		r.interval = DefaultInterval
 	}
@@ -158,6 +175,12 @@ type CycleReport struct {
 	Items []ItemReport
 	// DispatchErr is the dispatch's error, if it failed.
 	DispatchErr error
+	// ShedAlarms are this cycle's noisy-neighbour alarms, one per lane with a user whose
+	// shed streak reached RunnerConfig.ShedAlarmAfter in this cycle (see ShedAlarm).
+	ShedAlarms []ShedAlarm
+	// DispatchDuration is how long the dispatch took and Duration how long the whole
+	// cycle took, dispatch to the last item's end, both on the Runner's Clock.
+	DispatchDuration, Duration time.Duration
 }
 
 // ItemReport is how one dispatched item ended.
@@ -189,8 +212,9 @@ func (r CycleReport) Err() error {
 
 // cycle is one cycle in progress.
 type cycle struct {
-	report CycleReport
-	wg     sync.WaitGroup // the cycle's started items
+	report  CycleReport
+	wg      sync.WaitGroup // the cycle's started items
+	started time.Time      // on the Runner's Clock
 }
 
 // Cycle runs exactly one cycle at now: one dispatch, then every dispatched item on the
@@ -242,10 +266,14 @@ func (r *Runner) Run(ctx context.Context) error {
 // start dispatches and starts every item on a worker, waiting for free workers; items
 // still waiting when ctx ends are released. Items run under itemBase.
 func (r *Runner) start(ctx, itemBase context.Context, now time.Time) *cycle {
-	c := &cycle{report: CycleReport{Now: now}}
-	batch, err := r.d.Dispatch(ctx, now)
+	c := &cycle{report: CycleReport{Now: now}, started: r.clock.Now()}
+	info, err := r.d.Cycle(ctx, now)
+	c.report.DispatchDuration = r.clock.Now().Sub(c.started)
+	batch := info.Batch
 	if err != nil {
 		c.report.DispatchErr = fmt.Errorf("bridge: dispatch at %v: %w", now, err)
+	} else {
+		c.report.ShedAlarms = r.recordShed(info)
 	}
 	// A failed dispatch may still have claimed items; run whatever it handed out.
 	c.report.Dispatched = len(batch.Items)
@@ -310,6 +338,7 @@ func (r *Runner) release(ctx context.Context, it dispatch.Item) ItemReport {
 func (r *Runner) finish(c *cycle) CycleReport {
 	c.wg.Wait()
 	rep := c.report
+	rep.Duration = r.clock.Now().Sub(c.started)
 	for _, it := range rep.Items {
 		switch it.Status {
 		case StatusHit:
@@ -327,6 +356,9 @@ func (r *Runner) finish(c *cycle) CycleReport {
 		}
 	}
 	r.logReport(rep)
+	if r.obs != nil {
+		r.obs.ObserveCycle(rep)
+	}
 	return rep
 }
 
@@ -350,6 +382,7 @@ func (r *Runner) logReport(rep CycleReport) {
 			slog.String("status", it.Status.String()),
 			slog.Any("error", it.Err))
 	}
+	r.logShedAlarms(rep)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "rota: cycle",
 		slog.Time("now", rep.Now),
 		slog.Int("dispatched", rep.Dispatched),
@@ -360,5 +393,9 @@ func (r *Runner) logReport(rep CycleReport) {
 		slog.Int("lost_claims", rep.LostClaims),
 		slog.Int("released", rep.Released),
 		slog.Int("shed", len(rep.Shed)),
-		slog.Int("unrouted", len(rep.Unrouted)))
+		slog.Int("unrouted", len(rep.Unrouted)),
+		slog.Int("dispatch_lost_claims", dispatchLostClaims(rep.Lanes)),
+		slog.Int("shed_alarms", len(rep.ShedAlarms)),
+		slog.Duration("dispatch_duration", rep.DispatchDuration),
+		slog.Duration("duration", rep.Duration))
 }
