@@ -37,6 +37,10 @@
 //     the FIFO — and no wall-clock wait is measured. The step is more than the queue's 10 s
 //     heartbeat, which guarantees the waiting loop wakes after it.
 //
+// BenchmarkDrainPaired runs one round of each harness back to back in every op and reports
+// rota-ns/key, workqueue-ns/key and their ratio: on a shared machine whose load swings, the
+// ratio measured op by op is the figure to trust.
+//
 // TestHarnessesDrainTheSameKeys checks that both harnesses take exactly every key once per
 // round. What differs is what each one does with them: the workqueue hands keys out in due
 // order with no notion of tenant; rota hands them out in fair order (every tenant once per
@@ -88,8 +92,8 @@
 // # Smoke runs
 //
 // CI runs every benchmark once (-benchtime=1x). At that setting the two largest fixtures
-// are bounded so that the whole module finishes in well under a minute: BenchmarkDrain
-// stops at n = 100,000 (n = 1,000,000 costs tens of seconds per op and its fixture several
+// are bounded so that the whole module finishes in well under a minute: BenchmarkDrain and
+// BenchmarkDrainPaired stop at n = 100,000 (n = 1,000,000 costs tens of seconds per op and its fixture several
 // more), and BenchmarkQuietWait uses a backlog of 20,000; the sub-benchmark names carry
 // the sizes, so a smoke figure is never mistaken for a full one. The code run is the same.
 //

@@ -225,6 +225,46 @@ func BenchmarkDrain(b *testing.B) {
 	}
 }
 
+// BenchmarkDrainPaired runs one round of each harness back to back in every op, on the same
+// work, and reports each one's ns/key and their ratio. The machine's load changes slowly
+// next to one op, so the ratio holds even when the absolute figures of BenchmarkDrain swing
+// with what else runs. Same sizes and smoke bound as BenchmarkDrain.
+func BenchmarkDrainPaired(b *testing.B) {
+	sizes := []int{10_000, 100_000, 1_000_000}
+	if smoke() {
+		sizes = sizes[:2]
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			w := newDrainWork(n, drainUsers, 1)
+			rh, err := newRotaHarness(w)
+			if err != nil {
+				b.Fatal(err)
+			}
+			wh := newWQHarness(w)
+			defer wh.close()
+			var rota, wq time.Duration
+			for b.Loop() {
+				for _, h := range []struct {
+					d   drainer
+					sum *time.Duration
+				}{{rh, &rota}, {wh, &wq}} {
+					start := time.Now()
+					got, err := h.d.round(nil)
+					*h.sum += time.Since(start)
+					if err != nil || got != n {
+						b.Fatalf("round: took %d of %d keys, %v", got, n, err)
+					}
+				}
+			}
+			keys := float64(b.N) * float64(n)
+			b.ReportMetric(float64(rota.Nanoseconds())/keys, "rota-ns/key")
+			b.ReportMetric(float64(wq.Nanoseconds())/keys, "workqueue-ns/key")
+			b.ReportMetric(rota.Seconds()/wq.Seconds(), "rota/workqueue")
+		})
+	}
+}
+
 // Both harnesses take exactly every key once per round — the same set — so BenchmarkDrain
 // compares the same work.
 func TestHarnessesDrainTheSameKeys(t *testing.T) {
