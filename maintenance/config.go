@@ -52,8 +52,11 @@ type Config struct {
 	// PollInterval is how often Run polls (DefaultPollInterval); Run also polls as soon
 	// as a task finishes.
 	PollInterval time.Duration
-	// Logger receives Run's errors; nil discards them.
+	// Logger receives Run's errors, one Info line per poll and a Warn line when the
+	// gauge turns Degraded (see PollReport); nil discards them.
 	Logger *slog.Logger
+	// Observer, when not nil, is told about every poll (see Observer).
+	Observer Observer
 }
 
 // withDefaults validates c and fills in its zero fields, reporting every bad field.

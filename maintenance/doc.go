@@ -43,6 +43,23 @@
 // with testing/synctest; hosts with a simulated clock call the steps themselves (see
 // examples/maintenance).
 //
+// # Observing
+//
+// Every Poll — Run's included, failed ones too — logs one Info line "maintenance: poll"
+// to Config.Logger (winner, heavy, second_pass, deferred, posture, holder, held_for,
+// waiters, longest_wait, chain_depth, error) and, when Config.Observer is set, hands it a
+// PollReport: the PollResult (winner, the second pass, every deferral with its reason
+// code and blocker, the Gauge) with the poll's error. When the gauge turns Degraded — a
+// waiter has waited longer than DegradeAfter: the chain is not draining to idle — the
+// report says so once (PollReport.TurnedDegraded) and a Warn line names the longest
+// waiter, its wait, reason and blocker, and the lease holder; when it reads Healthy or
+// Disabled again, an Info line "maintenance: recovered" (PollReport.Recovered). Because
+// the gauge is computed from durable state, a stall that began before a restart is
+// reported at the new scheduler's first poll. An Unknown gauge (the state could not be
+// read) neither starts nor ends a stall. The scheduler has no clock of its own, so reports
+// carry no durations; the Gauge's waits and HeldFor are computed from now. The rota/otel
+// module exports the reports as metrics.
+//
 // # Performance
 //
 // Pick is O(candidates × (running + dependencies)) and allocates in proportion to its

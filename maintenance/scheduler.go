@@ -82,6 +82,9 @@ type Scheduler struct {
 	started   map[string]time.Time // dispatched, not completed
 	local     map[string]bool      // running in this process (Run)
 	runActive bool
+
+	obsMu sync.Mutex
+	seen  postureSeen // the latest known posture a poll reported (see observe.go)
 }
 
 // NewScheduler validates the registry (see ValidateTasks) and cfg, reporting every
@@ -156,7 +159,18 @@ type deferral struct{ reason, blocker string }
 // result together with an error naming the task. When the state cannot be loaded or saved,
 // Poll dispatches nothing, writes nothing (an acquired grant is released) and returns an
 // error with a Gauge whose posture is Unknown (load) or the previous one (save).
+//
+// Every poll, failed ones included, logs one Info line to Config.Logger, a Warn line when
+// the gauge turns Degraded, and is reported to Config.Observer, if any, after the
+// scheduler's lock is released (see PollReport).
 func (s *Scheduler) Poll(ctx context.Context, now time.Time) (PollResult, error) {
+	res, err := s.poll(ctx, now)
+	s.report(now, res, err)
+	return res, err
+}
+
+// poll is Poll without the report.
+func (s *Scheduler) poll(ctx context.Context, now time.Time) (PollResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap, err := s.cfg.StateStore.Load(ctx)

@@ -1,0 +1,133 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Observer is told about every poll of a Scheduler whose Config.Observer it is: a metrics
+// exporter (the rota/otel module has one), a test's recorder, a pager.
+//
+// ObservePoll is called once per Poll — Run's polls included, failed polls too — after
+// the poll released the scheduler's lock, from the goroutine that polled; polls from
+// several goroutines report from each, so an Observer must be safe for concurrent use. It
+// must not modify the report's slices and must copy what it keeps. It should return
+// quickly: Run polls from its loop.
+type Observer interface {
+	ObservePoll(PollReport)
+}
+
+// ObserverFunc adapts a function to an Observer.
+type ObserverFunc func(PollReport)
+
+// ObservePoll calls f(rep).
+func (f ObserverFunc) ObservePoll(rep PollReport) { f(rep) }
+
+// PollReport is what one poll reports: the PollResult — winner, second pass, deferrals
+// with their reason codes (the Reason constants), the Gauge — with the poll's error, and
+// whether the gauge turned Degraded at it.
+type PollReport struct {
+	// Now is the poll's now.
+	Now time.Time
+	// Result is what Poll returned.
+	Result PollResult
+	// Err is Poll's error.
+	Err error
+	// TurnedDegraded is true when the gauge reads Degraded and the last gauge of a known
+	// posture this scheduler reported did not (or there was none: a stall found in the
+	// durable state at start-up is reported too). A gauge whose posture is Unknown — the
+	// state could not be read — neither starts nor ends a stall.
+	TurnedDegraded bool
+	// Recovered is true when the gauge reads Healthy or Disabled and the last gauge of a
+	// known posture this scheduler reported read Degraded.
+	Recovered bool
+}
+
+// HeavyWinner returns the name of the heavy task that won the lease at this poll, "" if
+// none did.
+func (r PollReport) HeavyWinner() string {
+	if w := r.Result.Winner; w != nil && w.Task.Class == Heavy {
+		return w.Task.Name
+	}
+	return ""
+}
+
+// SecondPass returns the off-lease tasks the poll's second pass dispatched: Winner when
+// it is off-lease, then AlsoDispatched.
+func (r PollReport) SecondPass() []Candidate {
+	if w := r.Result.Winner; w != nil && w.Task.Class == OffLease {
+		return append([]Candidate{*w}, r.Result.AlsoDispatched...)
+	}
+	return r.Result.AlsoDispatched
+}
+
+// postureSeen is the latest known posture a poll reported, and its instant.
+type postureSeen struct {
+	posture Posture
+	at      time.Time
+	known   bool
+}
+
+// transition records g and returns whether it turned Degraded or recovered. A gauge older
+// than the latest recorded one (concurrent polls) changes nothing.
+func (p *postureSeen) transition(g Gauge) (degraded, recovered bool) {
+	if g.Posture == Unknown || (p.known && g.At.Before(p.at)) {
+		return false, false
+	}
+	was := p.known && p.posture == Degraded
+	*p = postureSeen{posture: g.Posture, at: g.At, known: true}
+	return g.Posture == Degraded && !was, g.Posture != Degraded && was
+}
+
+// report logs a poll and tells the Observer.
+func (s *Scheduler) report(now time.Time, res PollResult, err error) {
+	s.obsMu.Lock()
+	degraded, recovered := s.seen.transition(res.Gauge)
+	s.obsMu.Unlock()
+	rep := PollReport{Now: now, Result: res, Err: err, TurnedDegraded: degraded, Recovered: recovered}
+	s.log(rep)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.ObservePoll(rep)
+	}
+}
+
+// log writes the poll's Info line and, on a transition, its Warn or Info line.
+func (s *Scheduler) log(rep PollReport) {
+	ctx := context.Background()
+	log := s.cfg.Logger
+	g := rep.Result.Gauge
+	if rep.TurnedDegraded {
+		attrs := []slog.Attr{slog.Duration("degrade_after", s.cfg.DegradeAfter), slog.Int("waiters", len(g.Waiters)), slog.Int("chain_depth", g.ChainDepth)}
+		if len(g.Waiters) > 0 {
+			w := g.Waiters[0]
+			attrs = append(attrs, slog.String("task", w.Task), slog.Duration("wait", w.Wait),
+				slog.String("reason", w.Reason), slog.String("blocker", w.Blocker))
+		}
+		attrs = append(attrs, slog.String("holder", g.Holder), slog.String("holder_task", g.HolderTask), slog.Duration("held_for", g.HeldFor))
+		log.LogAttrs(ctx, slog.LevelWarn, "maintenance: degraded: a task has waited longer than DegradeAfter", attrs...)
+	}
+	if rep.Recovered {
+		log.LogAttrs(ctx, slog.LevelInfo, "maintenance: recovered", slog.String("posture", g.Posture.String()))
+	}
+	if !log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	winner := ""
+	if rep.Result.Winner != nil {
+		winner = rep.Result.Winner.Task.Name
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "maintenance: poll",
+		slog.Time("now", rep.Now),
+		slog.String("winner", winner),
+		slog.String("heavy", rep.HeavyWinner()),
+		slog.Int("second_pass", len(rep.SecondPass())),
+		slog.Int("deferred", len(rep.Result.Deferred)),
+		slog.String("posture", g.Posture.String()),
+		slog.String("holder", g.Holder),
+		slog.Duration("held_for", g.HeldFor),
+		slog.Int("waiters", len(g.Waiters)),
+		slog.Duration("longest_wait", g.LongestWait()),
+		slog.Int("chain_depth", g.ChainDepth),
+		slog.Bool("error", rep.Err != nil))
+}
