@@ -1,0 +1,74 @@
+// Package otel turns rota's cycle and poll reports into OpenTelemetry metrics.
+//
+// It is a nested module (github.com/rotaworks/rota/otel) so that the core keeps importing
+// nothing but the standard library: the core defines three small observer interfaces —
+// dispatch.Observer, bridge.Observer and maintenance.Observer — and [Metrics] implements
+// all three on top of go.opentelemetry.io/otel/metric.
+//
+// # Wiring
+//
+// Build one Metrics from the service's MeterProvider and set it wherever a report is made:
+//
+//	m, err := otel.NewMetrics(provider) // e.g. otel.GetMeterProvider() of go.opentelemetry.io/otel
+//	defer m.Close()
+//	d, err := dispatch.New(idx, dispatch.Config{ /* lanes… */ Observer: m})
+//	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{Observer: m})
+//	s, err := maintenance.NewScheduler(tasks, maintenance.Config{Observer: m})
+//
+// Each observer records only its own metrics (rota.dispatch.*, rota.bridge.*,
+// rota.maintenance.*), so setting all three counts nothing twice. Leaving one out leaves
+// its metrics out. Metrics is safe for concurrent use; recording a report costs a few
+// instrument calls per lane, item outcome, task or deferral.
+//
+// # Metrics
+//
+// Names, units and attributes are stable: dashboards and alerts may rely on them. The
+// instrumentation scope is [ScopeName]. Counters are cumulative; gauges hold the value of
+// the latest report.
+//
+// From the Dispatcher (dispatch.Observer), one report per Dispatch:
+//
+//	rota.dispatch.cycles          counter {cycle}  outcome=ok|error   dispatch cycles
+//	rota.dispatch.items           counter {item}   lane               items dispatched (claimed)
+//	rota.dispatch.lost_claims     counter {item}   lane               selected entries another dispatcher claimed first
+//	rota.dispatch.due_users       gauge   {user}   lane               users with due work in the last cycle
+//	rota.dispatch.shed_users      gauge   {user}   lane               users not given all their due work in the last cycle
+//	rota.dispatch.unrouted_users  gauge   {user}                      users whose lane could not be resolved in the last cycle
+//
+// A failed cycle counts in rota.dispatch.cycles{outcome=error} and leaves the gauges as
+// they were. shed_users that stays above zero in a lane while due_users does not drop is
+// a lane too small for its load; the bridge's noisy-neighbour alarm says who.
+//
+// From the Runner (bridge.Observer), one report per cycle, after its last item:
+//
+//	rota.bridge.cycles            counter   {cycle}  outcome=ok|error      Runner cycles (error: the dispatch failed)
+//	rota.bridge.items             counter   {item}   lane, outcome         items run: outcome is hit, miss, removed, error, lost_claim or released
+//	rota.bridge.cycle.duration    histogram s                              dispatch to the last item's end, on the Runner's Clock
+//	rota.bridge.dispatch.duration histogram s                              the cycle's dispatch
+//	rota.bridge.shed_alarms       counter   {user}   lane                  users the noisy-neighbour alarm named as waiting (lane "" for unrouted users)
+//
+// From the maintenance Scheduler (maintenance.Observer), one report per poll:
+//
+//	rota.maintenance.polls        counter {poll}     outcome=ok|error  polls
+//	rota.maintenance.dispatched   counter {run}      task, class       tasks started: class is heavy or off-lease
+//	rota.maintenance.deferrals    counter {deferral} task, reason      due tasks that did not start, by reason code (gate, heavy-busy, lease-held, yield, outranked, dependency-running, dispatch-limit)
+//	rota.maintenance.stalls       counter {stall}                      times the gauge turned Degraded
+//	rota.maintenance.posture      gauge   1          posture           1 for the current posture (unknown, healthy, degraded, disabled), 0 for the others
+//	rota.maintenance.waiters      gauge   {task}                       tasks in a deferral streak
+//	rota.maintenance.waiter.age   gauge   s          task, reason      how long each waiting task has waited, at the latest poll
+//	rota.maintenance.chain.depth  gauge   {task}                       longest chain of waiters each blocked by the next
+//	rota.maintenance.lease.held   gauge   s                            how long the current holder has held the lease; 0 when free
+//
+// "Is the chain draining to idle?" is rota.maintenance.posture{posture=degraded} == 0, or
+// max(rota.maintenance.waiter.age) below the scheduler's DegradeAfter. waiter.age is an
+// observable gauge: a task that stops waiting stops being reported at the next
+// collection. A poll whose state could not be read (posture unknown) moves only polls and
+// posture; the other gauges keep the last known figures.
+//
+// # Cardinality
+//
+// No attribute ever holds a tenant ID, a work key or a lease holder's name: the values are
+// lane names, item outcomes, task names, reason codes and postures, all fixed by the
+// host's configuration, so the number of series does not grow with tenants. Who is shed
+// or waits is in the reports and in the Runner's log lines, not in the metrics.
+package otel

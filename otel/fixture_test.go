@@ -1,0 +1,87 @@
+package otel_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	rotaotel "github.com/rotaworks/rota/otel"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// fixture is a whole in-memory deployment whose Dispatcher and Runner report to one
+// Metrics.
+type fixture struct {
+	runner  *bridge.Runner
+	tenants []string
+}
+
+// newFixture builds it: a noisy pro tenant with ten sources (more than its cap), three
+// quiet free tenants in a lane that serves one a cycle, and a tenant on a plan no lane
+// serves.
+func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	idx := duework.NewMemory()
+	wl := tenancy.NewMemoryWatchlist()
+	plans := tenancy.NewMemoryEntitlements()
+	f := &fixture{}
+	add := func(user string, plan tenancy.PlanID, sources int) {
+		f.tenants = append(f.tenants, user)
+		tc, err := tenancy.NewContext(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := plans.SetPlan(ctx, tc, plan); err != nil {
+			t.Fatal(err)
+		}
+		for i := range sources {
+			slug := fmt.Sprintf("src-%02d", i)
+			if err := wl.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: cadence.NameHot, AddedAt: t0}); err != nil {
+				t.Fatal(err)
+			}
+			if err := idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: cadence.NameHot, DueAt: t0.Add(-time.Duration(sources-i) * time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add("noisy-tenant-7", tenancy.PlanPro, 10)
+	add("quiet-1", tenancy.PlanFree, 1)
+	add("quiet-2", tenancy.PlanFree, 1)
+	add("quiet-3", tenancy.PlanFree, 1)
+	add("nolane-9", tenancy.PlanPlus, 1)
+
+	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPro: "pro"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatch.New(idx, dispatch.Config{
+		Lanes: []dispatch.LaneCapacity{
+			{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10},
+			{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1},
+		},
+		GlobalBatchLimit: 10, LaneFor: laneFor, ClaimFor: time.Minute, Observer: m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+		return bridge.Result{Outcomes: []bridge.Outcome{{ID: "p", Stage: "scored"}}}, nil
+	})
+	b := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: pipe, Tiers: cadence.NewRegistry()}
+	f.runner, err = bridge.NewRunner(b, d, bridge.RunnerConfig{
+		Workers: 2, Observer: m, ShedAlarmAfter: 2,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

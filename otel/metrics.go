@@ -1,0 +1,266 @@
+package otel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/maintenance"
+)
+
+// ScopeName is the instrumentation scope of every instrument: the name Metrics passes to
+// MeterProvider.Meter.
+const ScopeName = "github.com/rotaworks/rota/otel"
+
+// The metric names, stable across releases: dashboards and alerts are written against
+// them. See the package documentation for what each one means and its attributes.
+const (
+	DispatchCycles        = "rota.dispatch.cycles"
+	DispatchItems         = "rota.dispatch.items"
+	DispatchLostClaims    = "rota.dispatch.lost_claims"
+	DispatchDueUsers      = "rota.dispatch.due_users"
+	DispatchShedUsers     = "rota.dispatch.shed_users"
+	DispatchUnroutedUsers = "rota.dispatch.unrouted_users"
+
+	BridgeCycles           = "rota.bridge.cycles"
+	BridgeItems            = "rota.bridge.items"
+	BridgeCycleDuration    = "rota.bridge.cycle.duration"
+	BridgeDispatchDuration = "rota.bridge.dispatch.duration"
+	BridgeShedAlarms       = "rota.bridge.shed_alarms"
+
+	MaintenancePolls      = "rota.maintenance.polls"
+	MaintenanceDispatched = "rota.maintenance.dispatched"
+	MaintenanceDeferrals  = "rota.maintenance.deferrals"
+	MaintenanceStalls     = "rota.maintenance.stalls"
+	MaintenancePosture    = "rota.maintenance.posture"
+	MaintenanceWaiters    = "rota.maintenance.waiters"
+	MaintenanceWaiterAge  = "rota.maintenance.waiter.age"
+	MaintenanceChainDepth = "rota.maintenance.chain.depth"
+	MaintenanceLeaseHeld  = "rota.maintenance.lease.held"
+)
+
+// The attribute keys. None of them ever carries a tenant ID: the values are lane names,
+// outcomes, task names and reason codes, all bounded by the host's configuration.
+const (
+	AttrLane    = attribute.Key("lane")
+	AttrOutcome = attribute.Key("outcome")
+	AttrTask    = attribute.Key("task")
+	AttrClass   = attribute.Key("class")
+	AttrReason  = attribute.Key("reason")
+	AttrPosture = attribute.Key("posture")
+)
+
+// Outcome values of the outcome attribute on the cycle and poll counters.
+const (
+	OutcomeOK    = "ok"
+	OutcomeError = "error"
+)
+
+// Metrics turns rota's cycle and poll reports into OpenTelemetry metrics. It is a
+// dispatch.Observer, a bridge.Observer and a maintenance.Observer at once: set it as
+// dispatch.Config.Observer, bridge.RunnerConfig.Observer and maintenance.Config.Observer
+// (any of them; each reports its own metrics, so nothing is counted twice). It is safe for
+// concurrent use. Build it with NewMetrics.
+type Metrics struct {
+	dispatchCycles, dispatchItems, dispatchLost      metric.Int64Counter
+	dispatchDue, dispatchShed, dispatchUnrouted      metric.Int64Gauge
+	bridgeCycles, bridgeItems, bridgeAlarms          metric.Int64Counter
+	bridgeCycleDuration, bridgeDispatchDuration      metric.Float64Histogram
+	pollCount, pollDispatched, pollDeferrals, stalls metric.Int64Counter
+	posture, waiters, chainDepth                     metric.Int64Gauge
+	leaseHeld                                        metric.Float64Gauge
+	waiterAge                                        metric.Float64ObservableGauge
+	registration                                     metric.Registration
+	mu                                               sync.Mutex
+	lastWaiters                                      []maintenance.Waiter // of the latest known gauge
+	lastWaitersAt                                    int64                // its instant, Unix nanoseconds
+	haveWaiters                                      bool
+}
+
+var (
+	_ dispatch.Observer    = (*Metrics)(nil)
+	_ bridge.Observer      = (*Metrics)(nil)
+	_ maintenance.Observer = (*Metrics)(nil)
+)
+
+// NewMetrics creates every instrument on a Meter of mp named ScopeName, or returns the
+// errors of those it could not create, joined. Call Close to unregister the waiter-age
+// callback when the Metrics is no longer used.
+func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
+	if mp == nil {
+		return nil, errors.New("otel: NewMetrics: nil MeterProvider")
+	}
+	meter := mp.Meter(ScopeName)
+	m := &Metrics{}
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	gauge := func(name, unit, desc string) metric.Int64Gauge {
+		g, err := meter.Int64Gauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	seconds := func(name, desc string) metric.Float64Histogram {
+		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return h
+	}
+
+	m.dispatchCycles = counter(DispatchCycles, "{cycle}", "Dispatch cycles, by outcome (ok, error).")
+	m.dispatchItems = counter(DispatchItems, "{item}", "Items dispatched (claimed), by lane.")
+	m.dispatchLost = counter(DispatchLostClaims, "{item}", "Selected entries another dispatcher claimed first, by lane.")
+	m.dispatchDue = gauge(DispatchDueUsers, "{user}", "Users with due work in the last dispatch cycle, by lane.")
+	m.dispatchShed = gauge(DispatchShedUsers, "{user}", "Users who did not get all their due work in the last dispatch cycle, by lane.")
+	m.dispatchUnrouted = gauge(DispatchUnroutedUsers, "{user}", "Users whose lane could not be resolved in the last dispatch cycle.")
+
+	m.bridgeCycles = counter(BridgeCycles, "{cycle}", "Runner cycles, by outcome (ok, error: the dispatch failed).")
+	m.bridgeItems = counter(BridgeItems, "{item}", "Dispatched items run by the Runner, by lane and outcome (hit, miss, removed, error, lost_claim, released).")
+	m.bridgeAlarms = counter(BridgeShedAlarms, "{user}", "Users named as waiting by the noisy-neighbour alarm, by lane.")
+	m.bridgeCycleDuration = seconds(BridgeCycleDuration, "Runner cycle duration, dispatch to the last item's end.")
+	m.bridgeDispatchDuration = seconds(BridgeDispatchDuration, "Duration of the dispatch of a Runner cycle.")
+
+	m.pollCount = counter(MaintenancePolls, "{poll}", "Maintenance polls, by outcome (ok, error).")
+	m.pollDispatched = counter(MaintenanceDispatched, "{run}", "Maintenance tasks dispatched, by task and class (heavy, off-lease).")
+	m.pollDeferrals = counter(MaintenanceDeferrals, "{deferral}", "Due maintenance tasks that did not start at a poll, by task and reason.")
+	m.stalls = counter(MaintenanceStalls, "{stall}", "Times the maintenance gauge turned Degraded.")
+	m.posture = gauge(MaintenancePosture, "1", "1 for the maintenance gauge's current posture, 0 for the others, by posture.")
+	m.waiters = gauge(MaintenanceWaiters, "{task}", "Maintenance tasks in a deferral streak.")
+	m.chainDepth = gauge(MaintenanceChainDepth, "{task}", "Longest chain of maintenance waiters each blocked by the next.")
+	var err error
+	m.leaseHeld, err = meter.Float64Gauge(MaintenanceLeaseHeld, metric.WithUnit("s"),
+		metric.WithDescription("How long the current holder has held the heavy-maintenance lease; 0 when it is free."))
+	errs = append(errs, err)
+	m.waiterAge, err = meter.Float64ObservableGauge(MaintenanceWaiterAge, metric.WithUnit("s"),
+		metric.WithDescription("How long each waiting maintenance task has waited, at the latest poll, by task and reason."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("otel: NewMetrics: %w", err)
+	}
+	m.registration, err = meter.RegisterCallback(m.observeWaiters, m.waiterAge)
+	if err != nil {
+		return nil, fmt.Errorf("otel: NewMetrics: register %s: %w", MaintenanceWaiterAge, err)
+	}
+	return m, nil
+}
+
+// Close unregisters the waiter-age callback. The other instruments need no cleanup.
+func (m *Metrics) Close() error { return m.registration.Unregister() }
+
+func lane(l dispatch.Lane) metric.MeasurementOption {
+	return metric.WithAttributes(AttrLane.String(string(l)))
+}
+
+func outcome(failed bool) metric.MeasurementOption {
+	if failed {
+		return metric.WithAttributes(AttrOutcome.String(OutcomeError))
+	}
+	return metric.WithAttributes(AttrOutcome.String(OutcomeOK))
+}
+
+// ObserveDispatch records one dispatch cycle: rota.dispatch.cycles; and, for a cycle that
+// did not fail, per lane rota.dispatch.items, rota.dispatch.lost_claims (added),
+// rota.dispatch.due_users and rota.dispatch.shed_users (set), and
+// rota.dispatch.unrouted_users (set). A failed cycle leaves the gauges as they were.
+func (m *Metrics) ObserveDispatch(info dispatch.CycleInfo) {
+	ctx := context.Background()
+	m.dispatchCycles.Add(ctx, 1, outcome(info.Err != nil))
+	if info.Err != nil {
+		return
+	}
+	for _, l := range info.Batch.Lanes {
+		opt := lane(l.Lane)
+		m.dispatchItems.Add(ctx, int64(l.Dispatched), opt)
+		m.dispatchLost.Add(ctx, int64(l.LostClaims), opt)
+		m.dispatchDue.Record(ctx, int64(l.Users), opt)
+		m.dispatchShed.Record(ctx, int64(l.Shed), opt)
+	}
+	m.dispatchUnrouted.Record(ctx, int64(len(info.Batch.Unrouted)))
+}
+
+// ObserveCycle records one Runner cycle: rota.bridge.cycles, rota.bridge.items per lane
+// and outcome, both durations, and rota.bridge.shed_alarms per lane. It records nothing
+// of the dispatch itself: that is ObserveDispatch's, from the Dispatcher's own Observer.
+func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
+	ctx := context.Background()
+	m.bridgeCycles.Add(ctx, 1, outcome(rep.DispatchErr != nil))
+	type key struct {
+		lane   dispatch.Lane
+		status bridge.ItemStatus
+	}
+	counts := make(map[key]int64)
+	for _, it := range rep.Items {
+		counts[key{it.Item.Lane, it.Status}]++
+	}
+	for k, n := range counts {
+		m.bridgeItems.Add(ctx, n, metric.WithAttributes(AttrLane.String(string(k.lane)), AttrOutcome.String(k.status.String())))
+	}
+	m.bridgeCycleDuration.Record(ctx, rep.Duration.Seconds())
+	m.bridgeDispatchDuration.Record(ctx, rep.DispatchDuration.Seconds())
+	for _, a := range rep.ShedAlarms {
+		m.bridgeAlarms.Add(ctx, int64(len(a.Waiting)), lane(a.Lane))
+	}
+}
+
+var postures = [...]maintenance.Posture{maintenance.Unknown, maintenance.Healthy, maintenance.Degraded, maintenance.Disabled}
+
+// ObservePoll records one maintenance poll: rota.maintenance.polls,
+// rota.maintenance.dispatched per task and class, rota.maintenance.deferrals per task and
+// reason, rota.maintenance.stalls when the gauge turned Degraded, and
+// rota.maintenance.posture. When the gauge's posture is known it also sets
+// rota.maintenance.waiters, rota.maintenance.chain.depth, rota.maintenance.lease.held and
+// the waiter ages that rota.maintenance.waiter.age reports at the next collection; an
+// Unknown gauge (the state could not be read) leaves them as they were.
+func (m *Metrics) ObservePoll(rep maintenance.PollReport) {
+	ctx := context.Background()
+	m.pollCount.Add(ctx, 1, outcome(rep.Err != nil))
+	for _, c := range rep.Result.Dispatched() {
+		m.pollDispatched.Add(ctx, 1, metric.WithAttributes(AttrTask.String(c.Task.Name), AttrClass.String(c.Task.Class.String())))
+	}
+	for _, d := range rep.Result.Deferred {
+		m.pollDeferrals.Add(ctx, 1, metric.WithAttributes(AttrTask.String(d.Task), AttrReason.String(d.Reason)))
+	}
+	if rep.TurnedDegraded {
+		m.stalls.Add(ctx, 1)
+	}
+	g := rep.Result.Gauge
+	for _, p := range postures {
+		v := int64(0)
+		if p == g.Posture {
+			v = 1
+		}
+		m.posture.Record(ctx, v, metric.WithAttributes(AttrPosture.String(p.String())))
+	}
+	if g.Posture == maintenance.Unknown {
+		return
+	}
+	m.waiters.Record(ctx, int64(len(g.Waiters)))
+	m.chainDepth.Record(ctx, int64(g.ChainDepth))
+	m.leaseHeld.Record(ctx, g.HeldFor.Seconds())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.haveWaiters && g.At.UnixNano() < m.lastWaitersAt {
+		return // an older poll finishing late
+	}
+	m.lastWaiters = append(m.lastWaiters[:0], g.Waiters...)
+	m.lastWaitersAt, m.haveWaiters = g.At.UnixNano(), true
+}
+
+// observeWaiters reports the latest known gauge's waiters: a task that stopped waiting
+// simply stops being reported.
+func (m *Metrics) observeWaiters(_ context.Context, o metric.Observer) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.lastWaiters {
+		o.ObserveFloat64(m.waiterAge, w.Wait.Seconds(), metric.WithAttributes(AttrTask.String(w.Task), AttrReason.String(w.Reason)))
+	}
+	return nil
+}

@@ -1,0 +1,372 @@
+package otel_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/maintenance"
+	rotaotel "github.com/rotaworks/rota/otel"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// newMetrics returns a Metrics on an SDK MeterProvider and the manual reader behind it.
+func newMetrics(t *testing.T) (*rotaotel.Metrics, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := rotaotel.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return m, reader
+}
+
+// point is one collected data point: its metric, unit, kind and attributes.
+type point struct {
+	name, unit, kind string
+	attrs            attribute.Set
+	value            float64 // sum or gauge value; a histogram's sum
+	count            uint64  // a histogram's count
+}
+
+// key renders a point's identity: name{k=v,...}.
+func (p point) key() string {
+	var kv []string
+	for _, a := range p.attrs.ToSlice() {
+		kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+	}
+	return p.name + "{" + strings.Join(kv, ",") + "}"
+}
+
+// collect reads every data point of the ScopeName scope through the manual reader.
+func collect(t *testing.T, r *sdkmetric.ManualReader) []point {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var out []point
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != rotaotel.ScopeName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, rotaotel.ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if !d.IsMonotonic || d.Temporality != metricdata.CumulativeTemporality {
+					t.Errorf("%s: a counter should be a monotonic cumulative sum", m.Name)
+				}
+				for _, dp := range d.DataPoints {
+					out = append(out, point{name: m.Name, unit: m.Unit, kind: "counter", attrs: dp.Attributes, value: float64(dp.Value)})
+				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					out = append(out, point{name: m.Name, unit: m.Unit, kind: "gauge", attrs: dp.Attributes, value: float64(dp.Value)})
+				}
+			case metricdata.Gauge[float64]:
+				for _, dp := range d.DataPoints {
+					out = append(out, point{name: m.Name, unit: m.Unit, kind: "gauge", attrs: dp.Attributes, value: dp.Value})
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					out = append(out, point{name: m.Name, unit: m.Unit, kind: "histogram", attrs: dp.Attributes, value: dp.Sum, count: dp.Count})
+				}
+			default:
+				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return out
+}
+
+// values maps each point's key to its value ("…/count" for a histogram's count).
+func values(ps []point) map[string]float64 {
+	out := make(map[string]float64, len(ps))
+	for _, p := range ps {
+		out[p.key()] = p.value
+		if p.kind == "histogram" {
+			out[p.key()+"/count"] = float64(p.count)
+		}
+	}
+	return out
+}
+
+// only keeps the entries of m whose key starts with prefix.
+func only(m map[string]float64, prefix string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func TestDispatchMetrics(t *testing.T) {
+	m, reader := newMetrics(t)
+	m.ObserveDispatch(dispatch.CycleInfo{Now: t0, Batch: dispatch.Batch{
+		Items:       make([]dispatch.Item, 4),
+		ShedUserIDs: []string{"tenant-a", "tenant-b"},
+		Unrouted:    []dispatch.Unrouted{{UserID: "tenant-b", Err: dispatch.ErrUnknownLane}},
+		Lanes: []dispatch.LaneReport{
+			{Lane: "pro", Users: 2, Dispatched: 3, Shed: 1, LostClaims: 1},
+			{Lane: "free", Users: 1, Dispatched: 1},
+		},
+	}, Shed: []dispatch.ShedUser{{UserID: "tenant-a", Lane: "pro"}, {UserID: "tenant-b"}}})
+	m.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(time.Minute), Err: errors.New("index down")})
+	m.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(2 * time.Minute), Batch: dispatch.Batch{
+		Items: make([]dispatch.Item, 2),
+		Lanes: []dispatch.LaneReport{{Lane: "pro", Users: 1, Dispatched: 2}, {Lane: "free"}},
+	}})
+
+	want := map[string]float64{
+		"rota.dispatch.cycles{outcome=ok}":     2,
+		"rota.dispatch.cycles{outcome=error}":  1,
+		"rota.dispatch.items{lane=pro}":        5,
+		"rota.dispatch.items{lane=free}":       1,
+		"rota.dispatch.lost_claims{lane=pro}":  1,
+		"rota.dispatch.lost_claims{lane=free}": 0,
+		// Gauges hold the last good cycle's figures; the failed one changed none.
+		"rota.dispatch.due_users{lane=pro}":   1,
+		"rota.dispatch.due_users{lane=free}":  0,
+		"rota.dispatch.shed_users{lane=pro}":  0,
+		"rota.dispatch.shed_users{lane=free}": 0,
+		"rota.dispatch.unrouted_users{}":      0,
+	}
+	if diff := cmp.Diff(want, only(values(collect(t, reader)), "rota.dispatch.")); diff != "" {
+		t.Errorf("dispatch metrics (-want +got):\n%s", diff)
+	}
+}
+
+func TestBridgeMetrics(t *testing.T) {
+	m, reader := newMetrics(t)
+	item := func(lane dispatch.Lane, s bridge.ItemStatus) bridge.ItemReport {
+		return bridge.ItemReport{Item: dispatch.Item{Lane: lane, Claim: duework.Claim{Entry: duework.Entry{UserID: "tenant-a", WorkKey: "k"}}}, Status: s}
+	}
+	m.ObserveCycle(bridge.CycleReport{
+		Now:        t0,
+		Dispatched: 6,
+		Items: []bridge.ItemReport{item("pro", bridge.StatusHit), item("pro", bridge.StatusMiss), item("pro", bridge.StatusHit),
+			item("free", bridge.StatusError), item("pro", bridge.StatusRemoved), item("free", bridge.StatusLostClaim)},
+		ShedAlarms: []bridge.ShedAlarm{
+			{Lane: "pro", Waiting: []bridge.UserItems{{UserID: "tenant-a"}, {UserID: "tenant-b", Items: 2}}},
+			{Waiting: []bridge.UserItems{{UserID: "tenant-c"}}},
+		},
+		DispatchDuration: 500 * time.Millisecond,
+		Duration:         2 * time.Second,
+	})
+	m.ObserveCycle(bridge.CycleReport{Now: t0.Add(time.Minute), DispatchErr: errors.New("index down"),
+		DispatchDuration: 100 * time.Millisecond, Duration: 100 * time.Millisecond,
+		Items: []bridge.ItemReport{item("free", bridge.StatusReleased)}})
+
+	want := map[string]float64{
+		"rota.bridge.cycles{outcome=ok}":                  1,
+		"rota.bridge.cycles{outcome=error}":               1,
+		"rota.bridge.items{lane=pro,outcome=hit}":         2,
+		"rota.bridge.items{lane=pro,outcome=miss}":        1,
+		"rota.bridge.items{lane=pro,outcome=removed}":     1,
+		"rota.bridge.items{lane=free,outcome=error}":      1,
+		"rota.bridge.items{lane=free,outcome=lost_claim}": 1,
+		"rota.bridge.items{lane=free,outcome=released}":   1,
+		"rota.bridge.shed_alarms{lane=pro}":               2,
+		"rota.bridge.shed_alarms{lane=}":                  1,
+		"rota.bridge.cycle.duration{}":                    2.1,
+		"rota.bridge.cycle.duration{}/count":              2,
+		"rota.bridge.dispatch.duration{}":                 0.6,
+		"rota.bridge.dispatch.duration{}/count":           2,
+	}
+	if diff := cmp.Diff(want, only(values(collect(t, reader)), "rota.bridge."), cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })); diff != "" {
+		t.Errorf("bridge metrics (-want +got):\n%s", diff)
+	}
+}
+
+func TestMaintenanceMetrics(t *testing.T) {
+	m, reader := newMetrics(t)
+	heavy := func(name string) maintenance.Candidate {
+		return maintenance.Candidate{Task: maintenance.Task{Name: name, Class: maintenance.Heavy}}
+	}
+	off := func(name string) maintenance.Candidate {
+		return maintenance.Candidate{Task: maintenance.Task{Name: name, Class: maintenance.OffLease}}
+	}
+	big := heavy("big")
+	m.ObservePoll(maintenance.PollReport{Now: t0, Result: maintenance.PollResult{
+		Winner:         &big,
+		AlsoDispatched: []maintenance.Candidate{off("cheap")},
+		Deferred: []maintenance.Deferral{
+			{Task: "small", Reason: maintenance.ReasonOutranked, Blocker: "big", Since: t0.Add(-10 * time.Minute)},
+			{Task: "cheap2", Reason: maintenance.ReasonDispatchLimit, Since: t0},
+		},
+		Gauge: maintenance.Gauge{At: t0, Posture: maintenance.Healthy, Holder: "me", HolderTask: "big", ChainDepth: 1, Waiters: []maintenance.Waiter{
+			{Task: "small", Since: t0.Add(-10 * time.Minute), Wait: 10 * time.Minute, Reason: maintenance.ReasonOutranked, Blocker: "big"},
+			{Task: "cheap2", Since: t0, Reason: maintenance.ReasonDispatchLimit},
+		}},
+	}})
+	first := values(collect(t, reader))
+	wantAges := map[string]float64{
+		"rota.maintenance.waiter.age{reason=outranked,task=small}":       600,
+		"rota.maintenance.waiter.age{reason=dispatch-limit,task=cheap2}": 0,
+	}
+	if diff := cmp.Diff(wantAges, only(first, "rota.maintenance.waiter.age")); diff != "" {
+		t.Errorf("waiter ages after the first poll (-want +got):\n%s", diff)
+	}
+
+	at := t0.Add(2 * time.Hour)
+	m.ObservePoll(maintenance.PollReport{Now: at, TurnedDegraded: true, Result: maintenance.PollResult{
+		Deferred: []maintenance.Deferral{{Task: "small", Reason: maintenance.ReasonOutranked, Blocker: "big", Since: t0.Add(-10 * time.Minute)}},
+		Gauge: maintenance.Gauge{At: at, Posture: maintenance.Degraded, Holder: "me", HolderTask: "big", HeldFor: 30 * time.Minute, ChainDepth: 1,
+			Waiters: []maintenance.Waiter{{Task: "small", Since: t0.Add(-10 * time.Minute), Wait: 130 * time.Minute, Reason: maintenance.ReasonOutranked, Blocker: "big"}}},
+	}})
+	// The store fails: the gauge is Unknown, and only the poll count and the posture move.
+	m.ObservePoll(maintenance.PollReport{Now: at.Add(time.Minute), Err: errors.New("store down"),
+		Result: maintenance.PollResult{Gauge: maintenance.Gauge{At: at.Add(time.Minute)}}})
+
+	want := map[string]float64{
+		"rota.maintenance.polls{outcome=ok}":                            2,
+		"rota.maintenance.polls{outcome=error}":                         1,
+		"rota.maintenance.dispatched{class=heavy,task=big}":             1,
+		"rota.maintenance.dispatched{class=off-lease,task=cheap}":       1,
+		"rota.maintenance.deferrals{reason=outranked,task=small}":       2,
+		"rota.maintenance.deferrals{reason=dispatch-limit,task=cheap2}": 1,
+		"rota.maintenance.stalls{}":                                     1,
+		"rota.maintenance.posture{posture=unknown}":                     1,
+		"rota.maintenance.posture{posture=healthy}":                     0,
+		"rota.maintenance.posture{posture=degraded}":                    0,
+		"rota.maintenance.posture{posture=disabled}":                    0,
+		"rota.maintenance.waiters{}":                                    1,
+		"rota.maintenance.chain.depth{}":                                1,
+		"rota.maintenance.lease.held{}":                                 1800,
+		"rota.maintenance.waiter.age{reason=outranked,task=small}":      7800, // cheap2 stopped waiting: gone
+	}
+	if diff := cmp.Diff(want, only(values(collect(t, reader)), "rota.maintenance.")); diff != "" {
+		t.Errorf("maintenance metrics (-want +got):\n%s", diff)
+	}
+}
+
+// TestUnitsAndKinds pins every metric's name, kind and unit: they are the stable contract
+// dashboards are written against.
+func TestUnitsAndKinds(t *testing.T) {
+	m, reader := newMetrics(t)
+	big := maintenance.Candidate{Task: maintenance.Task{Name: "big"}}
+	m.ObserveDispatch(dispatch.CycleInfo{Batch: dispatch.Batch{Lanes: []dispatch.LaneReport{{Lane: "free"}}}})
+	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit}}, ShedAlarms: []bridge.ShedAlarm{{Waiting: []bridge.UserItems{{}}}}})
+	m.ObservePoll(maintenance.PollReport{TurnedDegraded: true, Result: maintenance.PollResult{Winner: &big,
+		Deferred: []maintenance.Deferral{{Task: "x"}},
+		Gauge:    maintenance.Gauge{At: t0, Posture: maintenance.Degraded, Waiters: []maintenance.Waiter{{Task: "x"}}}}})
+	got := map[string]string{}
+	for _, p := range collect(t, reader) {
+		got[p.name] = p.kind + " " + p.unit
+	}
+	want := map[string]string{
+		rotaotel.DispatchCycles:         "counter {cycle}",
+		rotaotel.DispatchItems:          "counter {item}",
+		rotaotel.DispatchLostClaims:     "counter {item}",
+		rotaotel.DispatchDueUsers:       "gauge {user}",
+		rotaotel.DispatchShedUsers:      "gauge {user}",
+		rotaotel.DispatchUnroutedUsers:  "gauge {user}",
+		rotaotel.BridgeCycles:           "counter {cycle}",
+		rotaotel.BridgeItems:            "counter {item}",
+		rotaotel.BridgeCycleDuration:    "histogram s",
+		rotaotel.BridgeDispatchDuration: "histogram s",
+		rotaotel.BridgeShedAlarms:       "counter {user}",
+		rotaotel.MaintenancePolls:       "counter {poll}",
+		rotaotel.MaintenanceDispatched:  "counter {run}",
+		rotaotel.MaintenanceDeferrals:   "counter {deferral}",
+		rotaotel.MaintenanceStalls:      "counter {stall}",
+		rotaotel.MaintenancePosture:     "gauge 1",
+		rotaotel.MaintenanceWaiters:     "gauge {task}",
+		rotaotel.MaintenanceWaiterAge:   "gauge s",
+		rotaotel.MaintenanceChainDepth:  "gauge {task}",
+		rotaotel.MaintenanceLeaseHeld:   "gauge s",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// TestNoTenantIDInAttributes wires the Metrics into a real Dispatcher, Runner and
+// Scheduler, runs cycles in which tenants are served, shed, unrouted and named by the
+// noisy-neighbour alarm, and checks that no attribute anywhere holds a tenant ID: only
+// the documented keys, with lane names, outcomes, task names and reason codes as values.
+func TestNoTenantIDInAttributes(t *testing.T) {
+	m, reader := newMetrics(t)
+	ctx := context.Background()
+	tenants := runRota(t, m, 4)
+
+	s, err := maintenance.NewScheduler([]maintenance.Task{
+		{Name: "vacuum", Cadence: time.Hour, Run: func(context.Context) error { return nil }},
+		{Name: "reindex", Cadence: time.Hour, Run: func(context.Context) error { return nil }},
+		{Name: "export", Class: maintenance.OffLease, Cadence: time.Hour, Run: func(context.Context) error { return nil }},
+	}, maintenance.Config{Observer: m, DegradeAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Poll(ctx, t0.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	allowed := map[attribute.Key]bool{rotaotel.AttrLane: true, rotaotel.AttrOutcome: true, rotaotel.AttrTask: true,
+		rotaotel.AttrClass: true, rotaotel.AttrReason: true, rotaotel.AttrPosture: true}
+	points := collect(t, reader)
+	seen := map[string]bool{}
+	for _, p := range points {
+		seen[p.name] = true
+		for _, a := range p.attrs.ToSlice() {
+			if !allowed[a.Key] {
+				t.Errorf("%s: undocumented attribute %s", p.key(), a.Key)
+			}
+			if slices.Contains(tenants, a.Value.Emit()) {
+				t.Errorf("%s: a tenant ID as an attribute value", p.key())
+			}
+		}
+	}
+	for _, name := range []string{rotaotel.DispatchItems, rotaotel.DispatchShedUsers, rotaotel.BridgeItems, rotaotel.BridgeShedAlarms,
+		rotaotel.MaintenanceDispatched, rotaotel.MaintenanceDeferrals, rotaotel.MaintenanceWaiterAge} {
+		if !seen[name] {
+			t.Errorf("the scenario recorded no %s", name)
+		}
+	}
+	v := values(points)
+	if v["rota.dispatch.cycles{outcome=ok}"] != 4 || v["rota.bridge.cycles{outcome=ok}"] != 4 || v["rota.maintenance.polls{outcome=ok}"] != 3 {
+		t.Errorf("cycle and poll counts: %v", only(v, "rota.dispatch.cycles"))
+	}
+}
+
+// runRota runs cycles of a whole in-memory deployment observed by m and returns the tenant
+// IDs it used: a noisy pro tenant, quiet free tenants (one always left out) and an
+// unrouted one.
+func runRota(t *testing.T, m *rotaotel.Metrics, cycles int) []string {
+	t.Helper()
+	ctx := context.Background()
+	f := newFixture(t, m)
+	for i := range cycles {
+		rep, err := f.runner.Cycle(ctx, t0.Add(time.Duration(i)*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 && len(rep.ShedAlarms) == 0 {
+			t.Fatalf("cycle %d raised no alarm: %+v", i+1, rep)
+		}
+	}
+	return f.tenants
+}
