@@ -52,6 +52,25 @@
 // rota/bench compares rota with the libraries users would otherwise pick; rota/otel exports
 // OpenTelemetry metrics from the cycle and poll reports.
 //
+// # Observing
+//
+// Each part reports what it did to an optional observer set in its config, and does
+// nothing and allocates nothing for it when none is set: dispatch.Config.Observer hears
+// every dispatch cycle (per lane: users with due work, dispatched, shed, lost claims; the
+// unrouted users; each shed user's lane), bridge.RunnerConfig.Observer every Runner
+// cycle (hits, misses, removed, errors, and the durations, measured on the Runner's clock),
+// maintenance.Config.Observer every poll (the winner, the second pass, each deferral
+// with its reason code, the stall gauge). The interfaces are one method each and use only
+// the standard library.
+//
+// Logs go through log/slog: one Info line per Runner cycle and per maintenance poll with
+// the counts; a Warn line "rota: noisy neighbour" when a user has been shed for
+// RunnerConfig.ShedAlarmAfter consecutive cycles, naming the users who wait and the ones
+// who crowd their lane; a Warn line when the maintenance gauge turns Degraded, naming the
+// task that waits, why and behind what. The rota/otel module implements the three
+// observers as OpenTelemetry metrics with stable names (rota.dispatch.*, rota.bridge.*,
+// rota.maintenance.*) and never a tenant ID as an attribute.
+//
 // # Where to start
 //
 // Run the examples: go run ./examples/tiers shows how the cadence presets back off and snap
