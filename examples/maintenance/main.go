@@ -6,10 +6,14 @@
 // the record replaced and under rota's maintenance.Scheduler, and prints each task's
 // longest wait, when the chain drained to idle, and which tasks starved.
 //
-//	go run ./examples/maintenance
+//	go run ./examples/maintenance [-svg staleness.svg]
+//
+// With -svg it also writes a chart of each task's staleness over time under both pickers
+// (see chart.go for what staleness is read off the timeline).
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,9 +22,17 @@ import (
 )
 
 func main() {
+	svg := flag.String("svg", "", "write an SVG chart of each task's staleness over time under both pickers to this path")
+	flag.Parse()
 	if err := report(os.Stdout, Incident()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if *svg != "" {
+		if err := writeChartFile(*svg, Incident()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 }
 
