@@ -17,6 +17,11 @@ import (
 // outcomes and returns nil; ErrRunning if the scheduler is already running. A task that
 // ignores its context keeps Run waiting, and while it runs this process starts no other
 // heavy task — though once its lease lapses, other schedulers of the fleet do.
+//
+// Run is the one place in this package that reads the wall clock (time.Now, tickers for
+// PollInterval and renewals, the MaxHold deadline): DESIGN.md gives it no Clock, unlike
+// bridge.RunnerConfig. For simulated time, run it inside a testing/synctest bubble, or
+// drive Poll, Renew and Complete with your own now.
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.runActive {
