@@ -57,6 +57,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, when not nil, is told about every poll (see Observer).
 	Observer Observer
+	// Clock is Run's clock: its now for Poll, Renew and Complete, its poll and renewal
+	// tickers and its MaxHold timer; nil means the real clock. Only Run reads it.
+	Clock Clock
 }
 
 // withDefaults validates c and fills in its zero fields, reporting every bad field.
@@ -105,6 +108,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
 	}
 	return c, nil
 }

@@ -30,8 +30,9 @@
 //
 // Build the registry (a []Task, in priority order for ties), call NewScheduler with a
 // Config (zero values are defaults; nil Lease and StateStore mean in-memory ones) and call
-// Run. Hosts with their own loop, or a simulated clock, call Poll, run what it
-// dispatched, call Renew while the heavy task runs and Complete when each task ends.
+// Run. Hosts with a simulated clock pass it as Config.Clock; hosts with their own loop
+// call Poll, run what it dispatched, call Renew while the heavy task runs and Complete
+// when each task ends.
 // Pick is pure and usable alone.
 //
 // # Running it
@@ -39,9 +40,11 @@
 // Run polls every PollInterval and as soon as a task ends, runs each dispatched task in
 // its own goroutine, renews the lease every LeaseTTL/3 while a heavy task runs, cancels
 // the task's context at MaxHold or when the lease is lost, records every outcome and,
-// when its context ends, stops polling and waits for the running tasks. Tests drive it
-// with testing/synctest; hosts with a simulated clock call the steps themselves (see
-// examples/maintenance).
+// when its context ends, stops polling and waits for the running tasks. It reads time
+// only from Config.Clock (nil: the real clock) — its now, its poll and renewal tickers and
+// its MaxHold timer — so a host or a test drives it on a fake Clock stepped by hand, or
+// with the real clock inside a testing/synctest bubble. Poll, Renew and Complete never
+// read a clock: they take now (examples/maintenance calls them on a simulated timeline).
 //
 // # Observing
 //
@@ -56,7 +59,7 @@
 // Disabled again, an Info line "maintenance: recovered" (PollReport.Recovered). Because
 // the gauge is computed from durable state, a stall that began before a restart is
 // reported at the new scheduler's first poll. An Unknown gauge (the state could not be
-// read) neither starts nor ends a stall. The scheduler has no clock of its own, so reports
+// read) neither starts nor ends a stall. Poll reads no clock, so reports
 // carry no durations; the Gauge's waits and HeldFor are computed from now. The rota/otel
 // module exports the reports as metrics.
 //
@@ -109,4 +112,8 @@
 //     Winner and AlsoDispatched together hold at most AlsoDispatchLimit off-lease tasks.
 //   - An empty registry is valid and its gauge reads Disabled; Unknown is the posture
 //     reported when the state cannot be read.
+//   - Run takes its clock as Config.Clock (DESIGN.md names none for this package; the
+//     shape is bridge.Clock's plus AfterFunc for the MaxHold timer). So a task's context
+//     has no Deadline, which would be meaningless on a fake clock: at MaxHold it is
+//     cancelled with a cause wrapping ErrHoldExceeded, and its Err is context.Canceled.
 package maintenance

@@ -18,10 +18,12 @@ import (
 // ignores its context keeps Run waiting, and while it runs this process starts no other
 // heavy task — though once its lease lapses, other schedulers of the fleet do.
 //
-// Run is the one place in this package that reads the wall clock (time.Now, tickers for
-// PollInterval and renewals, the MaxHold deadline): DESIGN.md gives it no Clock, unlike
-// bridge.RunnerConfig. For simulated time, run it inside a testing/synctest bubble, or
-// drive Poll, Renew and Complete with your own now.
+// Run is the one place in this package that reads a clock, and it reads only
+// Config.Clock (nil: the real one): its now for Poll, Renew and Complete, the tickers for
+// PollInterval and renewals, and the MaxHold timer. A task's context therefore carries no
+// Deadline, and at MaxHold its Err is context.Canceled with a cause that wraps
+// ErrHoldExceeded. For simulated time, pass a fake Clock, run Run with the real clock
+// inside a testing/synctest bubble, or drive Poll, Renew and Complete with your own now.
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.runActive {
@@ -37,12 +39,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}()
 
 	active := 0
-	ticker := time.NewTicker(s.cfg.PollInterval)
-	defer ticker.Stop()
+	ticks, stopTicker := s.cfg.Clock.NewTicker(s.cfg.PollInterval)
+	defer stopTicker()
 	outcome := make(chan struct{})
 
 	poll := func() {
-		res, err := s.Poll(ctx, time.Now())
+		res, err := s.Poll(ctx, s.cfg.Clock.Now())
 		if err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Error("maintenance: poll", "err", err)
 		}
@@ -65,7 +67,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				<-outcome
 			}
 			return nil
-		case <-ticker.C:
+		case <-ticks:
 			poll()
 		case <-outcome:
 			active--
@@ -76,24 +78,28 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 // runOne runs t to its end, renewing the lease if t is heavy, and records the outcome.
 func (s *Scheduler) runOne(ctx context.Context, t Task) {
-	tctx, cancel := context.WithTimeoutCause(ctx, s.cfg.MaxHold,
-		fmt.Errorf("maintenance: task %q: %w", t.Name, ErrHoldExceeded))
+	clock := s.cfg.Clock
+	tctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
+	holdErr := fmt.Errorf("maintenance: task %q: %w", t.Name, ErrHoldExceeded)
+	stopHold := clock.AfterFunc(s.cfg.MaxHold, func() { cancelCause(holdErr) })
+	defer stopHold()
 	stopRenew := make(chan struct{})
 	renewDone := make(chan struct{})
 	if t.Class == Heavy {
 		go func() {
 			defer close(renewDone)
-			tick := time.NewTicker(max(s.cfg.LeaseTTL/3, time.Millisecond))
-			defer tick.Stop()
+			ticks, stopTicker := clock.NewTicker(max(s.cfg.LeaseTTL/3, time.Millisecond))
+			defer stopTicker()
 			for {
 				select {
 				case <-stopRenew:
 					return
 				case <-tctx.Done():
 					return
-				case <-tick.C:
-					if err := s.Renew(context.WithoutCancel(ctx), time.Now()); err != nil {
+				case <-ticks:
+					if err := s.Renew(context.WithoutCancel(ctx), clock.Now()); err != nil {
 						s.cfg.Logger.Warn("maintenance: lease lost, cancelling task", "task", t.Name, "err", err)
 						cancel()
 						return
@@ -111,7 +117,7 @@ func (s *Scheduler) runOne(ctx context.Context, t Task) {
 		// The task returned nil after MaxHold or a lost lease: it was cut short all the same.
 		err = context.Cause(tctx)
 	}
-	cerr := s.Complete(context.WithoutCancel(ctx), t.Name, err, time.Now())
+	cerr := s.Complete(context.WithoutCancel(ctx), t.Name, err, clock.Now())
 	s.mu.Lock()
 	delete(s.local, t.Name)
 	s.mu.Unlock()
