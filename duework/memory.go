@@ -438,8 +438,10 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 	defer m.mu.Unlock()
 	m.release(sec, nsec)
 
+	// out stays nil when nothing is claimed; at the first claim it is sized for every key
+	// left, which is exact when all are claimable, as a dispatcher's keys usually are.
 	var out []Claim
-	for _, k := range keys {
+	for i, k := range keys {
 		u := m.users[k.UserID]
 		if u == nil {
 			continue
@@ -455,6 +457,9 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		n.prio |= heldBit
 		m.claims = claimTree.insert(m.claims, n)
 		u.servedSec, u.servedNsec = sec, nsec
+		if out == nil {
+			out = make([]Claim, 0, len(keys)-i)
+		}
 		out = append(out, Claim{Entry: n.entry(), Token: n.token, Until: until})
 	}
 	return out, nil

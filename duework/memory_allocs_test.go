@@ -1,0 +1,56 @@
+package duework
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// TestMemoryClaimSizesItsResultOnce pins that Claim allocates its result once, sized at the
+// first claim for every key left: a batch of claimable keys costs one allocation, not one per
+// doubling, and a call that claims nothing allocates nothing and returns nil.
+func TestMemoryClaimSizesItsResultOnce(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var keys []Key
+	for u := range 20 {
+		id := "u" + strconv.Itoa(u)
+		tc, err := tenancy.NewContext(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range 5 {
+			e := Entry{UserID: id, WorkKey: "k" + strconv.Itoa(k), Tier: "hot", DueAt: t0}
+			if err := m.Schedule(ctx, tc, e); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, e.Key())
+		}
+	}
+	// Each run claims every key again: its now is past the previous run's claims.
+	now := t0
+	got := testing.AllocsPerRun(20, func() {
+		now = now.Add(time.Hour)
+		cs, err := m.Claim(ctx, keys, now, now.Add(time.Minute))
+		if err != nil || len(cs) != len(keys) || cap(cs) != len(keys) {
+			t.Fatalf("Claim: %d claims (cap %d), %v; want %d", len(cs), cap(cs), err, len(keys))
+		}
+	})
+	if got != 1 {
+		t.Errorf("Claim of %d claimable keys allocates %v times, want 1", len(keys), got)
+	}
+	// Nothing claimable (all held until now+1min): no allocation, a nil result.
+	got = testing.AllocsPerRun(20, func() {
+		cs, err := m.Claim(ctx, keys, now, now.Add(time.Second))
+		if err != nil || cs != nil {
+			t.Fatalf("Claim of held keys = %v, %v; want nil, nil", cs, err)
+		}
+	})
+	if got != 0 {
+		t.Errorf("Claim of held keys allocates %v times, want 0", got)
+	}
+}
