@@ -3,8 +3,13 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"pgregory.net/rapid"
 
 	"github.com/rotaworks/rota/duework"
 )
@@ -30,7 +35,7 @@ func (x *fixedIndex) Claim(context.Context, []duework.Key, time.Time, time.Time)
 // cap and by the lane's limit, and one lost claim. No user is unrouted: the reason is built
 // with fmt.Errorf, whose sync.Pool the race detector empties at random, and the count must
 // be exact under -race too. It returns the Config, without an Observer, and the index.
-func allocScenario(t testing.TB) (Config, *fixedIndex) {
+func allocScenario(t rapid.TB) (Config, *fixedIndex) {
 	t.Helper()
 	x := &fixedIndex{}
 	for u := range 12 {
@@ -80,6 +85,83 @@ func dispatchAllocs(t testing.TB, cfg Config, x *fixedIndex) float64 {
 	return testing.AllocsPerRun(50, func() {
 		if _, err := d.Dispatch(context.Background(), t0); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestDispatchPairsClaimsLikeALookupByKey pins how Dispatch pairs claims with selected
+// items — each selected key gets the last claim of it, or counts as lost — whatever Claim
+// returns: in order or not, with claims lost, with a claim repeated or foreign, and with a
+// head that repeats an entry (the last two break the Index contract).
+func TestDispatchPairsClaimsLikeALookupByKey(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		cfg, x := allocScenario(rt)
+		if rapid.Bool().Draw(rt, "repeat an entry") {
+			h := &x.heads[rapid.IntRange(0, len(x.heads)-1).Draw(rt, "head")]
+			h.Due = append(slices.Clone(h.Due[:1]), h.Due...)
+		}
+		laneOf := map[string]Lane{}
+		for _, h := range x.heads {
+			lane, _ := cfg.LaneFor(context.Background(), h.UserID)
+			laneOf[h.UserID] = lane
+		}
+		sel := Select(SelectInput{Heads: x.heads, LaneOf: laneOf, Lanes: cfg.Lanes, GlobalBatchLimit: cfg.GlobalBatchLimit})
+		var pool []duework.Claim
+		for i, s := range sel.Items {
+			pool = append(pool, duework.Claim{Entry: s.Entry, Token: uint64(i + 1), Until: t0.Add(time.Minute)})
+		}
+		pool = append(pool, duework.Claim{Entry: ent("stranger", "s", 0), Token: 99})
+		// A subsequence of the pool, maybe shuffled, maybe with a claim given twice.
+		x.claims = nil
+		for _, c := range pool[:len(pool)-1] {
+			if rapid.Bool().Draw(rt, "claimed") {
+				x.claims = append(x.claims, c)
+			}
+		}
+		if rapid.Bool().Draw(rt, "foreign claim") {
+			x.claims = append(x.claims, pool[len(pool)-1])
+		}
+		if len(x.claims) > 0 && rapid.Bool().Draw(rt, "claim twice") {
+			c := x.claims[rapid.IntRange(0, len(x.claims)-1).Draw(rt, "twice")]
+			c.Token += 100
+			x.claims = append(x.claims, c)
+		}
+		if rapid.Bool().Draw(rt, "shuffle") {
+			x.claims = rapid.Permutation(x.claims).Draw(rt, "order")
+		}
+
+		last := map[duework.Key]duework.Claim{}
+		for _, c := range x.claims {
+			last[c.Entry.Key()] = c
+		}
+		want := Batch{ShedUserIDs: sel.ShedUserIDs, Lanes: make([]LaneReport, len(cfg.Lanes))}
+		for i, lc := range cfg.Lanes {
+			want.Lanes[i].Lane = lc.Lane
+			for _, lane := range laneOf {
+				if lane == lc.Lane {
+					want.Lanes[i].Users++
+				}
+			}
+			for _, u := range sel.ShedUserIDs {
+				if laneOf[u] == lc.Lane {
+					want.Lanes[i].Shed++
+				}
+			}
+		}
+		for _, s := range sel.Items {
+			li := slices.IndexFunc(cfg.Lanes, func(lc LaneCapacity) bool { return lc.Lane == s.Lane })
+			c, ok := last[s.Entry.Key()]
+			if !ok {
+				want.Lanes[li].LostClaims++
+				continue
+			}
+			want.Items = append(want.Items, Item{Claim: c, Lane: s.Lane})
+			want.Lanes[li].Dispatched++
+		}
+
+		got := mustDispatch(rt, mustNew(rt, x, cfg), t0)
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			rt.Fatalf("Dispatch differs from pairing by key (-want +got):\n%s", diff)
 		}
 	})
 }

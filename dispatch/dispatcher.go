@@ -157,19 +157,22 @@ func (d *Dispatcher) dispatch(ctx context.Context, now time.Time, withShed bool)
 	if err != nil {
 		return Batch{}, nil, fmt.Errorf("dispatch: Index.Claim: %w", err)
 	}
-	claimed := make(map[duework.Key]duework.Claim, len(claims))
-	for _, c := range claims {
-		claimed[c.Entry.Key()] = c
+	// Claims are looked up by key, the last one of a key winning (so an Index that breaks
+	// Claim's contract cannot misplace them); the map holds indexes into claims, not the
+	// claims, which a map would store out of line, one allocation each.
+	at := make(map[duework.Key]int, len(claims))
+	for j, c := range claims {
+		at[c.Entry.Key()] = j
 	}
 	batch.Items = make([]Item, 0, len(claims))
 	for i, it := range sel.Items {
 		li := d.laneIdx[it.Lane]
-		c, ok := claimed[keys[i]]
+		j, ok := at[keys[i]]
 		if !ok {
 			batch.Lanes[li].LostClaims++
 			continue
 		}
-		batch.Items = append(batch.Items, Item{Claim: c, Lane: it.Lane})
+		batch.Items = append(batch.Items, Item{Claim: claims[j], Lane: it.Lane})
 		batch.Lanes[li].Dispatched++
 	}
 	return batch, shed, nil

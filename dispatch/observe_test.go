@@ -25,16 +25,30 @@ func preFeatureDispatchAllocs() float64 {
 	return 39
 }
 
+// currentDispatchAllocs is what one Dispatch of allocScenario allocates now, without and
+// with -race: the tighter pin. It fell when the claims' map began to hold indexes, not
+// claims, which a map stores out of line, one allocation each.
+func currentDispatchAllocs() float64 {
+	if raceBuild {
+		return 35
+	}
+	return 30
+}
+
 func TestDispatchWithoutObserverAllocatesAsBefore(t *testing.T) {
 	cfg, x := allocScenario(t)
-	if got := dispatchAllocs(t, cfg, x); got != preFeatureDispatchAllocs() {
+	got := dispatchAllocs(t, cfg, x)
+	if got > preFeatureDispatchAllocs() {
 		t.Errorf("Dispatch with a nil Observer allocates %v times per cycle, before observers it was %v", got, preFeatureDispatchAllocs())
+	}
+	if got != currentDispatchAllocs() {
+		t.Errorf("Dispatch with a nil Observer allocates %v times per cycle, want exactly %v (update the pin if the change is intended)", got, currentDispatchAllocs())
 	}
 	// With an observer, the only extra allocation is the slice of shed users' lanes.
 	var n int
 	cfg.Observer = ObserverFunc(func(CycleInfo) { n++ })
-	if got := dispatchAllocs(t, cfg, x); got != preFeatureDispatchAllocs()+1 {
-		t.Errorf("Dispatch with an Observer allocates %v times per cycle, want %v", got, preFeatureDispatchAllocs()+1)
+	if got := dispatchAllocs(t, cfg, x); got != currentDispatchAllocs()+1 {
+		t.Errorf("Dispatch with an Observer allocates %v times per cycle, want %v", got, currentDispatchAllocs()+1)
 	}
 	if n == 0 {
 		t.Error("the observer was never called")
