@@ -69,10 +69,12 @@ func Select(in SelectInput) Selection {
 	}
 	global := max(in.GlobalBatchLimit, 0)
 
-	// Bucket users by lane; -1 marks an unrouted head.
+	// Bucket users by lane; -1 marks an unrouted head. The buckets share one backing array,
+	// counted first, each capped at its length.
 	headLane := make([]int, len(in.Heads))
 	due := make([][]duework.Entry, len(in.Heads))
-	members := make([][]int, len(in.Lanes))
+	counts := make([]int, len(in.Lanes))
+	routed := 0
 	for h := range in.Heads {
 		head := &in.Heads[h]
 		due[h] = sortedDue(head.Due)
@@ -86,7 +88,19 @@ func Select(in SelectInput) Selection {
 			continue
 		}
 		headLane[h] = li
-		members[li] = append(members[li], h)
+		counts[li]++
+		routed++
+	}
+	members := make([][]int, len(in.Lanes))
+	all := make([]int, 0, routed)
+	for li, n := range counts {
+		members[li] = all[len(all) : len(all) : len(all)+n]
+		all = all[:len(all)+n]
+	}
+	for h, li := range headLane {
+		if li >= 0 {
+			members[li] = append(members[li], h)
+		}
 	}
 
 	// Each lane's fair order, as head indexes (the r-th pick of a user is its entry r).
@@ -142,12 +156,17 @@ func Select(in SelectInput) Selection {
 // head indexes: round r holds every user with more than r entries and a cap above r. It
 // stops at limit items. Its cost is O(len(users) + limit).
 func fairOrder(users []int, due [][]duework.Entry, perUser, limit int) []int {
-	var order []int
 	active := make([]int, 0, len(users))
+	size := 0 // what the rounds hand out, up to limit: order's exact length
 	for _, h := range users {
-		if min(len(due[h]), perUser) > 0 {
+		if n := min(len(due[h]), perUser); n > 0 {
 			active = append(active, h)
+			size += n
 		}
+	}
+	var order []int
+	if size = min(size, limit); size > 0 {
+		order = make([]int, 0, size)
 	}
 	for r := 0; len(active) > 0 && len(order) < limit; r++ {
 		next := active[:0]
