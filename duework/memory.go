@@ -371,9 +371,19 @@ func (m *Memory) DueHeads(ctx context.Context, now time.Time, perUser int) ([]He
 	defer m.mu.Unlock()
 	m.release(sec, nsec)
 
-	var due []*user
+	// The users with something due, counted first so that their slice is sized once.
+	isDue := func(u *user) bool { return cmpTime(u.first.dueSec, u.first.dueNsec, sec, nsec) <= 0 }
+	count := 0
 	userTree.ascend(m.byDue, func(u *user) bool {
-		if cmpTime(u.first.dueSec, u.first.dueNsec, sec, nsec) > 0 {
+		if !isDue(u) {
+			return false
+		}
+		count++
+		return true
+	})
+	due := make([]*user, 0, count)
+	userTree.ascend(m.byDue, func(u *user) bool {
+		if !isDue(u) {
 			return false
 		}
 		due = append(due, u)

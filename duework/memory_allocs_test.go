@@ -54,3 +54,36 @@ func TestMemoryClaimSizesItsResultOnce(t *testing.T) {
 		t.Errorf("Claim of held keys allocates %v times, want 0", got)
 	}
 }
+
+// TestMemoryDueHeadsAllocatesAFixedNumberOfTimes pins that DueHeads sizes its slices once —
+// the due users counted before they are gathered, every head's Due cut from one backing
+// array — so that its allocations do not grow with the number of heads.
+func TestMemoryDueHeadsAllocatesAFixedNumberOfTimes(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	allocs := func(users int) float64 {
+		m := NewMemory()
+		for u := range users {
+			id := "u" + strconv.Itoa(u)
+			tc, err := tenancy.NewContext(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Schedule(ctx, tc, Entry{UserID: id, WorkKey: "k", Tier: "hot", DueAt: t0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return testing.AllocsPerRun(10, func() {
+			hs, err := m.DueHeads(ctx, t0, 1)
+			if err != nil || len(hs) != users {
+				t.Fatalf("DueHeads: %d heads, %v; want %d", len(hs), err, users)
+			}
+		})
+	}
+	// The due users, the heads, their ends, their nodes and one array of entries.
+	for _, users := range []int{100, 5000} { // (a very small slice can live on the stack)
+		if got := allocs(users); got != 5 {
+			t.Errorf("DueHeads over %d users allocates %v times, want 5", users, got)
+		}
+	}
+}
