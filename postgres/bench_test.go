@@ -14,60 +14,22 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
-
-// loadDue bulk-loads entries straight into a migrated schema with COPY and builds the
-// per-user summary the way the Index keeps it — the fast path for big fixtures; the Index
-// API would take minutes for a million rows. users[i] gets counts[i] entries, its j-th due at
-// due(i) + j microseconds.
-func loadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, due func(i int) time.Time) {
-	tb.Helper()
-	ctx := context.Background()
-	total := 0
-	for _, n := range counts {
-		total += n
-	}
-	i, j := 0, 0
-	src := pgx.CopyFromFunc(func() ([]any, error) {
-		for i < len(users) && j >= counts[i] {
-			i, j = i+1, 0
-		}
-		if i == len(users) {
-			return nil, nil
-		}
-		row := []any{users[i], fmt.Sprintf("w%07d", j), "hot", due(i).Add(time.Duration(j) * time.Microsecond), int64(0)}
-		j++
-		return row, nil
-	})
-	n, err := pool.CopyFrom(ctx, pgx.Identifier{"rota_due"}, []string{"user_id", "work_key", "tier", "due_at", "miss_streak"}, src)
-	if err != nil || int(n) != total {
-		tb.Fatalf("COPY: %d rows of %d, %v", n, total, err)
-	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO rota_users (user_id, free_at) SELECT user_id, min(due_at) FROM rota_due GROUP BY user_id
-		ON CONFLICT (user_id) DO UPDATE SET free_at = EXCLUDED.free_at`); err != nil {
-		tb.Fatal(err)
-	}
-	for _, table := range []string{"rota_due", "rota_users"} {
-		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+table); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
 
 // noisyFixture is the noisy-neighbour shape: one user ("noisy") with backlog due entries
 // and quiet users (10,000 in the issue's shape) with one each, due two seconds after the backlog began — so that first
 // come, first served hands the whole batch to the noisy user.
 func noisyFixture(tb testing.TB, backlog, quiet int) *pgxpool.Pool {
 	tb.Helper()
-	pool := newMigratedPool(tb)
+	pool := pgtest.Pool(tb)
 	users := []string{"noisy"}
 	counts := []int{backlog}
 	for i := range quiet {
 		users = append(users, fmt.Sprintf("user%05d", i))
 		counts = append(counts, 1)
 	}
-	loadDue(tb, pool, users, counts, func(i int) time.Time {
+	pgtest.LoadDue(tb, pool, users, counts, func(i int) time.Time {
 		if i == 0 {
 			return t0
 		}
@@ -172,8 +134,8 @@ func BenchmarkClaim(b *testing.B) {
 	for _, n := range []int{1, 4} {
 		b.Run(fmt.Sprintf("dispatchers=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			schema := newSchema(b)
-			setup := newPoolIn(b, schema, 2)
+			schema := pgtest.Schema(b, "rota_test")
+			setup := pgtest.PoolIn(b, schema, 2)
 			if err := postgres.Migrate(ctx, setup); err != nil {
 				b.Fatal(err)
 			}
@@ -182,10 +144,10 @@ func BenchmarkClaim(b *testing.B) {
 			for i := range users {
 				users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
 			}
-			loadDue(b, setup, users, counts, func(int) time.Time { return t0 })
+			pgtest.LoadDue(b, setup, users, counts, func(int) time.Time { return t0 })
 			disps := make([]*dispatch.Dispatcher, n)
 			for i := range disps {
-				d, err := dispatch.New(postgres.NewIndex(newPoolIn(b, schema, 2)), oneLane(1, 1000))
+				d, err := dispatch.New(postgres.NewIndex(pgtest.PoolIn(b, schema, 2)), oneLane(1, 1000))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -234,8 +196,8 @@ func BenchmarkIndexClaim(b *testing.B) {
 	for _, n := range []int{1, 4} {
 		b.Run(fmt.Sprintf("claimers=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			schema := newSchema(b)
-			setup := newPoolIn(b, schema, 2)
+			schema := pgtest.Schema(b, "rota_test")
+			setup := pgtest.PoolIn(b, schema, 2)
 			if err := postgres.Migrate(ctx, setup); err != nil {
 				b.Fatal(err)
 			}
@@ -244,10 +206,10 @@ func BenchmarkIndexClaim(b *testing.B) {
 			for i := range users {
 				users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
 			}
-			loadDue(b, setup, users, counts, func(int) time.Time { return t0 })
+			pgtest.LoadDue(b, setup, users, counts, func(int) time.Time { return t0 })
 			idxs := make([]*postgres.Index, n)
 			for i := range idxs {
-				idxs[i] = postgres.NewIndex(newPoolIn(b, schema, 2))
+				idxs[i] = postgres.NewIndex(pgtest.PoolIn(b, schema, 2))
 			}
 			// batch returns claimer c's round r: 1,000 keys of its own users, round-robin.
 			batch := func(c, r int) []duework.Key {

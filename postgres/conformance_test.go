@@ -7,6 +7,7 @@ import (
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/duework/indextest"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
 // The Index keeps the whole duework.Index contract, checked by the core's conformance suite
@@ -15,7 +16,7 @@ import (
 // index it replaces).
 func TestIndexConformance(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t)
+	pool := pgtest.Pool(t)
 	indextest.Run(t, func(t *testing.T) duework.Index {
 		checkSummary(t, pool)
 		if _, err := pool.Exec(context.Background(), `DELETE FROM rota_due; DELETE FROM rota_users`); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
 // recordingIndex remembers what its Dispatcher read and asked for in each cycle. One
@@ -78,8 +79,8 @@ func contentionLane(user string) dispatch.Lane {
 func TestContentionFourDispatchers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	setup := newPoolIn(t, schema, 2)
+	schema := pgtest.Schema(t, "rota_test")
+	setup := pgtest.PoolIn(t, schema, 2)
 	if err := postgres.Migrate(ctx, setup); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestContentionFourDispatchers(t *testing.T) {
 		counts[i] = (contentionEntries - noisyEntries) / (contentionUsers - 1)
 	}
 	counts[0] = noisyEntries
-	loadDue(t, setup, users, counts, func(int) time.Time { return t0 })
+	pgtest.LoadDue(t, setup, users, counts, func(int) time.Time { return t0 })
 
 	const (
 		dispatchers = 4
@@ -112,7 +113,7 @@ func TestContentionFourDispatchers(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for range dispatchers {
-		pool := newPoolIn(t, schema, 4)
+		pool := pgtest.PoolIn(t, schema, 4)
 		idx := postgres.NewIndex(pool)
 		rec := &recordingIndex{Index: idx}
 		disp, err := dispatch.New(rec, dispatch.Config{Lanes: contentionLanes, GlobalBatchLimit: 250, LaneFor: laneFor, ClaimFor: claimFor})

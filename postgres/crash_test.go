@@ -11,6 +11,7 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
 // A dispatcher that claims a batch and dies (its pool closed, nothing completed) loses
@@ -19,8 +20,8 @@ import (
 func TestCrashedDispatcherLosesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	setup := newPoolIn(t, schema, 2)
+	schema := pgtest.Schema(t, "rota_test")
+	setup := pgtest.PoolIn(t, schema, 2)
 	if err := postgres.Migrate(ctx, setup); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestCrashedDispatcherLosesNothing(t *testing.T) {
 		ClaimFor:         claimFor,
 	}
 	newDispatcher := func() (*dispatch.Dispatcher, *postgres.Index) {
-		pool := newPoolIn(t, schema, 2)
+		pool := pgtest.PoolIn(t, schema, 2)
 		ix := postgres.NewIndex(pool)
 		d, err := dispatch.New(ix, cfg)
 		if err != nil {
@@ -50,7 +51,7 @@ func TestCrashedDispatcherLosesNothing(t *testing.T) {
 	}
 
 	now := t0.Add(time.Minute)
-	doomedPool := newPoolIn(t, schema, 2)
+	doomedPool := pgtest.PoolIn(t, schema, 2)
 	doomed, err := dispatch.New(postgres.NewIndex(doomedPool), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -153,7 +153,9 @@
 // The tests need a PostgreSQL server. They read its address from ROTA_TEST_DATABASE_URL
 // (default postgres://postgres@127.0.0.1:5432/test?sslmode=disable) and create a schema of
 // their own per test, dropped at the end. Without a reachable server they skip, saying how
-// to run them — except under CI (CI=true), where they fail. For example:
+// to run them — except under CI (CI=true), where they fail. The helpers that do this, and
+// the COPY loader of big fixtures, are package pgtest, which the bench module uses too.
+// For example:
 //
 //	docker run -d -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust -e POSTGRES_DB=test postgres:17
 //	cd postgres && go test -race ./...

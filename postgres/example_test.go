@@ -15,6 +15,7 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -93,7 +94,7 @@ func exampleSteps(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error 
 func TestExampleSteps(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
-	if err := exampleSteps(context.Background(), newPoolIn(t, newSchema(t), 2), &out); err != nil {
+	if err := exampleSteps(context.Background(), pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2), &out); err != nil {
 		t.Fatal(err)
 	}
 	want := "shed: [alice]\nran alice blog\n"

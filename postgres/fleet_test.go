@@ -7,6 +7,7 @@ import (
 
 	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
 // Two maintenance daemons, each with its own pool, share one lease and one state store on
@@ -16,8 +17,8 @@ import (
 func TestMaintenanceFleet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	if err := postgres.Migrate(ctx, newPoolIn(t, schema, 1)); err != nil {
+	schema := pgtest.Schema(t, "rota_test")
+	if err := postgres.Migrate(ctx, pgtest.PoolIn(t, schema, 1)); err != nil {
 		t.Fatal(err)
 	}
 	noop := func(context.Context) error { return nil }
@@ -26,7 +27,7 @@ func TestMaintenanceFleet(t *testing.T) {
 		{Name: "reindex", Class: maintenance.Heavy, Cadence: 2 * time.Hour, Run: noop},
 	}
 	daemon := func(holder string) *maintenance.Scheduler {
-		pool := newPoolIn(t, schema, 2)
+		pool := pgtest.PoolIn(t, schema, 2)
 		s, err := maintenance.NewScheduler(tasks, maintenance.Config{
 			Lease:      postgres.NewLease(pool, "heavy", 30*time.Minute),
 			StateStore: postgres.NewStateStore(pool),
@@ -52,7 +53,7 @@ func TestMaintenanceFleet(t *testing.T) {
 	if rb.Winner != nil {
 		t.Fatalf("b started %q while a runs vacuum under the lease", rb.Winner.Task.Name)
 	}
-	cur, held, err := postgres.NewLease(newPoolIn(t, schema, 1), "heavy", 30*time.Minute).Current(ctx, t0.Add(time.Second))
+	cur, held, err := postgres.NewLease(pgtest.PoolIn(t, schema, 1), "heavy", 30*time.Minute).Current(ctx, t0.Add(time.Second))
 	if err != nil || !held || cur.Holder != "a" {
 		t.Fatalf("lease = %+v, %v, %v; want a holding it", cur, held, err)
 	}
@@ -64,13 +65,13 @@ func TestMaintenanceFleet(t *testing.T) {
 	if err != nil || rb.Winner == nil || rb.Winner.Task.Name != "reindex" {
 		t.Fatalf("b's poll after a finished = %+v, %v; want b to win reindex", rb.Winner, err)
 	}
-	next, held, err := postgres.NewLease(newPoolIn(t, schema, 1), "heavy", 30*time.Minute).Current(ctx, t0.Add(11*time.Minute))
+	next, held, err := postgres.NewLease(pgtest.PoolIn(t, schema, 1), "heavy", 30*time.Minute).Current(ctx, t0.Add(11*time.Minute))
 	if err != nil || !held || next.Holder != "b" || next.Token <= cur.Token {
 		t.Fatalf("lease = %+v, %v, %v; want b holding it with a token above %d", next, held, err, cur.Token)
 	}
 
 	// A daemon started now sees what the fleet did.
-	snap, err := postgres.NewStateStore(newPoolIn(t, schema, 1)).Load(ctx)
+	snap, err := postgres.NewStateStore(pgtest.PoolIn(t, schema, 1)).Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

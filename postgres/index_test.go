@@ -13,6 +13,7 @@ import (
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -39,18 +40,18 @@ func schedule(tb testing.TB, idx duework.Index, user, key string, due time.Time)
 // Migrate: several processes at once, then again — each step is applied exactly once.
 func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	t.Parallel()
-	schema := newSchema(t)
+	schema := pgtest.Schema(t, "rota_test")
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		pool := newPoolIn(t, schema, 2)
+		pool := pgtest.PoolIn(t, schema, 2)
 		wg.Go(func() { errs[i] = postgres.Migrate(context.Background(), pool) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("concurrent Migrate: %v", err)
 	}
-	pool := newPoolIn(t, schema, 2)
+	pool := pgtest.PoolIn(t, schema, 2)
 	if err := postgres.Migrate(context.Background(), pool); err != nil {
 		t.Fatalf("Migrate again: %v", err)
 	}
@@ -67,7 +68,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 func TestMigrateUpgrades(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newMigratedPool(t)
+	pool := pgtest.Pool(t)
 	idx := postgres.NewIndex(pool)
 	schedule(t, idx, "u", "k", t0)
 	// Roll the schema back to step 1, as an older release left it.
@@ -89,7 +90,7 @@ func TestMigrateUpgrades(t *testing.T) {
 // A database migrated by a newer release is refused, not downgraded.
 func TestMigrateRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t)
+	pool := pgtest.Pool(t)
 	if _, err := pool.Exec(context.Background(), `INSERT INTO rota_schema_migrations (version, name) VALUES (1000000, 'future')`); err != nil {
 		t.Fatal(err)
 	}
@@ -103,21 +104,21 @@ func TestErrorsTranslated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t.Run("not migrated", func(t *testing.T) {
-		idx := postgres.NewIndex(newPoolIn(t, newSchema(t), 2))
+		idx := postgres.NewIndex(pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2))
 		_, err := idx.DueHeads(ctx, t0, 1)
 		if !errors.Is(err, postgres.ErrNotMigrated) {
 			t.Fatalf("DueHeads on an empty schema = %v, want ErrNotMigrated", err)
 		}
 	})
 	t.Run("data the server refuses is ErrInvalid", func(t *testing.T) {
-		idx := postgres.NewIndex(newMigratedPool(t))
+		idx := postgres.NewIndex(pgtest.Pool(t))
 		e := duework.Entry{UserID: "u", WorkKey: "k", Tier: "nul\x00tier", DueAt: t0}
 		if err := idx.Schedule(ctx, mustTC(t, "u"), e); !errors.Is(err, duework.ErrInvalid) {
 			t.Fatalf("Schedule with a NUL in Tier = %v, want duework.ErrInvalid", err)
 		}
 	})
 	t.Run("cancelled context", func(t *testing.T) {
-		pool := newMigratedPool(t)
+		pool := pgtest.Pool(t)
 		idx := postgres.NewIndex(pool)
 		schedule(t, idx, "u", "k", t0)
 		cctx, cancel := context.WithCancel(ctx)
@@ -153,7 +154,7 @@ func TestErrorsTranslated(t *testing.T) {
 func TestClaimedRowsReturnWhenClaimEnds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	idx := postgres.NewIndex(newMigratedPool(t))
+	idx := postgres.NewIndex(pgtest.Pool(t))
 	a := schedule(t, idx, "a", "k1", t0)
 	schedule(t, idx, "a", "k2", t0.Add(time.Second))
 	schedule(t, idx, "b", "k1", t0.Add(2*time.Second))
@@ -223,7 +224,7 @@ func checkSummary(t *testing.T, pool interface {
 func TestUserSummaryStaysExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newMigratedPool(t)
+	pool := pgtest.Pool(t)
 	idx := postgres.NewIndex(pool)
 	users := []string{"u1", "u2", "u3"}
 	var wg sync.WaitGroup
@@ -273,7 +274,7 @@ func TestUserSummaryStaysExactUnderConcurrency(t *testing.T) {
 func TestClaimUntilRoundsUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	idx := postgres.NewIndex(newMigratedPool(t))
+	idx := postgres.NewIndex(pgtest.Pool(t))
 	e := schedule(t, idx, "u", "k", t0)
 	now := t0.Add(time.Second + 300*time.Nanosecond)
 	claims, err := idx.Claim(ctx, []duework.Key{e.Key()}, now, now.Add(400*time.Nanosecond))

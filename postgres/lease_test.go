@@ -10,6 +10,7 @@ import (
 
 	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
 // Several daemons, each with its own pool, contend for one lease over several rounds: in
@@ -19,8 +20,8 @@ import (
 func TestLeaseAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	if err := postgres.Migrate(ctx, newPoolIn(t, schema, 1)); err != nil {
+	schema := pgtest.Schema(t, "rota_test")
+	if err := postgres.Migrate(ctx, pgtest.PoolIn(t, schema, 1)); err != nil {
 		t.Fatal(err)
 	}
 	const daemons, ttl = 5, time.Minute
@@ -31,7 +32,7 @@ func TestLeaseAcrossProcesses(t *testing.T) {
 	}
 	ds := make([]daemon, daemons)
 	for i := range ds {
-		pool := newPoolIn(t, schema, 2)
+		pool := pgtest.PoolIn(t, schema, 2)
 		ds[i] = daemon{fmt.Sprintf("daemon-%d", i), postgres.NewLease(pool, "heavy", time.Hour), postgres.NewStateStore(pool)}
 	}
 
@@ -121,8 +122,8 @@ func TestLeaseAcrossProcesses(t *testing.T) {
 func TestLeaseMaxHold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	pool := newPoolIn(t, schema, 1)
+	schema := pgtest.Schema(t, "rota_test")
+	pool := pgtest.PoolIn(t, schema, 1)
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestLeaseMaxHold(t *testing.T) {
 	if err != nil || !g.ExpiresAt.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("Renew just before MaxHold = %+v, %v; want expiry still capped", g, err)
 	}
-	other := postgres.NewLease(newPoolIn(t, schema, 1), "heavy", 10*time.Minute)
+	other := postgres.NewLease(pgtest.PoolIn(t, schema, 1), "heavy", 10*time.Minute)
 	if _, err := other.Acquire(ctx, "b", time.Minute, t0.Add(10*time.Minute-time.Microsecond)); !errors.Is(err, maintenance.ErrLeaseHeld) {
 		t.Fatalf("another daemon just before AcquiredAt+MaxHold: %v, want ErrLeaseHeld", err)
 	}

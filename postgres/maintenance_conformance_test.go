@@ -10,13 +10,14 @@ import (
 	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/maintenance/maintenancetest"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
 // The Lease keeps the maintenance.Lease contract against the real server: one migrated
 // schema, a fresh lease name per subtest.
 func TestLeaseConformance(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t)
+	pool := pgtest.Pool(t)
 	var n atomic.Int64
 	maintenancetest.RunLease(t, func(t *testing.T, maxHold time.Duration) maintenance.Lease {
 		return postgres.NewLease(pool, fmt.Sprintf("lease-%d", n.Add(1)), maxHold)
@@ -27,7 +28,7 @@ func TestLeaseConformance(t *testing.T) {
 // migrated schema, emptied for each subtest.
 func TestStateStoreConformance(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t)
+	pool := pgtest.Pool(t)
 	maintenancetest.RunStateStore(t, func(t *testing.T) maintenance.StateStore {
 		if _, err := pool.Exec(context.Background(), `DELETE FROM rota_task_state; DELETE FROM rota_task_fence`); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
 // staleFixture is the production hazard of a bulk load: one tenant's backlog COPY-loaded and
@@ -22,13 +23,13 @@ import (
 func staleFixture(tb testing.TB, backlog, quiet int) *pgxpool.Pool {
 	tb.Helper()
 	ctx := context.Background()
-	pool := newMigratedPool(tb)
+	pool := pgtest.Pool(tb)
 	for _, table := range []string{"rota_due", "rota_users"} {
 		if _, err := pool.Exec(ctx, "ALTER TABLE "+table+" SET (autovacuum_enabled = false)"); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	loadDue(tb, pool, []string{"noisy"}, []int{backlog}, func(int) time.Time { return t0 })
+	pgtest.LoadDue(tb, pool, []string{"noisy"}, []int{backlog}, func(int) time.Time { return t0 })
 	idx := postgres.NewIndex(pool)
 	for i := range quiet {
 		u := fmt.Sprintf("quiet%03d", i)
