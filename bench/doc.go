@@ -10,7 +10,8 @@
 //	go test -run='^$' -bench=. -benchtime=1x .             # CI's smoke run, well under a minute
 //
 // The PostgreSQL benchmarks use ROTA_TEST_DATABASE_URL, or the local server
-// (postgres://postgres@127.0.0.1:5432/test, trust auth) like the postgres module's tests.
+// (postgres://postgres@127.0.0.1:5432/test, trust auth), through the same test support
+// as the postgres module's tests (github.com/rotaworks/rota/postgres/pgtest).
 // Without a reachable server they skip with a message saying so, except under CI=true,
 // where they fail. Each benchmark works in schemas of its own (bench_rota_…, bench_river_…),
 // dropped when it ends, so rota and River share the server but never a table.
@@ -85,8 +86,8 @@
 // hands out every quiet item in the first cycle, River starts them behind the backlog.
 //
 // Building the 200,000-entry backlog through the Index API would take minutes, so it is
-// loaded with COPY straight into the adapter's tables (as the postgres module's own
-// benchmarks do) and then read back through the Index, so that a change of the schema fails
+// loaded with COPY straight into the adapter's tables (pgtest.LoadDue, as the postgres
+// module's own benchmarks do) and then read back through the Index, so that a change of the schema fails
 // the benchmark instead of skewing it.
 //
 // # Smoke runs

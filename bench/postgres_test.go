@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -21,161 +18,22 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
 )
-
-// defaultTestURL is the local server CI provides: database test, trust auth — the postgres
-// module's default too.
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// testURL is the server the benchmarks use: ROTA_TEST_DATABASE_URL, or the local default.
-func testURL() string {
-	if u := os.Getenv("ROTA_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return defaultTestURL
-}
-
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
-// requireServer skips tb when no server answers at testURL, except under CI (CI=true),
-// where a missing server fails: the benchmarks must not rot silently.
-func requireServer(tb testing.TB) {
-	tb.Helper()
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testURL())
-		if err != nil {
-			reachErr = err
-			return
-		}
-		reachErr = conn.Ping(ctx)
-		conn.Close(ctx)
-	})
-	if reachErr == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("bench: no PostgreSQL at %s: %v (CI=true: the benchmarks must run)", testURL(), reachErr)
-	}
-	tb.Skipf("bench: no PostgreSQL at %s (%v); start one there (trust auth, database test) or set ROTA_TEST_DATABASE_URL=postgres://user@host:port/db?sslmode=disable", testURL(), reachErr)
-}
-
-// newSchema creates a schema of its own for tb, named prefix_<random>, dropped with
-// everything in it at cleanup.
-func newSchema(tb testing.TB, prefix string) string {
-	tb.Helper()
-	requireServer(tb)
-	var r [6]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		tb.Fatal(err)
-	}
-	schema := prefix + "_" + hex.EncodeToString(r[:])
-	exec := func(sql string) error {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, testURL())
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE SCHEMA " + schema); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			tb.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
 
 // pgConns is the pool size of every benchmark, rota's and River's alike.
 const pgConns = 16
 
-// newPool opens a pool of pgConns connections whose search_path is schema, closed at
-// cleanup.
-func newPool(tb testing.TB, schema string) *pgxpool.Pool {
-	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = pgConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(pool.Close)
-	return pool
-}
-
-// rotaPool returns a pool on a fresh schema migrated with postgres.Migrate.
+// rotaPool returns a pool of pgConns connections on a fresh schema of its own
+// (bench_rota_…), migrated with postgres.Migrate and dropped when tb ends.
 func rotaPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
-	pool := newPool(tb, newSchema(tb, "bench_rota"))
+	pool := pgtest.PoolIn(tb, pgtest.Schema(tb, "bench_rota"), pgConns)
 	if err := postgres.Migrate(context.Background(), pool); err != nil {
 		tb.Fatal(err)
 	}
 	return pool
-}
-
-// loadDue bulk-loads due entries into a migrated rota schema with COPY, and the per-user
-// summary the Index keeps, the way the postgres module's own benchmarks build big fixtures:
-// through the Index API a 200,000-entry backlog would take minutes to build, and building
-// it is not what is measured. users[i] gets counts[i] entries, the j-th due at
-// due(i).Add(j µs). checkLoaded then reads it back through the Index, so that a change of
-// the schema fails here rather than skewing a figure.
-func loadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, due func(i int) time.Time) {
-	tb.Helper()
-	ctx := context.Background()
-	total, i, j := 0, 0, 0
-	for _, n := range counts {
-		total += n
-	}
-	src := pgx.CopyFromFunc(func() ([]any, error) {
-		for i < len(users) && j >= counts[i] {
-			i, j = i+1, 0
-		}
-		if i == len(users) {
-			return nil, nil
-		}
-		row := []any{users[i], fmt.Sprintf("w%07d", j), "hot", due(i).Add(time.Duration(j) * time.Microsecond), int64(0)}
-		j++
-		return row, nil
-	})
-	n, err := pool.CopyFrom(ctx, pgx.Identifier{"rota_due"}, []string{"user_id", "work_key", "tier", "due_at", "miss_streak"}, src)
-	if err != nil || int(n) != total {
-		tb.Fatalf("COPY into rota_due: %d rows of %d: %v", n, total, err)
-	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO rota_users (user_id, free_at) SELECT user_id, min(due_at) FROM rota_due GROUP BY user_id
-		ON CONFLICT (user_id) DO UPDATE SET free_at = EXCLUDED.free_at`); err != nil {
-		tb.Fatal(err)
-	}
-	for _, table := range []string{"rota_due", "rota_users"} {
-		if _, err := pool.Exec(ctx, "ANALYZE "+table); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	idx := postgres.NewIndex(pool)
-	for i, u := range users {
-		tc, err := tenancy.NewContext(u)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		e, err := idx.Get(ctx, tc, fmt.Sprintf("w%07d", counts[i]-1))
-		if err != nil || !e.DueAt.Equal(due(i).Add(time.Duration(counts[i]-1)*time.Microsecond)) {
-			tb.Fatalf("loaded entries do not read back through the Index (schema changed?): %+v, %v", e, err)
-		}
-	}
 }
 
 // completeAll completes every item with its next due time next(item), on pgConns
@@ -269,8 +127,8 @@ var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 func riverClient(tb testing.TB, w *benchWorker, fetchCooldown time.Duration) (*river.Client[pgx.Tx], *pgxpool.Pool) {
 	tb.Helper()
 	ctx := context.Background()
-	schema := newSchema(tb, "bench_river")
-	pool := newPool(tb, schema)
+	schema := pgtest.Schema(tb, "bench_river")
+	pool := pgtest.PoolIn(tb, schema, pgConns)
 	driver := riverpgxv5.New(pool)
 	m, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: discardLogger})
 	if err != nil {
@@ -332,7 +190,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 		for i := range users {
 			users[i], counts[i] = fmt.Sprintf("user%03d", i), pgJobs/len(users)
 		}
-		loadDue(b, pool, users, counts, func(int) time.Time { return t0 })
+		pgtest.LoadDue(b, pool, users, counts, func(int) time.Time { return t0 })
 		tcs := contexts(b, users)
 		idx := postgres.NewIndex(pool)
 		d, err := dispatch.New(idx, oneLane(10))
@@ -474,7 +332,7 @@ func quietWaitRota(tb testing.TB, backlog int) quietRun {
 	ctx := context.Background()
 	quiet := quietNames()
 	pool := rotaPool(tb)
-	loadDue(tb, pool, []string{"noisy"}, []int{backlog}, func(int) time.Time { return t0 })
+	pgtest.LoadDue(tb, pool, []string{"noisy"}, []int{backlog}, func(int) time.Time { return t0 })
 	idx := postgres.NewIndex(pool)
 	tcs := contexts(tb, append([]string{"noisy"}, quiet...))
 	for _, u := range quiet {
