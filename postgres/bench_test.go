@@ -125,6 +125,25 @@ func oneLane(perUser, batch int) dispatch.Config {
 	}
 }
 
+// claimFixture is the claim benchmarks' schema: 1,000 users (user000…user999) with 100
+// entries each, all due at t0. It returns the schema, a setup pool of two connections on it
+// and the users.
+func claimFixture(b *testing.B) (schema string, setup *pgxpool.Pool, users []string) {
+	b.Helper()
+	schema = pgtest.Schema(b, "rota_test")
+	setup = pgtest.PoolIn(b, schema, 2)
+	if err := postgres.Migrate(context.Background(), setup); err != nil {
+		b.Fatal(err)
+	}
+	users = make([]string, 1000)
+	counts := make([]int, 1000)
+	for i := range users {
+		users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
+	}
+	pgtest.LoadDue(b, setup, users, counts, func(int) time.Time { return t0 })
+	return schema, setup, users
+}
+
 // Claim throughput: 1 and 4 dispatchers, each with its own pool, run cycles of up to 1,000
 // claims at the same time over 1,000 users with 100 due entries each. No worker completes
 // anything, so the claimed rows pile up — they must not slow later cycles down. Concurrent
@@ -134,17 +153,7 @@ func BenchmarkClaim(b *testing.B) {
 	for _, n := range []int{1, 4} {
 		b.Run(fmt.Sprintf("dispatchers=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			schema := pgtest.Schema(b, "rota_test")
-			setup := pgtest.PoolIn(b, schema, 2)
-			if err := postgres.Migrate(ctx, setup); err != nil {
-				b.Fatal(err)
-			}
-			users := make([]string, 1000)
-			counts := make([]int, 1000)
-			for i := range users {
-				users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
-			}
-			pgtest.LoadDue(b, setup, users, counts, func(int) time.Time { return t0 })
+			schema, setup, _ := claimFixture(b)
 			disps := make([]*dispatch.Dispatcher, n)
 			for i := range disps {
 				d, err := dispatch.New(postgres.NewIndex(pgtest.PoolIn(b, schema, 2)), oneLane(1, 1000))
@@ -196,17 +205,7 @@ func BenchmarkIndexClaim(b *testing.B) {
 	for _, n := range []int{1, 4} {
 		b.Run(fmt.Sprintf("claimers=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			schema := pgtest.Schema(b, "rota_test")
-			setup := pgtest.PoolIn(b, schema, 2)
-			if err := postgres.Migrate(ctx, setup); err != nil {
-				b.Fatal(err)
-			}
-			users := make([]string, 1000)
-			counts := make([]int, 1000)
-			for i := range users {
-				users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
-			}
-			pgtest.LoadDue(b, setup, users, counts, func(int) time.Time { return t0 })
+			schema, setup, users := claimFixture(b)
 			idxs := make([]*postgres.Index, n)
 			for i := range idxs {
 				idxs[i] = postgres.NewIndex(pgtest.PoolIn(b, schema, 2))
