@@ -130,13 +130,14 @@ func (d *Dispatcher) dispatch(ctx context.Context, now time.Time, withShed bool)
 		return Batch{}, nil, fmt.Errorf("dispatch: %w", err)
 	}
 
-	sel := Select(SelectInput{Heads: heads, LaneOf: laneOf, Lanes: d.lanes, GlobalBatchLimit: d.global})
-	batch.ShedUserIDs = sel.ShedUserIDs
+	// Select, read in place: the selected entries are not copied out of the heads.
+	sel := pickFair(SelectInput{Heads: heads, LaneOf: laneOf, Lanes: d.lanes, GlobalBatchLimit: d.global})
+	batch.ShedUserIDs = sel.shed
 	var shed []ShedUser
-	if withShed && len(sel.ShedUserIDs) > 0 {
-		shed = make([]ShedUser, len(sel.ShedUserIDs))
+	if withShed && len(sel.shed) > 0 {
+		shed = make([]ShedUser, len(sel.shed))
 	}
-	for i, u := range sel.ShedUserIDs {
+	for i, u := range sel.shed {
 		lane, ok := laneOf[u]
 		if ok {
 			batch.Lanes[d.laneIdx[lane]].Shed++
@@ -145,13 +146,13 @@ func (d *Dispatcher) dispatch(ctx context.Context, now time.Time, withShed bool)
 			shed[i] = ShedUser{UserID: u, Lane: lane}
 		}
 	}
-	if len(sel.Items) == 0 {
+	if len(sel.picks) == 0 {
 		return batch, shed, nil
 	}
 
-	keys := make([]duework.Key, len(sel.Items))
-	for i, it := range sel.Items {
-		keys[i] = it.Entry.Key()
+	keys := make([]duework.Key, len(sel.picks))
+	for i, pk := range sel.picks {
+		keys[i] = sel.entry(pk).Key()
 	}
 	claims, err := d.idx.Claim(ctx, keys, now, now.Add(d.claimFor))
 	if err != nil {
@@ -165,14 +166,15 @@ func (d *Dispatcher) dispatch(ctx context.Context, now time.Time, withShed bool)
 		at[c.Entry.Key()] = j
 	}
 	batch.Items = make([]Item, 0, len(claims))
-	for i, it := range sel.Items {
-		li := d.laneIdx[it.Lane]
+	for i, pk := range sel.picks {
+		lane := d.lanes[pk.lane].Lane
+		li := d.laneIdx[lane]
 		j, ok := at[keys[i]]
 		if !ok {
 			batch.Lanes[li].LostClaims++
 			continue
 		}
-		batch.Items = append(batch.Items, Item{Claim: claims[j], Lane: it.Lane})
+		batch.Items = append(batch.Items, Item{Claim: claims[j], Lane: lane})
 		batch.Lanes[li].Dispatched++
 	}
 	return batch, shed, nil

@@ -57,6 +57,29 @@ import (
 // holds at most the largest PerUserLimit, so a cycle costs what its users and its batch cost
 // (rule 8).
 func Select(in SelectInput) Selection {
+	p := pickFair(in)
+	sel := Selection{Items: make([]Selected, len(p.picks)), ShedUserIDs: p.shed}
+	for i, pk := range p.picks {
+		sel.Items[i] = Selected{Entry: p.entry(pk), Lane: in.Lanes[pk.lane].Lane}
+	}
+	return sel
+}
+
+// picked is Select's choice before its entries are copied out: the Dispatcher reads the
+// picks in place, which spares a copy of every selected Entry.
+type picked struct {
+	due   [][]duework.Entry // each head's Due, in (DueAt, WorkKey) order
+	picks []pick            // in Selection.Items order
+	shed  []string          // Selection.ShedUserIDs
+}
+
+// pick is one selected entry: due[head][r], in lane in.Lanes[lane].
+type pick struct{ head, r, lane int }
+
+func (p *picked) entry(pk pick) duework.Entry { return p.due[pk.head][pk.r] }
+
+// pickFair is Select without the copies; see Select.
+func pickFair(in SelectInput) picked {
 	if user, dup := duplicateUser(in.Heads); dup {
 		panic(fmt.Sprintf("dispatch: Select: user %q has two Heads", user))
 	}
@@ -130,11 +153,11 @@ func Select(in SelectInput) Selection {
 	for _, t := range take {
 		total += t
 	}
-	sel := Selection{Items: make([]Selected, 0, total)}
+	sel := picked{due: due, picks: make([]pick, 0, total)}
 	got := make([]int, len(in.Heads))
-	for li, lc := range in.Lanes {
+	for li := range in.Lanes {
 		for _, h := range orders[li][:take[li]] {
-			sel.Items = append(sel.Items, Selected{Entry: due[h][got[h]], Lane: lc.Lane})
+			sel.picks = append(sel.picks, pick{head: h, r: got[h], lane: li})
 			got[h]++
 		}
 	}
@@ -145,10 +168,10 @@ func Select(in SelectInput) Selection {
 			continue
 		}
 		if headLane[h] < 0 || head.More || got[h] < len(head.Due) {
-			sel.ShedUserIDs = append(sel.ShedUserIDs, head.UserID)
+			sel.shed = append(sel.shed, head.UserID)
 		}
 	}
-	slices.Sort(sel.ShedUserIDs)
+	slices.Sort(sel.shed)
 	return sel
 }
 
