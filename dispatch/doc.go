@@ -74,7 +74,8 @@
 // work, dispatched, shed, lost claims; the unrouted users with their reasons), the lane of
 // every shed user ([ShedUser]; empty for an unrouted one), and the error. A nil Observer
 // reports nothing and allocates nothing for it: TestDispatchWithoutObserverAllocatesAsBefore
-// pins Dispatch's allocations to what they were before observers existed. The Dispatcher
+// checks that Dispatch allocates no more than it did before observers existed, and pins the
+// current count (one more with an Observer: the shed users' lanes). The Dispatcher
 // has no clock, so a cycle's duration is measured by whoever drives it (bridge.Runner, on
 // its Clock). [Dispatcher.Cycle] is Dispatch that also returns the CycleInfo.
 //
