@@ -14,8 +14,9 @@ var (
 	// ErrNoTenant is returned by every call that takes a Context when it is given the zero
 	// Context.
 	ErrNoTenant = errors.New("tenancy: no tenant context")
-	// ErrInvalidID is returned by NewContext and by repository and watchlist calls when an ID
-	// is empty, longer than MaxIDLength bytes, not valid UTF-8, or holds a control character.
+	// ErrInvalidID is returned for bad input: by NewContext and by repository and watchlist
+	// calls for an ID that ValidateID refuses, and by Watchlist.Add for an entry whose
+	// AddedAt lies outside years 1 to 9999 UTC.
 	ErrInvalidID = errors.New("tenancy: invalid id")
 	// ErrNotFound is returned when a row does not exist for the calling tenant — including
 	// when it exists for another tenant: the two cases are indistinguishable by design.
@@ -58,8 +59,12 @@ func (c Context) Check() error {
 	return nil
 }
 
-// ValidateID checks an identifier: non-empty, at most MaxIDLength bytes, valid UTF-8, and
-// free of control characters. what names the field in the error, which wraps ErrInvalidID.
+// ValidateID checks an identifier: non-empty, at most MaxIDLength bytes, valid UTF-8, no
+// control or format characters (Unicode Cc and Cf: NUL, newline, DEL, the zero-width space,
+// U+FEFF, bidi controls, the zero-width joiner) anywhere, and no white space (unicode.IsSpace)
+// at either end; white space inside is allowed. what names the field in the error, which wraps
+// ErrInvalidID and quotes the value and, for a bad character, its code point. ValidateID does
+// not normalise: see the package documentation. It costs one pass over id.
 func ValidateID(what, id string) error {
 	switch {
 	case id == "":
@@ -70,9 +75,18 @@ func ValidateID(what, id string) error {
 		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidID, what, id)
 	}
 	for _, r := range id {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return fmt.Errorf("%w: %s %q contains control character %U", ErrInvalidID, what, id, r)
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Errorf("%w: %s %q contains format character %U", ErrInvalidID, what, id, r)
 		}
+	}
+	if r, _ := utf8.DecodeRuneInString(id); unicode.IsSpace(r) {
+		return fmt.Errorf("%w: %s %q begins with white space %U", ErrInvalidID, what, id, r)
+	}
+	if r, _ := utf8.DecodeLastRuneInString(id); unicode.IsSpace(r) {
+		return fmt.Errorf("%w: %s %q ends with white space %U", ErrInvalidID, what, id, r)
 	}
 	return nil
 }

@@ -4,49 +4,49 @@
 // # The model
 //
 // A [Context] is a tenant's validated identity, made by [NewContext]. Every tenant-scoped
-// call takes one and reads and writes only that tenant's rows. There is no method that lists
-// or touches another tenant's rows; asking for one gives [ErrNotFound] with the same text as
-// a row that exists for nobody, so a caller cannot even learn that it exists. The zero
-// Context is refused everywhere with [ErrNoTenant] — before any other check — so a forgotten
-// identity fails loudly instead of reading or writing as nobody.
-//
-// IDs (user IDs, row IDs, slugs, tier names) are validated by [ValidateID]: non-empty, at
-// most [MaxIDLength] bytes, valid UTF-8, no control characters; anything else is
-// [ErrInvalidID] with the field named. IDs are compared byte for byte: "Alice" and "alice"
-// are two tenants.
+// call takes one and reads and writes only that tenant's rows. No method lists or touches
+// another tenant's rows; asking for one gives [ErrNotFound] with the same text as a row that
+// exists for nobody, so a caller cannot even learn that it exists. The zero Context is
+// refused everywhere with [ErrNoTenant], before any other check, so a forgotten identity
+// fails loudly instead of reading or writing as nobody. After the Context a call checks its
+// ctx, then its IDs, then the rest; the first failure is returned and nothing is written.
 //
 // # Where to start
 //
-//   - [Repository] is generic tenant-scoped storage; [NewMemoryRepository] is the in-memory
-//     one. Put inserts or replaces, Get and Delete answer ErrNotFound for a missing row,
-//     List returns the tenant's rows ordered by id.
-//   - [Watchlist] holds the sources a tenant watches ([WatchlistEntry]); its slug is the
-//     due-work WorkKey and its Tier a cadence tier name. [NewMemoryWatchlist] is the
-//     in-memory one. Add refuses an entry that names another user with [ErrForbidden]: it
-//     is never rewritten to the caller's user.
-//   - [Entitlements] tells a tenant's [PlanID] (free, plus, pro); [NewMemoryEntitlements]
-//     is the in-memory one. Which dispatch lane a plan buys is wiring in package bridge:
-//     tenancy does not know lanes.
+//   - [Watchlist] holds the sources a tenant watches ([WatchlistEntry]); the slug is the
+//     due-work WorkKey and the Tier a cadence tier name, checked as an ID but not against a
+//     registry (which tiers exist is the host's configuration). Add refuses an entry that
+//     names another user with [ErrForbidden]: it is never rewritten to the caller's user.
+//   - [Entitlements] tells a tenant's [PlanID]. A tenant never given a plan is on
+//     [PlanFree]. Which dispatch lane a plan buys is wiring in package bridge.
+//   - [Repository] is generic tenant-scoped storage: Put inserts or replaces, List returns
+//     the tenant's rows ordered by id.
 //
-// The in-memory implementations are safe for concurrent use, and their zero values are
-// ready to use.
+// Delete and Remove answer ErrNotFound for a missing row, so a caller can tell a removal
+// from a no-op. [NewMemoryWatchlist], [NewMemoryEntitlements] and [NewMemoryRepository] are
+// the in-memory implementations: safe for concurrent use, zero values ready to use; a
+// single-row call costs one map lookup, and List sorts the tenant's n rows in O(n log n),
+// whatever other tenants hold. The postgres module
+// implements Watchlist and Entitlements for services that run on several machines; package
+// tenancytest is the conformance suite every implementation runs.
+//
+// # IDs
+//
+// User IDs, slugs, row IDs and tier names are checked by [ValidateID]: non-empty, at most
+// [MaxIDLength] bytes, valid UTF-8, no control or format characters (such as a zero-width
+// space or a bidi control) and no white space at either end. Anything else is
+// [ErrInvalidID], naming the field, the value and the offending character.
+//
+// IDs are compared byte for byte and never normalised: "Alice" and "alice" are two tenants,
+// and so are "José" written with a composed é (U+00E9) and with e followed by a combining
+// acute accent (U+0065 U+0301), which look the same. A host that takes IDs from people
+// should normalise them to NFC before calling NewContext or storing a slug, for example
+// with norm.NFC.String from golang.org/x/text/unicode/norm (this package stays on the
+// standard library), and fold case if its users expect "Alice" to be "alice".
 //
 // # The one exception
 //
 // A fair dispatcher must see every tenant's next due time at once, so the due-work index
-// (package duework) has cross-tenant reads for the dispatcher. That is its own storage
-// surface with a fixed row that carries scheduling metadata only; nothing in this package
-// is cross-tenant.
-//
-// # Choices this package makes
-//
-//   - The order of checks is: the Context, then ctx, then the ids, then the rest; the first
-//     failure is returned and nothing is written.
-//   - Repository.Delete and Watchlist.Remove answer ErrNotFound for a missing row, so a
-//     caller can tell a removal from a no-op; a row of another tenant is missing too.
-//   - Watchlist.Add checks the entry's Tier as an ID (non-empty, no control characters) but
-//     not against a cadence registry: which tiers exist is the host's configuration, checked
-//     where the tier is used.
-//   - A tenant never given a plan is on [PlanFree]; SetPlan refuses any other PlanID with
-//     [ErrInvalidPlan].
+// (package duework) reads across tenants for the dispatcher. That is its own storage, whose
+// rows carry scheduling metadata only; nothing in this package is cross-tenant.
 package tenancy

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/rotaworks/rota/tenancy"
@@ -13,11 +14,19 @@ import (
 // exactly like asking for a row that does not exist.
 func Example() {
 	ctx := context.Background()
-	alice, _ := tenancy.NewContext("alice")
-	bob, _ := tenancy.NewContext("bob")
+	alice, err := tenancy.NewContext("alice")
+	if err != nil {
+		log.Fatal(err)
+	}
+	bob, err := tenancy.NewContext("bob")
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	notes := tenancy.NewMemoryRepository[string]()
-	_ = notes.Put(ctx, alice, "todo", "renew the domain")
+	if err := notes.Put(ctx, alice, "todo", "renew the domain"); err != nil {
+		log.Fatal(err)
+	}
 
 	v, err := notes.Get(ctx, alice, "todo")
 	fmt.Println("alice:", v, err)
@@ -27,13 +36,22 @@ func Example() {
 
 	_, err = notes.Get(ctx, tenancy.Context{}, "todo")
 	fmt.Println("no tenant:", errors.Is(err, tenancy.ErrNoTenant))
-
-	_, err = tenancy.NewContext("eve\n")
-	fmt.Println(err)
 	// Output:
 	// alice: renew the domain <nil>
 	// bob: true tenancy: not found: id "todo"
 	// no tenant: true
+}
+
+// IDs that look alike but differ are refused rather than made into a second tenant; a host
+// normalises what people type (NFC) before it calls NewContext.
+func ExampleValidateID() {
+	for _, id := range []string{"acme corp", "acme corp ", "acme\u200bcorp", "eve\n"} {
+		fmt.Println(tenancy.ValidateID("user ID", id))
+	}
+	// Output:
+	// <nil>
+	// tenancy: invalid id: user ID "acme corp " ends with white space U+0020
+	// tenancy: invalid id: user ID "acme\u200bcorp" contains format character U+200B
 	// tenancy: invalid id: user ID "eve\n" contains control character U+000A
 }
 
@@ -41,15 +59,27 @@ func Example() {
 func ExampleMemoryWatchlist() {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	ana, _ := tenancy.NewContext("ana")
+	ana, err := tenancy.NewContext("ana")
+	if err != nil {
+		log.Fatal(err)
+	}
 	w := tenancy.NewMemoryWatchlist()
 
-	_ = w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now})
-	_ = w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "blog", Tier: "warm", AddedAt: now})
-	err := w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ben", Slug: "news", Tier: "hot", AddedAt: now})
+	for _, e := range []tenancy.WatchlistEntry{
+		{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now},
+		{UserID: "ana", Slug: "blog", Tier: "warm", AddedAt: now},
+	} {
+		if err := w.Add(ctx, ana, e); err != nil {
+			log.Fatal(err)
+		}
+	}
+	err = w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ben", Slug: "news", Tier: "hot", AddedAt: now})
 	fmt.Println(errors.Is(err, tenancy.ErrForbidden))
 
-	entries, _ := w.List(ctx, ana)
+	entries, err := w.List(ctx, ana)
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, e := range entries {
 		fmt.Println(e.UserID, e.Slug, e.Tier)
 	}
@@ -62,13 +92,24 @@ func ExampleMemoryWatchlist() {
 // A tenant never given a plan is on the free plan.
 func ExampleMemoryEntitlements() {
 	ctx := context.Background()
-	ana, _ := tenancy.NewContext("ana")
-	ben, _ := tenancy.NewContext("ben")
+	ana, err := tenancy.NewContext("ana")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ben, err := tenancy.NewContext("ben")
+	if err != nil {
+		log.Fatal(err)
+	}
 	plans := tenancy.NewMemoryEntitlements()
-	_ = plans.SetPlan(ctx, ben, tenancy.PlanPro)
+	if err := plans.SetPlan(ctx, ben, tenancy.PlanPro); err != nil {
+		log.Fatal(err)
+	}
 
 	for _, tc := range []tenancy.Context{ana, ben} {
-		p, _ := plans.Plan(ctx, tc)
+		p, err := plans.Plan(ctx, tc)
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(tc.UserID(), p)
 	}
 	// Output:

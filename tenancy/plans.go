@@ -18,8 +18,8 @@ const (
 	PlanPro  PlanID = "pro"
 )
 
-// ErrInvalidPlan is returned by [MemoryEntitlements.SetPlan] for a PlanID that is not one of
-// PlanFree, PlanPlus and PlanPro.
+// ErrInvalidPlan is returned by SetPlan, of [MemoryEntitlements] and of other Entitlements
+// that can be written, for a PlanID that is not Valid.
 var ErrInvalidPlan = errors.New("tenancy: invalid plan")
 
 // Valid reports whether p is one of PlanFree, PlanPlus and PlanPro.
@@ -31,9 +31,10 @@ func (p PlanID) Valid() bool {
 	return false
 }
 
-// Entitlements tells which plan a tenant is on.
+// Entitlements tells which plan a tenant is on. A tenant never given a plan is on PlanFree:
+// Plan returns PlanFree for it, not an error.
 type Entitlements interface {
-	// Plan returns the tenant's plan, ErrNoTenant for the zero Context.
+	// Plan returns the tenant's plan, or ErrNoTenant for the zero Context.
 	Plan(ctx context.Context, tc Context) (PlanID, error)
 }
 

@@ -15,22 +15,49 @@ type WatchlistEntry struct {
 	Slug string
 	// Tier names the cadence tier the source is polled on, such as "hot".
 	Tier string
-	// AddedAt is when the tenant added the source, as the host's now.
+	// AddedAt is when the tenant added the source, as the host's now. It must lie in
+	// years 1 to 9999 UTC.
 	AddedAt time.Time
+}
+
+// Validate checks e for [Watchlist.Add] on behalf of tc and returns the first failure, in
+// this order: the zero Context ([ErrNoTenant]), the slug ([ErrInvalidID]), a UserID that is
+// not tc's ([ErrForbidden]), the tier ([ErrInvalidID]), and an AddedAt outside years 1 to
+// 9999 UTC ([ErrInvalidID]; a zero AddedAt is accepted). Watchlist implementations call it
+// after checking ctx, so that every one refuses exactly what the in-memory one refuses.
+func (e WatchlistEntry) Validate(tc Context) error {
+	if err := tc.Check(); err != nil {
+		return err
+	}
+	if err := ValidateID("slug", e.Slug); err != nil {
+		return err
+	}
+	if e.UserID != tc.userID {
+		return fmt.Errorf("%w: entry %q names user %q, not the context's user", ErrForbidden, e.Slug, e.UserID)
+	}
+	if err := ValidateID("tier", e.Tier); err != nil {
+		return err
+	}
+	if y := e.AddedAt.UTC().Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("%w: entry %q AddedAt %s is outside years 1 to 9999 UTC",
+			ErrInvalidID, e.Slug, e.AddedAt.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Watchlist is the tenant-scoped list of watched sources, deny-by-default like
 // [Repository]. Every method returns [ErrNoTenant] for the zero Context and [ErrInvalidID]
 // for a bad slug.
 type Watchlist interface {
-	// Add inserts or replaces the entry with e.Slug. An entry whose UserID is not the
-	// Context's is refused with ErrForbidden, never rewritten; an empty Tier is ErrInvalidID.
+	// Add inserts or replaces the entry with e.Slug. It refuses what [WatchlistEntry.Validate]
+	// refuses: an entry whose UserID is not the Context's is ErrForbidden, never rewritten.
 	Add(ctx context.Context, tc Context, e WatchlistEntry) error
 	// Remove deletes the tenant's entry slug, or returns ErrNotFound.
 	Remove(ctx context.Context, tc Context, slug string) error
 	// Get returns the tenant's entry slug, or ErrNotFound.
 	Get(ctx context.Context, tc Context, slug string) (WatchlistEntry, error)
-	// List returns the tenant's entries ordered by slug. The slice is the caller's.
+	// List returns all the tenant's entries ordered by slug (byte order). The slice is the
+	// caller's.
 	List(ctx context.Context, tc Context) ([]WatchlistEntry, error)
 }
 
@@ -48,17 +75,13 @@ func NewMemoryWatchlist() *MemoryWatchlist {
 	return &MemoryWatchlist{}
 }
 
-// Add implements [Watchlist]. It checks, in order: the Context ([ErrNoTenant]), ctx, the
-// slug ([ErrInvalidID]), the entry's UserID ([ErrForbidden]) and its Tier ([ErrInvalidID]);
-// a refused entry writes nothing.
+// Add implements [Watchlist]: after the Context and ctx it checks e with
+// [WatchlistEntry.Validate]; a refused entry writes nothing.
 func (w *MemoryWatchlist) Add(ctx context.Context, tc Context, e WatchlistEntry) error {
-	if err := checkRow(ctx, tc, "slug", e.Slug); err != nil {
+	if err := checkCall(ctx, tc); err != nil {
 		return err
 	}
-	if e.UserID != tc.userID {
-		return fmt.Errorf("%w: entry %q names user %q, not the context's user", ErrForbidden, e.Slug, e.UserID)
-	}
-	if err := ValidateID("tier", e.Tier); err != nil {
+	if err := e.Validate(tc); err != nil {
 		return err
 	}
 	return w.repo.put(ctx, tc, "slug", e.Slug, e)

@@ -1,0 +1,96 @@
+package tenancytest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rotaworks/rota/tenancy"
+)
+
+var entitlementsRules = []rule[*entSubject]{
+	{"DefaultFree", "a tenant never given a plan is on PlanFree, without an error", defaultFree},
+	{"SetPlan", "Plan returns the plan SetPlan last set, for each of PlanFree, PlanPlus and PlanPro", setPlan},
+	{"InvalidPlan", "SetPlan of a plan that is not Valid is ErrInvalidPlan and changes nothing", invalidPlan},
+	{"CrossTenant", "one tenant's SetPlan never shows in another tenant's Plan", entCrossTenant},
+	{"NoTenant", noTenantRule, noTenant[*entSubject]},
+	{"DoneContext", doneContextRule, doneContext[*entSubject]},
+	{"Concurrent", "tenants setting plans at once each end on the plan they set last", entConcurrent},
+	{"StateMachine", entModelRule, entModel},
+}
+
+// wantPlan fails unless tc is on plan p.
+func (s *suite[S]) wantPlan(e tenancy.Entitlements, tc tenancy.Context, p tenancy.PlanID) {
+	s.t.Helper()
+	if got, err := e.Plan(bg, tc); err != nil || got != p {
+		s.errorf("Plan(%s) = %q, %v; want %q", tc.UserID(), got, err, p)
+	}
+}
+
+func (s *suite[S]) setPlan(e SettableEntitlements, tc tenancy.Context, p tenancy.PlanID) {
+	s.t.Helper()
+	if err := e.SetPlan(bg, tc, p); err != nil {
+		s.fatalf("SetPlan(%s, %q): %v", tc.UserID(), p, err)
+	}
+}
+
+func defaultFree(s *suite[*entSubject]) {
+	s.wantPlan(s.x.e, tenant(s.t, "alice"), tenancy.PlanFree)
+	s.setPlan(s.x.e, tenant(s.t, "bob"), tenancy.PlanPro)
+	s.wantPlan(s.x.e, tenant(s.t, "alice"), tenancy.PlanFree)
+}
+
+func setPlan(s *suite[*entSubject]) {
+	a := tenant(s.t, "alice")
+	for _, p := range []tenancy.PlanID{tenancy.PlanPlus, tenancy.PlanPro, tenancy.PlanFree, tenancy.PlanPro} {
+		s.setPlan(s.x.e, a, p)
+		s.wantPlan(s.x.e, a, p)
+	}
+}
+
+func invalidPlan(s *suite[*entSubject]) {
+	a, before := s.seeded()
+	for _, p := range []tenancy.PlanID{"", "enterprise", "Pro", "pro ", "free\x00"} {
+		if err := s.x.e.SetPlan(bg, a, p); !errors.Is(err, tenancy.ErrInvalidPlan) {
+			s.errorf("SetPlan(%q) = %v, want ErrInvalidPlan", p, err)
+		}
+	}
+	s.unchanged("refused SetPlans", before, a)
+}
+
+func entCrossTenant(s *suite[*entSubject]) {
+	for _, p := range tenantPairs {
+		x := s.fresh().e
+		a, b := tenant(s.t, p.a), tenant(s.t, p.b)
+		s.setPlan(x, a, tenancy.PlanPro)
+		s.wantPlan(x, b, tenancy.PlanFree)
+		s.setPlan(x, b, tenancy.PlanPlus)
+		s.wantPlan(x, a, tenancy.PlanPro)
+		s.wantPlan(x, b, tenancy.PlanPlus)
+		s.setPlan(x, b, tenancy.PlanFree)
+		s.wantPlan(x, a, tenancy.PlanPro)
+	}
+}
+
+func entConcurrent(s *suite[*entSubject]) {
+	plans := []tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro}
+	var wg sync.WaitGroup
+	for u := range 4 {
+		tc := tenant(s.t, fmt.Sprintf("u%d", u))
+		wg.Go(func() {
+			for i := range 30 {
+				if err := s.x.e.SetPlan(bg, tc, plans[(u+i)%3]); err != nil {
+					s.errorf("SetPlan(%s): %v", tc.UserID(), err)
+					return
+				}
+				if _, err := s.x.e.Plan(bg, tc); err != nil {
+					s.errorf("Plan(%s): %v", tc.UserID(), err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for u := range 4 {
+		s.wantPlan(s.x.e, tenant(s.t, fmt.Sprintf("u%d", u)), plans[(u+29)%3])
+	}
+}

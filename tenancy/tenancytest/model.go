@@ -1,0 +1,140 @@
+package tenancytest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"pgregory.net/rapid"
+
+	"github.com/rotaworks/rota/tenancy"
+)
+
+const (
+	keyedModelRule = "over any sequence of calls by several tenants, the store agrees with a reference model: a map per tenant"
+	entModelRule   = "over any sequence of calls by several tenants, Plan agrees with a reference model: a map, PlanFree when absent"
+)
+
+// Tenants and IDs of the state machines: "a" and "a/b" meet under a "/" join of user and
+// ID, "a" and "A" under a case-insensitive comparison; "x " and "" are bad IDs.
+var (
+	genUser  = rapid.SampledFrom([]string{"a", "a/b", "A"})
+	genID    = rapid.SampledFrom([]string{"x", "b/x", "a/b", "x ", ""})
+	genValue = rapid.SampledFrom([]string{"hot", "cold"})
+)
+
+// modelFail fails t citing rule.
+func modelFail(t *rapid.T, rule, format string, args ...any) {
+	t.Helper()
+	t.Fatalf("rule %q broken: %s", rule, fmt.Sprintf(format, args...))
+}
+
+// keyedModel drives fresh stores and a map per tenant with the same random calls, and after
+// every call checks every tenant's List against the map.
+func keyedModel[S keyed](s *suite[S]) {
+	rapid.Check(s.t, func(t *rapid.T) {
+		x := s.fresh()
+		field := x.field()
+		m := map[string]map[string]string{}
+		check := func(t *rapid.T, call, user, id string, err error, ok bool) bool {
+			t.Helper()
+			switch {
+			case tenancy.ValidateID(field, id) != nil:
+				if !errors.Is(err, tenancy.ErrInvalidID) {
+					modelFail(t, s.rule, "%s(%s, %q) = %v, want ErrInvalidID", call, user, id, err)
+				}
+				return false
+			case !ok:
+				if !errors.Is(err, tenancy.ErrNotFound) {
+					modelFail(t, s.rule, "%s(%s, %q) = %v, want ErrNotFound: the model has no such row", call, user, id, err)
+				}
+				return false
+			case err != nil:
+				modelFail(t, s.rule, "%s(%s, %q) = %v", call, user, id, err)
+			}
+			return true
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"put": func(t *rapid.T) {
+				u, id, v := genUser.Draw(t, "user"), genID.Draw(t, "id"), genValue.Draw(t, "value")
+				if check(t, "put", u, id, x.put(bg, tenant(t, u), id, v), true) {
+					if m[u] == nil {
+						m[u] = map[string]string{}
+					}
+					m[u][id] = v
+				}
+			},
+			"get": func(t *rapid.T) {
+				u, id := genUser.Draw(t, "user"), genID.Draw(t, "id")
+				got, err := x.get(bg, tenant(t, u), id)
+				want, ok := m[u][id]
+				if check(t, "get", u, id, err, ok) && got != want {
+					modelFail(t, s.rule, "get(%s, %q) = %q, the model has %q", u, id, got, want)
+				}
+			},
+			"remove": func(t *rapid.T) {
+				u, id := genUser.Draw(t, "user"), genID.Draw(t, "id")
+				_, ok := m[u][id]
+				if check(t, "remove", u, id, x.del(bg, tenant(t, u), id), ok) {
+					delete(m[u], id)
+				}
+			},
+			"": func(t *rapid.T) {
+				for _, u := range []string{"a", "a/b", "A"} {
+					got, err := x.list(bg, tenant(t, u))
+					if err != nil {
+						modelFail(t, s.rule, "List(%s): %v", u, err)
+					}
+					want := []kv{}
+					for id, v := range m[u] {
+						want = append(want, kv{id, v})
+					}
+					sort.Slice(want, func(i, j int) bool { return want[i].id < want[j].id })
+					if !slices.Equal(got, want) {
+						modelFail(t, s.rule, "List(%s) = %v, the model has %v", u, got, want)
+					}
+				}
+			},
+		})
+	})
+}
+
+// entModel drives fresh Entitlements and a map with the same random calls, and after every
+// call checks every tenant's Plan against the map.
+func entModel(s *suite[*entSubject]) {
+	genPlan := rapid.SampledFrom([]tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro, "", "Pro", "gold"})
+	rapid.Check(s.t, func(t *rapid.T) {
+		x := s.fresh().e
+		m := map[string]tenancy.PlanID{}
+		want := func(u string) tenancy.PlanID {
+			if p, ok := m[u]; ok {
+				return p
+			}
+			return tenancy.PlanFree
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"SetPlan": func(t *rapid.T) {
+				u, p := genUser.Draw(t, "user"), genPlan.Draw(t, "plan")
+				err := x.SetPlan(bg, tenant(t, u), p)
+				switch {
+				case !p.Valid():
+					if !errors.Is(err, tenancy.ErrInvalidPlan) {
+						modelFail(t, s.rule, "SetPlan(%s, %q) = %v, want ErrInvalidPlan", u, p, err)
+					}
+				case err != nil:
+					modelFail(t, s.rule, "SetPlan(%s, %q) = %v", u, p, err)
+				default:
+					m[u] = p
+				}
+			},
+			"": func(t *rapid.T) {
+				for _, u := range []string{"a", "a/b", "A"} {
+					if got, err := x.Plan(bg, tenant(t, u)); err != nil || got != want(u) {
+						modelFail(t, s.rule, "Plan(%s) = %q, %v; the model has %q", u, got, err, want(u))
+					}
+				}
+			},
+		})
+	})
+}
