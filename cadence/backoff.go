@@ -43,21 +43,30 @@ var _ Policy = Backoff{}
 // and naming the field, joined with errors.Join. It returns nil for a usable Backoff.
 func (b Backoff) Validate() error {
 	var errs []error
+	for _, p := range b.problems() {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidPolicy, p))
+	}
+	return errors.Join(errs...)
+}
+
+// problems lists what Validate reports, one line per bad field.
+func (b Backoff) problems() []string {
+	var out []string
 	if b.Base <= 0 {
-		errs = append(errs, fmt.Errorf("%w: Base must be positive, got %v", ErrInvalidPolicy, b.Base))
+		out = append(out, fmt.Sprintf("Base must be positive, got %v", b.Base))
 	}
 	if b.Max < b.Base {
-		errs = append(errs, fmt.Errorf("%w: Max (%v) must be at least Base (%v)", ErrInvalidPolicy, b.Max, b.Base))
+		out = append(out, fmt.Sprintf("Max (%v) must be at least Base (%v)", b.Max, b.Base))
 	}
 	switch {
 	case math.IsNaN(b.Factor):
-		errs = append(errs, fmt.Errorf("%w: Factor must be a number, got NaN", ErrInvalidPolicy))
+		out = append(out, "Factor must be a number, got NaN")
 	case math.IsInf(b.Factor, 0):
-		errs = append(errs, fmt.Errorf("%w: Factor must be finite, got %v", ErrInvalidPolicy, b.Factor))
+		out = append(out, fmt.Sprintf("Factor must be finite, got %v", b.Factor))
 	case b.Factor < 1:
-		errs = append(errs, fmt.Errorf("%w: Factor must be at least 1, got %v", ErrInvalidPolicy, b.Factor))
+		out = append(out, fmt.Sprintf("Factor must be at least 1, got %v", b.Factor))
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // NextInterval returns min(Base·Factor^missStreak, Max). A negative streak counts as 0.

@@ -13,8 +13,8 @@
 // # Where to start
 //
 // [Backoff] is the Policy most hosts want: NextInterval(n) = min(Base·Factorⁿ, Max),
-// computed in O(1) without overflow for every n up to math.MaxInt. Check a hand-made one
-// with [Backoff.Validate], which names every bad field and wraps [ErrInvalidPolicy].
+// computed in O(1) without overflow for every n. Check a hand-made one with
+// [Backoff.Validate].
 //
 // The presets, all with Factor 2:
 //
@@ -24,10 +24,10 @@
 //	cold            TierCold       4h      48h
 //	digest_weekly   DigestWeekly   168h    672h (4 weeks)
 //
-// A watch-list entry names its tier as a string; [NewRegistry] resolves those names.
-// A host adds tiers of its own with [Registry.Register]; an unknown name is
-// [ErrUnknownTier], never a silent default. There is no package-level registry: each host,
-// and each test, owns its own.
+// A watch-list entry names its tier as a string; [NewRegistry] resolves those names, and a
+// host adds tiers of its own with [Registry.Register]. An unknown name is [ErrUnknownTier],
+// never a silent default. There is no package-level registry: each host, and each test,
+// owns its own, so none can leak tiers into another.
 //
 // # Jitter
 //
@@ -35,15 +35,4 @@
 // minute after an import — do not all come due in the same second. The offset lies in
 // [0, fraction·d) and depends only on its arguments through a fixed hash (FNV-1a, finished
 // with a 64-bit mixer), not a per-process seed, so every replica computes the same schedule.
-//
-// # Choices this package makes
-//
-//   - A negative miss streak counts as 0, and NextInterval on an invalid Backoff still
-//     returns a bounded, non-negative value rather than panicking; only Validate judges.
-//   - Register refuses a name that is already taken, the presets' included: the presets are
-//     a shared vocabulary, and a host that wants other values registers a new name.
-//   - Register refuses tier names that are empty, not valid UTF-8 or hold control
-//     characters ([ErrInvalidTierName]); a watch-list entry could never name such a tier.
-//   - Jitter clamps a fraction above 1 to 1: the offset never exceeds the interval it
-//     spreads.
 package cadence

@@ -3,6 +3,7 @@ package cadence_test
 import (
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/rotaworks/rota/cadence"
@@ -30,7 +31,10 @@ func ExampleRegistry() {
 	err := tiers.Register("realtime", cadence.Backoff{Base: time.Minute, Max: 15 * time.Minute, Factor: 1.5})
 	fmt.Println("register realtime:", err)
 
-	p, _ := tiers.Lookup("realtime")
+	p, err := tiers.Lookup("realtime")
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("realtime after 2 misses:", p.NextInterval(2))
 
 	_, err = tiers.Lookup("lukewarm")
@@ -42,7 +46,7 @@ func ExampleRegistry() {
 	// register realtime: <nil>
 	// realtime after 2 misses: 2m15s
 	// true cadence: unknown tier: "lukewarm"
-	// cadence: tier "broken": cadence: invalid policy: Max (1m0s) must be at least Base (1h0m0s)
+	// cadence: invalid policy: tier "broken": Max (1m0s) must be at least Base (1h0m0s)
 }
 
 // Sources added together come due spread over the window, the same on every replica.

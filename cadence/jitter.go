@@ -15,9 +15,8 @@ import (
 // replica computes the same spread. A fraction outside (0, 1] is clamped into it (≤ 0 or NaN
 // gives 0); a d ≤ 0 gives 0, and so does a window fraction·d shorter than a nanosecond.
 //
-// Typical use spreads a new entry's first due time: at.Add(Jitter(key, at, base, 1)).
-// The hash is part of the contract: changing it would move every replica's schedule, so a
-// test pins its values.
+// It costs one hash of key: O(len(key)). Most callers spread a new entry's first due time:
+// at.Add(Jitter(key, at, base, 1)).
 func Jitter(key string, at time.Time, d time.Duration, fraction float64) time.Duration {
 	if d <= 0 || !(fraction > 0) {
 		return 0

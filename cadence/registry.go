@@ -3,7 +3,7 @@ package cadence
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -21,9 +21,9 @@ var ErrTierTaken = errors.New("cadence: tier name already registered")
 var ErrInvalidTierName = errors.New("cadence: invalid tier name")
 
 // Registry resolves tier names to policies. [NewRegistry] returns one holding the presets
-// under "hot", "warm", "cold" and "digest_weekly"; a host adds its own tiers with Register.
-// A Registry is safe for concurrent use; the zero Registry is empty and usable. There is deliberately no package-level registry:
-// each host owns its own, so tests and tenants cannot leak tiers into each other.
+// under "hot", "warm", "cold" and "digest_weekly"; a host adds its own tiers with Register
+// and resolves an entry's tier with Lookup, one map read under a read lock. A Registry is
+// safe for concurrent use; the zero Registry is empty and usable.
 type Registry struct {
 	mu       sync.RWMutex
 	policies map[string]Policy
@@ -43,21 +43,16 @@ func NewRegistry() *Registry {
 type validator interface{ Validate() error }
 
 // Register adds p under name. It refuses an empty name, or one that is not valid UTF-8 or
-// holds a control character ([ErrInvalidTierName]); a nil policy ([ErrInvalidPolicy]); a
-// policy whose Validate method, when it has one, fails (its error, which for a [Backoff]
-// wraps ErrInvalidPolicy); and a name already taken ([ErrTierTaken]) — the presets' names
-// included: a host that wants other values for "hot" registers a tier of its own.
+// holds a control character ([ErrInvalidTierName]); a nil policy, or one whose Validate
+// method, when it has one, fails ([ErrInvalidPolicy]); and a name already taken
+// ([ErrTierTaken]) — the presets' names included: a host that wants other values for "hot"
+// registers a tier of its own.
 func (r *Registry) Register(name string, p Policy) error {
 	if err := checkTierName(name); err != nil {
 		return err
 	}
-	if p == nil {
-		return fmt.Errorf("%w: tier %q: policy must not be nil", ErrInvalidPolicy, name)
-	}
-	if v, ok := p.(validator); ok {
-		if err := v.Validate(); err != nil {
-			return fmt.Errorf("cadence: tier %q: %w", name, err)
-		}
+	if err := checkPolicy(name, p); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -68,6 +63,34 @@ func (r *Registry) Register(name string, p Policy) error {
 		r.policies = make(map[string]Policy)
 	}
 	r.policies[name] = p
+	return nil
+}
+
+// checkPolicy refuses a policy that cannot serve under name, wrapping ErrInvalidPolicy
+// once: a Backoff's problems are listed without the sentinel each Validate error repeats.
+func checkPolicy(name string, p Policy) error {
+	invalid := func(detail string) error {
+		return fmt.Errorf("%w: tier %q: %s", ErrInvalidPolicy, name, detail)
+	}
+	switch v := p.(type) {
+	case nil:
+		return invalid("policy must not be nil")
+	case Backoff:
+		if ps := v.problems(); len(ps) > 0 {
+			return invalid(strings.Join(ps, "; "))
+		}
+	case *Backoff:
+		if v == nil {
+			return invalid("policy must not be nil")
+		}
+		if ps := v.problems(); len(ps) > 0 {
+			return invalid(strings.Join(ps, "; "))
+		}
+	case validator:
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("%w: tier %q: %w", ErrInvalidPolicy, name, err)
+		}
+	}
 	return nil
 }
 
@@ -97,16 +120,4 @@ func checkTierName(name string) error {
 		}
 	}
 	return nil
-}
-
-// Names returns the registered tier names in sorted order.
-func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.policies))
-	for n := range r.policies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

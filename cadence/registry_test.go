@@ -2,7 +2,9 @@ package cadence
 
 import (
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,9 +27,16 @@ func TestRegistryResolvesPresets(t *testing.T) {
 			t.Errorf("Lookup(%q) = %+v, want the preset %+v", name, p, preset)
 		}
 	}
-	if got, wantNames := r.Names(), []string{"cold", "digest_weekly", "hot", "warm"}; !slices.Equal(got, wantNames) {
-		t.Errorf("Names() = %v, want %v", got, wantNames)
+	if got, wantNames := names(r), []string{"cold", "digest_weekly", "hot", "warm"}; !slices.Equal(got, wantNames) {
+		t.Errorf("the registry holds %v, want %v", got, wantNames)
 	}
+}
+
+// names returns the tier names r holds, sorted.
+func names(r *Registry) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.policies))
 }
 
 func TestPresetsAreValidAndOrdered(t *testing.T) {
@@ -77,6 +86,16 @@ type fixed time.Duration
 
 func (f fixed) NextInterval(int) time.Duration { return time.Duration(f) }
 
+// checked is a host's Policy with a Validate method of its own.
+type checked struct{ fixed }
+
+func (c checked) Validate() error {
+	if c.fixed < fixed(time.Second) {
+		return errors.New("checked: under a second")
+	}
+	return nil
+}
+
 func TestRegisterRefuses(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -88,18 +107,25 @@ func TestRegisterRefuses(t *testing.T) {
 		{"control character", "hot\n", TierHot, ErrInvalidTierName},
 		{"invalid UTF-8", "h\xffot", TierHot, ErrInvalidTierName},
 		{"nil policy", "mine", nil, ErrInvalidPolicy},
+		{"nil *Backoff", "mine", (*Backoff)(nil), ErrInvalidPolicy},
 		{"invalid Backoff", "mine", Backoff{Base: time.Hour, Max: time.Minute, Factor: 2}, ErrInvalidPolicy},
+		{"invalid *Backoff", "mine", &Backoff{Base: -1, Max: time.Minute, Factor: 0.5}, ErrInvalidPolicy},
+		{"invalid host policy", "mine", checked{fixed(time.Millisecond)}, ErrInvalidPolicy},
 		{"taken preset name", "hot", Backoff{Base: time.Minute, Max: time.Hour, Factor: 2}, ErrTierTaken},
 		{"taken preset name, policy without Validate", "digest_weekly", fixed(time.Hour), ErrTierTaken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewRegistry()
-			before := r.Names()
-			if err := r.Register(tt.tier, tt.policy); !errors.Is(err, tt.want) {
+			before := names(r)
+			err := r.Register(tt.tier, tt.policy)
+			if !errors.Is(err, tt.want) {
 				t.Fatalf("Register(%q, %v) = %v, want %v", tt.tier, tt.policy, err, tt.want)
 			}
-			if after := r.Names(); !slices.Equal(before, after) {
+			if msg := err.Error(); !strings.HasPrefix(msg, tt.want.Error()) || strings.Count(msg, "cadence:") != 1 {
+				t.Errorf("Register(%q, %v) = %q, want the sentinel first and the package named once", tt.tier, tt.policy, msg)
+			}
+			if after := names(r); !slices.Equal(before, after) {
 				t.Fatalf("a refused Register changed the names: %v → %v", before, after)
 			}
 			if p, _ := r.Lookup("hot"); p != Policy(TierHot) {
@@ -151,7 +177,7 @@ func TestRegistryConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := len(r.Names()); n != 12 {
-		t.Fatalf("len(Names()) = %d, want 4 presets + 8 registered", n)
+	if n := len(names(r)); n != 12 {
+		t.Fatalf("the registry holds %d tiers, want 4 presets + 8 registered", n)
 	}
 }
