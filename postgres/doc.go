@@ -6,14 +6,19 @@
 //
 // # Where to start
 //
-// Open a *pgxpool.Pool, run Migrate once at start-up (every replica may; see below), then
-// build the adapters over the same pool:
+// Open a pool with Open at start-up (every replica may; see below), then build the adapters
+// over it:
 //
-//	pool, err := pgxpool.New(ctx, "postgres://rota@db/app")
+//	pool, err := postgres.Open(ctx, "postgres://rota@db/app", "rota")
 //	...
-//	if err := postgres.Migrate(ctx, pool); err != nil { ... }
 //	idx := postgres.NewIndex(pool)              // a duework.Index
+//	watch := postgres.NewWatchlist(pool)        // a tenancy.Watchlist
+//	plans := postgres.NewEntitlements(pool)     // a tenancy.Entitlements
 //	d, err := dispatch.New(idx, dispatch.Config{...})
+//
+// Open parses the URL, points every connection at the schema (quoted, created if it does
+// not exist), connects, pings and runs Migrate; its error names the step that failed. A
+// host that builds its own pool calls Migrate itself.
 //
 // NewIndex implements duework.Index; NewLease and NewStateStore implement
 // maintenance.Lease and maintenance.StateStore for a fleet of maintenance daemons:
@@ -25,21 +30,38 @@
 //		...
 //	})
 //
-// All three pass the core's conformance suites (duework/indextest,
-// maintenance/maintenancetest) against a real server.
+// All five pass the core's conformance suites (duework/indextest,
+// maintenance/maintenancetest, tenancy/tenancytest) against a real server.
+//
+// # What replicas share
+//
+// Everything a dispatcher or a worker decides on must be shared, or replicas disagree: a
+// replica whose in-process watch list lacks a source another replica just added would
+// unschedule it as removed. So replicas share the Index, the Watchlist and the
+// Entitlements, all over one schema; only the cadence Registry and the lane wiring stay in
+// process, and they must be configured alike on every replica.
+//
+// Watchlist keeps one row per entry in rota_watchlist, keyed by (user_id, slug); List reads
+// a tenant's whole list in one query, ordered by slug, which is what a start-up sync of
+// every tenant wants. Entitlements keeps one row per tenant given a plan in rota_plans;
+// a tenant without one is on tenancy.PlanFree, as with tenancy.MemoryEntitlements, and
+// SetPlan writes plans. Both are deny-by-default like the in-memory ones: every statement
+// filters by the Context's user, and bad input (an AddedAt outside years 1 to 9999 UTC,
+// which pgx would otherwise store wrapped) is refused before anything is sent.
 //
 // # Schema and migrations
 //
 // Every table lives in the pool's current schema — the first schema of its search_path — so
 // one database can hold several independent rota installations (and each test its own):
-// set the search_path in the pool's ConnConfig.RuntimeParams. The tables are prefixed
-// rota_; the applied migration steps are recorded in rota_schema_migrations (not
-// schema_migrations, which other migration tools use).
+// Open sets the search_path; a pool of one's own sets it in ConnConfig.RuntimeParams. The
+// tables are prefixed rota_; the applied migration steps are recorded in
+// rota_schema_migrations (not schema_migrations, which other migration tools use).
 //
 // Migrate is versioned and idempotent. It runs in one transaction under a transaction-level
 // advisory lock keyed by the schema, so replicas that start together and all call it apply
-// each step exactly once; the others wait and find nothing to do. A database migrated by a
-// newer release gives ErrSchemaTooNew and is left alone.
+// each step exactly once; the others wait and find nothing to do. It applies every step the
+// schema has not recorded, so step numbers may leave gaps. A database holding a step this
+// release does not know gives ErrSchemaTooNew and is left alone.
 //
 // # How dispatch stays cheap
 //

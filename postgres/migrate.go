@@ -85,6 +85,21 @@ CREATE TABLE rota_task_state (
 	defer_blocker text NOT NULL
 );
 `},
+	{4, "watchlist and entitlements", `
+CREATE TABLE IF NOT EXISTS rota_watchlist (
+	user_id  text COLLATE "C" NOT NULL,
+	slug     text COLLATE "C" NOT NULL,
+	tier     text NOT NULL,
+	added_at timestamptz NOT NULL,
+	PRIMARY KEY (user_id, slug)
+);
+
+-- A tenant without a row is on the free plan.
+CREATE TABLE IF NOT EXISTS rota_plans (
+	user_id text COLLATE "C" PRIMARY KEY,
+	plan    text NOT NULL CHECK (plan IN ('free', 'plus', 'pro'))
+);
+`},
 }
 
 // migrateLockKey is the first key of the transaction-level advisory lock that serializes
@@ -99,7 +114,13 @@ const migrateLockKey = 0x726f7461 // "rota"
 // waits and then finds nothing left to do. A database that holds steps this package does not
 // know gives ErrSchemaTooNew and is left untouched.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	return interpret(ctx, "Migrate", migrate(ctx, pool, migrations))
+}
+
+// migrate applies, in order, every step of steps that the schema has not recorded — an
+// earlier step added after later ones were applied included — under the advisory lock.
+func migrate(ctx context.Context, pool *pgxpool.Pool, steps []migration) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, migrateLockKey); err != nil {
 			return err
 		}
@@ -109,16 +130,29 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return err
 		}
-		var current int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM rota_schema_migrations`).Scan(&current); err != nil {
+		rows, err := tx.Query(ctx, `SELECT version FROM rota_schema_migrations ORDER BY version`)
+		if err != nil {
 			return err
 		}
-		latest := migrations[len(migrations)-1].version
-		if current > latest {
-			return fmt.Errorf("%w: it is at version %d, this package knows up to %d", ErrSchemaTooNew, current, latest)
+		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return err
 		}
-		for _, m := range migrations {
-			if m.version <= current {
+		applied := make(map[int]bool, len(versions))
+		for _, v := range versions {
+			applied[v] = true
+		}
+		known := make(map[int]bool, len(steps))
+		for _, m := range steps {
+			known[m.version] = true
+		}
+		for _, v := range versions {
+			if !known[v] {
+				return fmt.Errorf("%w: it holds step %d, this package knows up to %d", ErrSchemaTooNew, v, steps[len(steps)-1].version)
+			}
+		}
+		for _, m := range steps {
+			if applied[m.version] {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
@@ -130,5 +164,4 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 		return nil
 	})
-	return interpret(ctx, "Migrate", err)
 }

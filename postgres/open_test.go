@@ -1,0 +1,227 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// ExampleOpen opens the pool a service runs on: one schema, created and migrated if need
+// be, then the stores every replica shares.
+//
+// It has no Output comment because it needs a running server (DATABASE_URL), and an
+// Example cannot skip: go test compiles it but does not run it. TestExampleOpen runs the
+// same steps against the test server and checks what they print.
+func ExampleOpen() {
+	ctx := context.Background()
+	if err := exampleOpen(ctx, os.Getenv("DATABASE_URL"), "rota", os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func exampleOpen(ctx context.Context, url, schema string, out io.Writer) error {
+	pool, err := postgres.Open(ctx, url, schema) // safe on every replica at start-up
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	watch := postgres.NewWatchlist(pool)
+	plans := postgres.NewEntitlements(pool)
+
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ana, err := tenancy.NewContext("ana")
+	if err != nil {
+		return err
+	}
+	if err := watch.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now}); err != nil {
+		return err
+	}
+	if err := plans.SetPlan(ctx, ana, tenancy.PlanPro); err != nil {
+		return err
+	}
+
+	entries, err := watch.List(ctx, ana)
+	if err != nil {
+		return err
+	}
+	plan, err := plans.Plan(ctx, ana)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		fmt.Fprintln(out, e.UserID, e.Slug, e.Tier, plan)
+	}
+	return nil
+}
+
+// TestExampleOpen runs ExampleOpen's steps on a schema of its own, which Open creates.
+func TestExampleOpen(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	if err := exampleOpen(context.Background(), pgtest.URL(), freshSchema(t, "rota_open"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "ana jobs hot pro\n"; out.String() != want {
+		t.Fatalf("Example printed %q, want %q", out.String(), want)
+	}
+}
+
+// randomName returns prefix followed by random hex.
+func randomName(t *testing.T, prefix string) string {
+	t.Helper()
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		t.Fatal(err)
+	}
+	return prefix + hex.EncodeToString(r[:])
+}
+
+// freshSchema returns a schema name that does not exist yet, prefix followed by random hex;
+// the schema is dropped, if something created it, when t ends.
+func freshSchema(t *testing.T, prefix string) string {
+	t.Helper()
+	pgtest.RequireServer(t)
+	schema := randomName(t, prefix)
+	t.Cleanup(func() { adminExec(t, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE") })
+	return schema
+}
+
+// adminExec runs one statement on a connection of its own, as the test server's user.
+func adminExec(t *testing.T, sql string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Errorf("%s: %v", sql, err)
+	}
+}
+
+// Open creates the schema, migrates it and points every connection at it — whatever the
+// name holds — and opening it again, or from several processes at once, changes nothing.
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, prefix := range []string{"rota_open_", `Rota Open "quoted", public; DROP TABLE x; `} {
+		schema := freshSchema(t, prefix)
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() {
+				pool, err := postgres.Open(ctx, pgtest.URL(), schema)
+				if err == nil {
+					pool.Close()
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("concurrent Opens of %q: %v", schema, err)
+		}
+		pool, err := postgres.Open(ctx, pgtest.URL(), schema)
+		if err != nil {
+			t.Fatalf("Open(%q) again: %v", schema, err)
+		}
+		defer pool.Close()
+		var current string
+		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil || current != schema {
+			t.Fatalf("the pool works in schema %q, %v; want %q", current, err, schema)
+		}
+		var steps, distinct int
+		if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT version) FROM rota_schema_migrations`).Scan(&steps, &distinct); err != nil || steps == 0 || steps != distinct {
+			t.Fatalf("%q records %d steps of %d versions, %v; want each step once", schema, steps, distinct, err)
+		}
+		for _, table := range []string{"rota_due", "rota_watchlist", "rota_plans"} {
+			if !tableExists(t, pool, table) {
+				t.Fatalf("Open did not create %s in %q", table, schema)
+			}
+		}
+	}
+}
+
+// A schema name Open cannot use as it is is refused before anything is sent.
+func TestOpenRefusesBadSchemaNames(t *testing.T) {
+	t.Parallel()
+	nowhere := "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1"
+	for _, c := range []struct{ schema, says string }{
+		{"", "empty"},
+		{strings.Repeat("s", 64), "longer than PostgreSQL's 63"},
+		{strings.Repeat("é", 32), "longer than PostgreSQL's 63"},
+		{"ro\xffta", "UTF-8"},
+		{"pg_rota", "reserves"},
+		{"ro\x00ta", "control character U+0000"},
+		{"rota\n", "control character U+000A"},
+	} {
+		pool, err := postgres.Open(context.Background(), nowhere, c.schema)
+		if !errors.Is(err, postgres.ErrInvalidSchema) || !strings.Contains(err.Error(), c.says) || pool != nil {
+			t.Errorf("Open(schema %q) = %v, %v; want ErrInvalidSchema saying %q", c.schema, pool, err, c.says)
+		}
+	}
+}
+
+// An error names the step of Open that failed.
+func TestOpenNamesTheFailingStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	open := func(url, schema string) error {
+		t.Helper()
+		pool, err := postgres.Open(ctx, url, schema)
+		if err == nil {
+			pool.Close()
+			return errors.New("Open succeeded")
+		}
+		return err
+	}
+	if err := open("postgres://host:notaport/db", "rota"); !strings.Contains(err.Error(), "Open: parsing the URL") {
+		t.Errorf("Open of a bad URL = %v, want it to name the parsing step", err)
+	}
+	if err := open("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", "rota"); !strings.Contains(err.Error(), "Open: connecting") {
+		t.Errorf("Open with no server = %v, want it to name the connecting step", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := postgres.Open(cancelled, pgtest.URL(), "rota"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Open with a cancelled ctx = %v, want context.Canceled", err)
+	}
+
+	// A role that may not create schemas fails at that step.
+	schema := freshSchema(t, "rota_open_")
+	role := randomName(t, "rota_norole_")
+	adminExec(t, "CREATE ROLE "+role+" LOGIN")
+	t.Cleanup(func() { adminExec(t, "DROP ROLE IF EXISTS "+role) })
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	if err := open(u.String(), schema); !strings.Contains(err.Error(), "Open: creating schema") {
+		t.Errorf("Open as a role without CREATE = %v, want it to name the creating step", err)
+	}
+
+	// A schema migrated by a newer release fails at the migrating step.
+	adminExec(t, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".rota_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now()); INSERT INTO "+schema+".rota_schema_migrations (version, name) VALUES (1000000, 'future')")
+	err = open(pgtest.URL(), schema)
+	if !errors.Is(err, postgres.ErrSchemaTooNew) || !strings.Contains(err.Error(), "Open: migrating schema") {
+		t.Errorf("Open of a schema from a newer release = %v, want ErrSchemaTooNew at the migrating step", err)
+	}
+}

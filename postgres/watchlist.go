@@ -1,0 +1,125 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// Watchlist is a tenancy.Watchlist on PostgreSQL: the watch lists of every replica in one
+// table, rota_watchlist, keyed by (user_id, slug). Like the in-memory one it is
+// deny-by-default: every statement filters by the Context's user, so no argument reaches
+// another tenant's rows. Each call is one round trip; List reads the tenant's whole list in
+// one query, ordered by slug. AddedAt is stored to the microsecond.
+type Watchlist struct {
+	pool *pgxpool.Pool
+}
+
+var _ tenancy.Watchlist = (*Watchlist)(nil)
+
+// NewWatchlist returns the Watchlist over pool's schema, which Migrate must have created.
+func NewWatchlist(pool *pgxpool.Pool) *Watchlist {
+	return &Watchlist{pool: pool}
+}
+
+// checkTenant refuses the zero Context first, then a done ctx, as the in-memory
+// implementations of package tenancy do.
+func checkTenant(ctx context.Context, tc tenancy.Context) error {
+	if err := tc.Check(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// checkSlug is checkTenant, then the slug.
+func checkSlug(ctx context.Context, tc tenancy.Context, slug string) error {
+	if err := checkTenant(ctx, tc); err != nil {
+		return err
+	}
+	return tenancy.ValidateID("slug", slug)
+}
+
+func slugNotFound(slug string) error {
+	return fmt.Errorf("%w: slug %q", tenancy.ErrNotFound, slug)
+}
+
+// interpretTenancy is interpret for the tenant-scoped stores: a value the server refuses is
+// tenancy.ErrInvalidID.
+func interpretTenancy(ctx context.Context, op string, err error) error {
+	return interpretAs(ctx, op, tenancy.ErrInvalidID, err)
+}
+
+// Add implements [tenancy.Watchlist]: after the Context and ctx it checks e with
+// [tenancy.WatchlistEntry.Validate], before anything is sent, then inserts or replaces the
+// tenant's entry e.Slug.
+func (w *Watchlist) Add(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) error {
+	if err := checkTenant(ctx, tc); err != nil {
+		return err
+	}
+	if err := e.Validate(tc); err != nil {
+		return err
+	}
+	_, err := w.pool.Exec(ctx, `
+		INSERT INTO rota_watchlist (user_id, slug, tier, added_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (user_id, slug) DO UPDATE SET tier = EXCLUDED.tier, added_at = EXCLUDED.added_at`,
+		tc.UserID(), e.Slug, e.Tier, e.AddedAt)
+	return interpretTenancy(ctx, "Watchlist.Add", err)
+}
+
+// Remove implements [tenancy.Watchlist].
+func (w *Watchlist) Remove(ctx context.Context, tc tenancy.Context, slug string) error {
+	if err := checkSlug(ctx, tc, slug); err != nil {
+		return err
+	}
+	tag, err := w.pool.Exec(ctx, `DELETE FROM rota_watchlist WHERE user_id = $1 AND slug = $2`, tc.UserID(), slug)
+	if err != nil {
+		return interpretTenancy(ctx, "Watchlist.Remove", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return slugNotFound(slug)
+	}
+	return nil
+}
+
+// Get implements [tenancy.Watchlist].
+func (w *Watchlist) Get(ctx context.Context, tc tenancy.Context, slug string) (tenancy.WatchlistEntry, error) {
+	if err := checkSlug(ctx, tc, slug); err != nil {
+		return tenancy.WatchlistEntry{}, err
+	}
+	e := tenancy.WatchlistEntry{UserID: tc.UserID(), Slug: slug}
+	err := w.pool.QueryRow(ctx, `SELECT tier, added_at FROM rota_watchlist WHERE user_id = $1 AND slug = $2`,
+		tc.UserID(), slug).Scan(&e.Tier, &e.AddedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tenancy.WatchlistEntry{}, slugNotFound(slug)
+	}
+	if err != nil {
+		return tenancy.WatchlistEntry{}, interpretTenancy(ctx, "Watchlist.Get", err)
+	}
+	return e, nil
+}
+
+// List implements [tenancy.Watchlist]: one query that reads the tenant's entries in
+// primary-key order, which is slug order byte by byte, as the in-memory Watchlist sorts.
+func (w *Watchlist) List(ctx context.Context, tc tenancy.Context) ([]tenancy.WatchlistEntry, error) {
+	if err := checkTenant(ctx, tc); err != nil {
+		return nil, err
+	}
+	rows, err := w.pool.Query(ctx, `SELECT slug, tier, added_at FROM rota_watchlist WHERE user_id = $1 ORDER BY slug`, tc.UserID())
+	if err != nil {
+		return nil, interpretTenancy(ctx, "Watchlist.List", err)
+	}
+	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (tenancy.WatchlistEntry, error) {
+		e := tenancy.WatchlistEntry{UserID: tc.UserID()}
+		err := row.Scan(&e.Slug, &e.Tier, &e.AddedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, interpretTenancy(ctx, "Watchlist.List", err)
+	}
+	return es, nil
+}

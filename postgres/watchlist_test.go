@@ -1,0 +1,182 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
+	"github.com/rotaworks/rota/tenancy"
+	"github.com/rotaworks/rota/tenancy/tenancytest"
+)
+
+// The Watchlist and the Entitlements keep the tenancy contracts, deny-by-default included,
+// checked by the core's conformance suite against the real server. Each fresh store empties
+// the one migrated schema's table.
+func TestWatchlistConformance(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	tenancytest.RunWatchlist(t, func(t *testing.T) tenancy.Watchlist {
+		if _, err := pool.Exec(context.Background(), `DELETE FROM rota_watchlist`); err != nil {
+			t.Fatal(err)
+		}
+		return postgres.NewWatchlist(pool)
+	})
+}
+
+func TestEntitlementsConformance(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	tenancytest.RunEntitlements(t, func(t *testing.T) tenancytest.SettableEntitlements {
+		if _, err := pool.Exec(context.Background(), `DELETE FROM rota_plans`); err != nil {
+			t.Fatal(err)
+		}
+		return postgres.NewEntitlements(pool)
+	})
+}
+
+// Replicas on separate pools share one watch list and one set of plans: what one writes,
+// the other reads.
+func TestWatchlistAndEntitlementsSharedByReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtest.Schema(t, "rota_test")
+	if err := postgres.Migrate(ctx, pgtest.PoolIn(t, schema, 1)); err != nil {
+		t.Fatal(err)
+	}
+	a, b := pgtest.PoolIn(t, schema, 2), pgtest.PoolIn(t, schema, 2)
+	wa, wb := postgres.NewWatchlist(a), postgres.NewWatchlist(b)
+	pa, pb := postgres.NewEntitlements(a), postgres.NewEntitlements(b)
+	ana := mustTC(t, "ana")
+	e := tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: t0}
+	if err := wa.Add(ctx, ana, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := wb.Get(ctx, ana, "jobs"); err != nil || got.Tier != "hot" || !got.AddedAt.Equal(t0) {
+		t.Fatalf("replica B reads %+v, %v; want the entry replica A added", got, err)
+	}
+	if err := wb.Remove(ctx, ana, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wa.Get(ctx, ana, "jobs"); !errors.Is(err, tenancy.ErrNotFound) {
+		t.Fatalf("after replica B removed it, replica A reads %v; want ErrNotFound", err)
+	}
+	if err := pa.SetPlan(ctx, ana, tenancy.PlanPro); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := pb.Plan(ctx, ana); err != nil || p != tenancy.PlanPro {
+		t.Fatalf("replica B reads plan %q, %v; want the pro plan replica A set", p, err)
+	}
+}
+
+// queryCounter is a pgx tracer that counts the statements a pool sends.
+type queryCounter struct{ n atomic.Int64 }
+
+func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// List reads a tenant's whole watch list — 2,316 entries here, a real tenant's — in one
+// query, in slug order, without another tenant's entries.
+func TestWatchlistListIsOneQuery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtest.Schema(t, "rota_test")
+	if err := postgres.Migrate(ctx, pgtest.PoolIn(t, schema, 1)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	counter := &queryCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	const n = 2316
+	var rows [][]any
+	for i := range n {
+		for _, user := range []string{"ana", "ann"} {
+			rows = append(rows, []any{user, fmt.Sprintf("src-%05d", n-1-i), "warm", t0.Add(time.Duration(i) * time.Microsecond)})
+		}
+	}
+	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"rota_watchlist"}, []string{"user_id", "slug", "tier", "added_at"}, pgx.CopyFromRows(rows)); err != nil {
+		t.Fatal(err)
+	}
+	before := counter.n.Load()
+	es, err := postgres.NewWatchlist(pool).List(ctx, mustTC(t, "ana"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := counter.n.Load() - before; q != 1 {
+		t.Fatalf("List sent %d statements, want 1", q)
+	}
+	if len(es) != n {
+		t.Fatalf("List returned %d entries, want %d", len(es), n)
+	}
+	for i, e := range es {
+		if want := fmt.Sprintf("src-%05d", i); e.Slug != want || e.UserID != "ana" || !e.AddedAt.Equal(t0.Add(time.Duration(n-1-i)*time.Microsecond)) {
+			t.Fatalf("List[%d] = %+v, want ana's %s", i, e, want)
+		}
+	}
+}
+
+// Bad input is refused before anything is sent — here to a schema without tables, where
+// any statement would fail with ErrNotMigrated — and a missing table is ErrNotMigrated.
+func TestWatchlistRefusesBeforeSending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2)
+	w, plans := postgres.NewWatchlist(pool), postgres.NewEntitlements(pool)
+	ana := mustTC(t, "ana")
+	for _, at := range []time.Time{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC), time.Unix(1<<62, 0)} {
+		err := w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "s", Tier: "hot", AddedAt: at})
+		if !errors.Is(err, tenancy.ErrInvalidID) || errors.Is(err, postgres.ErrNotMigrated) {
+			t.Errorf("Add with AddedAt %v = %v, want ErrInvalidID before any statement", at, err)
+		}
+	}
+	if err := plans.SetPlan(ctx, ana, "gold"); !errors.Is(err, tenancy.ErrInvalidPlan) {
+		t.Errorf("SetPlan(gold) = %v, want ErrInvalidPlan", err)
+	}
+	if _, err := w.List(ctx, ana); !errors.Is(err, postgres.ErrNotMigrated) {
+		t.Errorf("List on a schema without tables = %v, want ErrNotMigrated", err)
+	}
+	if _, err := plans.Plan(ctx, ana); !errors.Is(err, postgres.ErrNotMigrated) {
+		t.Errorf("Plan on a schema without tables = %v, want ErrNotMigrated", err)
+	}
+}
+
+// AddedAt is stored to the microsecond, truncated, the last instant of year 9999 included.
+func TestWatchlistAddedAtMicroseconds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := postgres.NewWatchlist(pgtest.Pool(t))
+	ana := mustTC(t, "ana")
+	for slug, at := range map[string]time.Time{
+		"t0":   t0.Add(1999 * time.Nanosecond),
+		"last": time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+	} {
+		if err := w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: slug, Tier: "hot", AddedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.Get(ctx, ana, slug)
+		if want := at.Truncate(time.Microsecond); err != nil || !got.AddedAt.Equal(want) {
+			t.Errorf("AddedAt %v came back as %v, %v; want %v", at, got.AddedAt, err, want)
+		}
+	}
+}
