@@ -27,10 +27,7 @@ var (
 )
 
 // Context is a validated tenant identity: the only key that opens tenant-scoped storage.
-//
-// Make one with [NewContext]. The zero Context is invalid, and every call that takes a
-// Context refuses it with [ErrNoTenant], so a forgotten identity fails loudly instead of
-// reading or writing as nobody.
+// Make one with [NewContext]; the zero Context is invalid and refused with [ErrNoTenant].
 type Context struct {
 	userID string
 }

@@ -8,11 +8,9 @@ import (
 )
 
 // Repository is tenant-scoped storage of values of type T, deny-by-default: every call
-// reads and writes only the rows of its Context's tenant. There is no method that lists or
-// touches another tenant's rows, and asking for one answers [ErrNotFound] exactly as if it
-// did not exist.
-//
-// Every method returns [ErrNoTenant] for the zero Context and [ErrInvalidID] for a bad id.
+// reads and writes only the rows of its Context's tenant, and another tenant's row answers
+// [ErrNotFound] exactly as if it did not exist. Every method returns [ErrNoTenant] for the
+// zero Context and [ErrInvalidID] for a bad id.
 type Repository[T any] interface {
 	// Put inserts or replaces the tenant's row id.
 	Put(ctx context.Context, tc Context, id string, v T) error
@@ -20,7 +18,7 @@ type Repository[T any] interface {
 	Get(ctx context.Context, tc Context, id string) (T, error)
 	// Delete removes the tenant's row id, or returns ErrNotFound when it has none.
 	Delete(ctx context.Context, tc Context, id string) error
-	// List returns the tenant's rows ordered by id. The slice is the caller's.
+	// List returns the tenant's rows ordered by id (byte order). The slice is the caller's.
 	List(ctx context.Context, tc Context) ([]T, error)
 }
 
