@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
@@ -97,21 +98,16 @@ func randomName(t *testing.T, prefix string) string {
 func freshSchema(t *testing.T, prefix string) string {
 	t.Helper()
 	pgtest.RequireServer(t)
+	admin := pgtest.PoolIn(t, "public", 1)
 	schema := randomName(t, prefix)
-	t.Cleanup(func() { adminExec(t, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE") })
+	t.Cleanup(func() { adminExec(t, admin, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE") })
 	return schema
 }
 
-// adminExec runs one statement on a connection of its own, as the test server's user.
-func adminExec(t *testing.T, sql string) {
+// adminExec runs sql as the test server's user.
+func adminExec(t *testing.T, admin *pgxpool.Pool, sql string) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	if _, err := admin.Exec(context.Background(), sql); err != nil {
 		t.Errorf("%s: %v", sql, err)
 	}
 }
@@ -206,9 +202,10 @@ func TestOpenNamesTheFailingStep(t *testing.T) {
 
 	// A role that may not create schemas fails at that step.
 	schema := freshSchema(t, "rota_open_")
+	admin := pgtest.PoolIn(t, "public", 1)
 	role := randomName(t, "rota_norole_")
-	adminExec(t, "CREATE ROLE "+role+" LOGIN")
-	t.Cleanup(func() { adminExec(t, "DROP ROLE IF EXISTS "+role) })
+	adminExec(t, admin, "CREATE ROLE "+role+" LOGIN")
+	t.Cleanup(func() { adminExec(t, admin, "DROP ROLE IF EXISTS "+role) })
 	u, err := url.Parse(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +216,7 @@ func TestOpenNamesTheFailingStep(t *testing.T) {
 	}
 
 	// A schema migrated by a newer release fails at the migrating step.
-	adminExec(t, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".rota_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now()); INSERT INTO "+schema+".rota_schema_migrations (version, name) VALUES (1000000, 'future')")
+	adminExec(t, admin, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".rota_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now()); INSERT INTO "+schema+".rota_schema_migrations (version, name) VALUES (1000000, 'future')")
 	err = open(pgtest.URL(), schema)
 	if !errors.Is(err, postgres.ErrSchemaTooNew) || !strings.Contains(err.Error(), "Open: migrating schema") {
 		t.Errorf("Open of a schema from a newer release = %v, want ErrSchemaTooNew at the migrating step", err)

@@ -364,13 +364,22 @@ func TestSuiteCatchesBrokenEntitlements(t *testing.T) {
 	})
 }
 
-func TestRulesHaveUniqueNames(t *testing.T) {
-	seen := map[string]bool{}
-	for _, line := range Rules() {
-		name, text, ok := strings.Cut(line, ": ")
-		if !ok || name == "" || text == "" || seen[name] {
-			t.Errorf("bad or repeated rule line %q", line)
+// Rules lists every rule the Run functions run, once each, with the text its failures cite.
+func TestRulesListsEveryRuleOnce(t *testing.T) {
+	var want []string
+	want = appendRules(want, "Watchlist", watchlistRules)
+	want = appendRules(want, "Repository", repositoryRules)
+	want = appendRules(want, "Entitlements", entitlementsRules)
+	got := Rules()
+	if !slices.Equal(got, want) {
+		t.Fatalf("Rules() = %q\nwant %q", got, want)
+	}
+	names := map[string]bool{}
+	for _, line := range got {
+		name, text, _ := strings.Cut(line, ": ")
+		if names[name] || text == "" {
+			t.Errorf("rule %q is listed twice or has no text", name)
 		}
-		seen[name] = true
+		names[name] = true
 	}
 }
