@@ -1,9 +1,4 @@
-// Package stylecheck holds the test that keeps the mechanical conventions of
-// CONTRIBUTING.md across every module of the repository: no function outside tests and
-// examples longer than 80 lines, no reference to design records, DESIGN.md or rule numbers
-// in the comments and strings of non-test code, and no go.mod that replaces a rota module
-// with a local directory.
-package stylecheck
+package repocheck
 
 import (
 	"bufio"
@@ -98,26 +93,6 @@ func audit(found []violation, allowed []string) (unexpected []violation, fixed [
 		}
 	}
 	return unexpected, fixed
-}
-
-// repoRoot returns the directory of the root module: the nearest one above the test's
-// working directory that holds a go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // scanRepo checks the tree under root: every .go file that is not a test and not under an
@@ -287,9 +262,6 @@ func recvTypeName(e ast.Expr) string {
 		}
 	}
 }
-
-// rotaModule is the module path of the core; the nested modules' paths extend it.
-const rotaModule = "github.com/rotaworks/rota"
 
 // checkGoMod reports every replace directive of a go.mod that points a rota module at a
 // local directory: an importer of the module cannot resolve it.

@@ -1,4 +1,4 @@
-package stylecheck
+package repocheck
 
 import (
 	"os"

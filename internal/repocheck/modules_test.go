@@ -1,8 +1,4 @@
-// Package modcheck holds the tests that keep the repository's modules resolvable by an
-// importer: the workspace replaces exactly the versions the nested modules require, and
-// each nested module builds and vets outside the workspace, from its own go.mod and go.sum,
-// with only the rota modules it requires pointed at this checkout.
-package modcheck
+package repocheck
 
 import (
 	"bytes"
@@ -125,7 +121,7 @@ func TestOutsideBuildFailsOnBrokenLayout(t *testing.T) {
 		t.Skip("runs the go command on two broken modules; skipped under -short")
 	}
 	root := repoRoot(t)
-	local := map[string]string{"github.com/rotaworks/rota": root}
+	local := map[string]string{rotaModule: root}
 	const mainSrc = `package main
 
 import (
@@ -211,26 +207,6 @@ func buildOutside(tmp string, m module, local map[string]string) (string, error)
 	return "", nil
 }
 
-// repoRoot returns the directory of the root module: the nearest one above the test's
-// working directory that holds a go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 // repoModules returns every module of the repository, the root module first: each
 // directory that holds a go.mod, outside testdata and hidden directories.
 func repoModules(t *testing.T, root string) []module {
@@ -286,7 +262,7 @@ func editJSON(t *testing.T, dir string, v any, args ...string) {
 
 // workspaceProblems finds each way go.work and the go.mod files can disagree.
 func TestWorkspaceProblems(t *testing.T) {
-	const core, pg = "github.com/rotaworks/rota", "github.com/rotaworks/rota/postgres"
+	const core, pg = rotaModule, rotaModule + "/postgres"
 	mod := func(rel, path string, requires ...string) module {
 		m := module{rel: rel}
 		m.mod.Module.Path = path
