@@ -2,17 +2,12 @@ module github.com/rotaworks/rota/bench
 
 go 1.25.0
 
-replace (
-	github.com/rotaworks/rota => ../
-	github.com/rotaworks/rota/postgres => ../postgres
-)
-
 require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/riverqueue/river v0.44.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.44.1
-	github.com/rotaworks/rota v0.0.0
-	github.com/rotaworks/rota/postgres v0.0.0-00010101000000-000000000000
+	github.com/rotaworks/rota v0.2.0
+	github.com/rotaworks/rota/postgres v0.2.0
 	k8s.io/client-go v0.35.10
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4
 )

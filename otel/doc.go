@@ -1,15 +1,18 @@
-// Package otel turns rota's cycle and poll reports into OpenTelemetry metrics.
+// Package rotaotel turns rota's cycle and poll reports into OpenTelemetry metrics.
 //
 // It is a nested module (github.com/rotaworks/rota/otel) so that the core keeps importing
 // nothing but the standard library: the core defines three small observer interfaces —
 // dispatch.Observer, bridge.Observer and maintenance.Observer — and [Metrics] implements
-// all three on top of go.opentelemetry.io/otel/metric.
+// all three on top of go.opentelemetry.io/otel/metric. The package is named rotaotel, not
+// otel, so that it imports beside go.opentelemetry.io/otel without an alias:
+//
+//	import "github.com/rotaworks/rota/otel" // package rotaotel
 //
 // # Wiring
 //
 // Build one Metrics from the service's MeterProvider and set it wherever a report is made:
 //
-//	m, err := otel.NewMetrics(provider) // e.g. otel.GetMeterProvider() of go.opentelemetry.io/otel
+//	m, err := rotaotel.NewMetrics(provider) // e.g. otel.GetMeterProvider() of go.opentelemetry.io/otel
 //	defer m.Close()
 //	d, err := dispatch.New(idx, dispatch.Config{ /* lanes… */ Observer: m})
 //	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{Observer: m})
@@ -71,4 +74,4 @@
 // lane names, item outcomes, task names, reason codes and postures, all fixed by the
 // host's configuration, so the number of series does not grow with tenants. Who is shed
 // or waits is in the reports and in the Runner's log lines, not in the metrics.
-package otel
+package rotaotel

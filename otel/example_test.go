@@ -1,4 +1,4 @@
-package otel_test
+package rotaotel_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/rotaworks/rota/maintenance"
-	rotaotel "github.com/rotaworks/rota/otel"
+	"github.com/rotaworks/rota/otel"
 )
 
 // Wire a Metrics into a maintenance Scheduler (a Dispatcher and a Runner take it the same

@@ -1,4 +1,4 @@
-package otel_test
+package rotaotel_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
-	rotaotel "github.com/rotaworks/rota/otel"
+	"github.com/rotaworks/rota/otel"
 	"github.com/rotaworks/rota/tenancy"
 )
 

@@ -2,11 +2,9 @@ module github.com/rotaworks/rota/otel
 
 go 1.25.0
 
-replace github.com/rotaworks/rota => ../
-
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/rotaworks/rota v0.0.0
+	github.com/rotaworks/rota v0.2.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0
 	go.opentelemetry.io/otel/sdk/metric v1.46.0

@@ -1,4 +1,4 @@
-package otel
+package rotaotel
 
 import (
 	"context"
@@ -94,7 +94,7 @@ var (
 // callback when the Metrics is no longer used.
 func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	if mp == nil {
-		return nil, errors.New("otel: NewMetrics: nil MeterProvider")
+		return nil, errors.New("rotaotel: NewMetrics: nil MeterProvider")
 	}
 	meter := mp.Meter(ScopeName)
 	m := &Metrics{}
@@ -143,11 +143,11 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		metric.WithDescription("How long each waiting maintenance task has waited, at the latest poll, by task and reason."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("otel: NewMetrics: %w", err)
+		return nil, fmt.Errorf("rotaotel: NewMetrics: %w", err)
 	}
 	m.registration, err = meter.RegisterCallback(m.observeWaiters, m.waiterAge)
 	if err != nil {
-		return nil, fmt.Errorf("otel: NewMetrics: register %s: %w", MaintenanceWaiterAge, err)
+		return nil, fmt.Errorf("rotaotel: NewMetrics: register %s: %w", MaintenanceWaiterAge, err)
 	}
 	return m, nil
 }

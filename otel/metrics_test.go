@@ -1,4 +1,4 @@
-package otel_test
+package rotaotel_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/maintenance"
-	rotaotel "github.com/rotaworks/rota/otel"
+	"github.com/rotaworks/rota/otel"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

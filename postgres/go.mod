@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/rotaworks/rota v0.0.0
+	github.com/rotaworks/rota v0.2.0
 )
 
 require (
@@ -16,5 +16,3 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )
-
-replace github.com/rotaworks/rota => ../

@@ -9,6 +9,8 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,42 +27,50 @@ func main() {
 	}
 }
 
-// polls is one source's poll outcomes in order: false for a miss, true for a hit.
-var polls = []bool{false, false, false, false, false, false, true, false}
+// pollFoundNew is one source's polls in order: true for a hit, false for a miss.
+var pollFoundNew = []bool{false, false, false, false, false, false, true, false}
 
+// run writes one line per preset tier, then what looking up an unknown tier returns.
 func run(w io.Writer) error {
-	reg := cadence.NewRegistry()
-	names := []string{cadence.NameHot, cadence.NameWarm, cadence.NameCold, cadence.NameDigestWeekly}
+	// A bufio.Writer keeps the first write error and returns it from Flush, so one check
+	// covers every line.
+	out := bufio.NewWriter(w)
+	registry := cadence.NewRegistry()
+	tierNames := []string{cadence.NameHot, cadence.NameWarm, cadence.NameCold, cadence.NameDigestWeekly}
 
-	fmt.Fprintf(w, "%-14s %s\n", "tier", "next interval after each poll (m = miss, H = hit)")
-	for _, name := range names {
-		p, err := reg.Lookup(name)
+	fmt.Fprintf(out, "%-14s %s\n", "tier", "next interval after each poll (m = miss, H = hit)")
+	for _, name := range tierNames {
+		policy, err := registry.Lookup(name)
 		if err != nil {
 			return err
 		}
-		streak := 0
-		steps := make([]string, 0, len(polls))
-		for _, hit := range polls {
-			mark := "m"
+		missStreak := 0
+		intervals := make([]string, 0, len(pollFoundNew))
+		for _, hit := range pollFoundNew {
+			label := "m"
 			if hit {
-				streak, mark = 0, "H"
+				missStreak, label = 0, "H"
 			} else {
-				streak++
+				missStreak++
 			}
-			steps = append(steps, mark+" "+short(p.NextInterval(streak)))
+			intervals = append(intervals, label+" "+compactDuration(policy.NextInterval(missStreak)))
 		}
-		fmt.Fprintf(w, "%-14s start %s → %s\n", name, short(p.NextInterval(0)), strings.Join(steps, ", "))
+		fmt.Fprintf(out, "%-14s start %s → %s\n", name, compactDuration(policy.NextInterval(0)), strings.Join(intervals, ", "))
 	}
 
 	// An unknown tier is an error, never a silent default.
-	if _, err := reg.Lookup("lukewarm"); err != nil {
-		fmt.Fprintln(w, "lookup lukewarm:", err)
+	const unknown = "no-such-tier"
+	_, err := registry.Lookup(unknown)
+	if !errors.Is(err, cadence.ErrUnknownTier) {
+		return fmt.Errorf("lookup %q: got %v, want cadence.ErrUnknownTier", unknown, err)
 	}
-	return nil
+	fmt.Fprintf(out, "lookup %s: %v\n", unknown, err)
+	return out.Flush()
 }
 
-// short formats d as days, hours, minutes and seconds, leaving out zero units: 5m, 1h30m, 7d.
-func short(d time.Duration) string {
+// compactDuration formats d as days, hours, minutes and seconds, leaving out zero units:
+// 5m, 1h30m, 7d.
+func compactDuration(d time.Duration) string {
 	units := []struct {
 		size time.Duration
 		name string

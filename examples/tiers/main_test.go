@@ -1,6 +1,10 @@
 package main
 
-import "os"
+import (
+	"errors"
+	"os"
+	"testing"
+)
 
 // Example pins what the program prints, so the walkthrough cannot drift from the presets.
 func Example() {
@@ -13,5 +17,18 @@ func Example() {
 	// warm           start 30m → m 1h, m 2h, m 4h, m 6h, m 6h, m 6h, H 30m, m 1h
 	// cold           start 4h → m 8h, m 16h, m 1d8h, m 2d, m 2d, m 2d, H 4h, m 8h
 	// digest_weekly  start 7d → m 14d, m 28d, m 28d, m 28d, m 28d, m 28d, H 7d, m 14d
-	// lookup lukewarm: cadence: unknown tier: "lukewarm"
+	// lookup no-such-tier: cadence: unknown tier: "no-such-tier"
 }
+
+// A writer that fails makes run return its error: the program exits non-zero instead of
+// reporting success after printing nothing.
+func TestRunReturnsWriteError(t *testing.T) {
+	errFull := errors.New("device full")
+	if err := run(failingWriter{errFull}); !errors.Is(err, errFull) {
+		t.Fatalf("run = %v, want %v", err, errFull)
+	}
+}
+
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
