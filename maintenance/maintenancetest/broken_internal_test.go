@@ -182,18 +182,6 @@ func TestSuitesCatchBrokenImplementations(t *testing.T) {
 		"loose names":   {looseNames: true},
 		"wraps times":   {wrapsTimes: true},
 	}
-	for name, proto := range leases {
-		var msgs []string
-		for _, r := range leaseRules {
-			msgs = append(msgs, runRule(r, func() maintenance.Lease {
-				b := proto
-				b.MemoryLease = maintenance.NewMemoryLease(leaseMaxHold)
-				return &b
-			}, nil)...)
-		}
-		checkFailures(t, "lease "+name, name == "correct", msgs)
-	}
-
 	stores := map[string]brokenStore{
 		"correct":        {},
 		"no fence":       {noFence: true},
@@ -205,20 +193,37 @@ func TestSuitesCatchBrokenImplementations(t *testing.T) {
 		"wraps values":   {wrapsValues: true},
 		"clamps tokens":  {clampsTokens: true},
 	}
+	type implementation struct {
+		name      string
+		rules     []rule
+		freshL    func() maintenance.Lease
+		freshPair func() (maintenance.StateStore, maintenance.Lease)
+	}
+	var impls []implementation
+	for name, proto := range leases {
+		impls = append(impls, implementation{name: "lease " + name, rules: leaseRules, freshL: func() maintenance.Lease {
+			b := proto
+			b.MemoryLease = maintenance.NewMemoryLease(leaseMaxHold)
+			return &b
+		}})
+	}
 	for name, proto := range stores {
+		impls = append(impls, implementation{name: "store " + name, rules: storeRules, freshPair: func() (maintenance.StateStore, maintenance.Lease) {
+			b := proto
+			b.MemoryStateStore = maintenance.NewMemoryStateStore()
+			l := maintenance.NewMemoryLease(leaseMaxHold)
+			if !b.lagsLease {
+				b.FenceWith(l)
+			}
+			return &b, l
+		}})
+	}
+	for _, im := range impls {
 		var msgs []string
-		for _, r := range storeRules {
-			msgs = append(msgs, runRule(r, nil, func() (maintenance.StateStore, maintenance.Lease) {
-				b := proto
-				b.MemoryStateStore = maintenance.NewMemoryStateStore()
-				l := maintenance.NewMemoryLease(leaseMaxHold)
-				if !b.lagsLease {
-					b.FenceWith(l)
-				}
-				return &b, l
-			})...)
+		for _, r := range im.rules {
+			msgs = append(msgs, runRule(r, im.freshL, im.freshPair)...)
 		}
-		checkFailures(t, "store "+name, name == "correct", msgs)
+		checkFailures(t, im.name, strings.HasSuffix(im.name, " correct"), msgs)
 	}
 }
 
