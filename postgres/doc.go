@@ -114,7 +114,9 @@
 // token with maintenance.ErrStaleToken and writes everything or nothing; Load reads the
 // fence and the states from one snapshot. Names, times and tokens the server cannot hold
 // are refused with maintenance.ErrInvalid before anything is sent, exactly as the
-// in-memory Lease and StateStore refuse them.
+// in-memory Lease and StateStore refuse them. Their transactions set
+// idle_in_transaction_session_timeout to 5 s, so a daemon whose connection hangs mid-call
+// holds the lease row or the fence for at most that long.
 //
 // # Choices the core contract leaves open
 //

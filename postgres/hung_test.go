@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -24,6 +25,7 @@ import (
 type hangProxy struct {
 	ln     net.Listener
 	target string
+	hungOn []byte        // when set, the proxy hangs instead of forwarding a client write holding it
 	hung   chan struct{} // closed by Hang
 	closed chan struct{} // closed by Close
 
@@ -32,13 +34,13 @@ type hangProxy struct {
 	once  sync.Once
 }
 
-func newHangProxy(t *testing.T, target string) *hangProxy {
+func newHangProxy(t *testing.T, target string, hungOn []byte) *hangProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &hangProxy{ln: ln, target: target, hung: make(chan struct{}), closed: make(chan struct{})}
+	p := &hangProxy{ln: ln, target: target, hungOn: hungOn, hung: make(chan struct{}), closed: make(chan struct{})}
 	go p.accept()
 	t.Cleanup(p.Close)
 	return p
@@ -48,6 +50,8 @@ func (p *hangProxy) addr() *net.TCPAddr { return p.ln.Addr().(*net.TCPAddr) }
 
 // Hang stops all forwarding.
 func (p *hangProxy) Hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	select {
 	case <-p.hung:
 	default:
@@ -99,8 +103,8 @@ func (p *hangProxy) accept() {
 				client.Close()
 				return
 			}
-			go p.pipe(server, client)
-			go p.pipe(client, server)
+			go p.pipe(server, client, p.hungOn)
+			go p.pipe(client, server, nil)
 		}()
 	}
 }
@@ -114,13 +118,16 @@ func (p *hangProxy) isHung() bool {
 	}
 }
 
-// pipe copies src to dst until either fails or the proxy hangs; once hung, it holds what
-// it read and waits for Close.
-func (p *hangProxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst until either fails or the proxy hangs — at Hang, or at a write
+// holding marker; once hung, it holds what it read and waits for Close.
+func (p *hangProxy) pipe(dst, src net.Conn, marker []byte) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if marker != nil && bytes.Contains(buf[:n], marker) {
+				p.Hang()
+			}
 			if p.isHung() {
 				<-p.closed
 				return
@@ -171,15 +178,15 @@ func serverAddr(t *testing.T) string {
 // connection to the server partitioned (no reset), the renewals cannot get through, and
 // the task's context is cancelled when its grant expires — not at MaxHold, nor when TCP
 // gives up — so another holder that acquires at the expiry never runs beside it.
-func TestRunStopsHeavyTaskWhenConnectionHangs(t *testing.T) {
+func TestHungConnectionStopsHeavyTaskAtLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := pgtest.Schema(t, "rota_test")
-	direct := pgtest.PoolIn(t, schema, 2)
-	if err := postgres.Migrate(ctx, direct); err != nil {
+	direct := pgtest.Pool(t)
+	var schema string
+	if err := direct.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	proxy := newHangProxy(t, serverAddr(t))
+	proxy := newHangProxy(t, serverAddr(t), nil)
 	pool := proxiedPool(t, schema, proxy)
 
 	const ttl, maxHold = time.Second, time.Minute
@@ -236,5 +243,60 @@ func TestRunStopsHeavyTaskWhenConnectionHangs(t *testing.T) {
 	}
 	if g2, err := other.Acquire(ctx, "b", ttl, time.Now()); err != nil || g2.Token <= g.Token {
 		t.Fatalf("another holder acquires once the grant expired: %+v, %v", g2, err)
+	}
+}
+
+// A daemon that hangs in the middle of a Save — the fence and the lease rows locked, its
+// connection partitioned without a reset — holds them only until the server ends its idle
+// transaction: another daemon then acquires the lease and saves.
+func TestHungSaveReleasesTheLeaseAndTheFence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := pgtest.Pool(t)
+	var schema string
+	if err := direct.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	lease := postgres.NewLease(direct, "heavy", time.Hour)
+	g, err := lease.Acquire(ctx, "a", time.Minute, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy hangs when the Save sends its writes, after it took its locks.
+	proxy := newHangProxy(t, serverAddr(t), []byte("INSERT INTO rota_task_state"))
+	hungStore := postgres.NewStateStore(proxiedPool(t, schema, proxy))
+	saved := make(chan error, 1)
+	go func() { saved <- hungStore.Save(ctx, g.Token, maintenance.TaskState{Name: "reindex"}) }()
+	defer func() {
+		proxy.Close()
+		if err := <-saved; err == nil {
+			t.Error("the hung Save succeeded")
+		}
+	}()
+	select {
+	case <-proxy.hung:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Save never reached its writes")
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		if err := lease.Release(ctx, g); err != nil {
+			done <- err
+			return
+		}
+		g2, err := lease.Acquire(ctx, "b", time.Minute, t0.Add(time.Second))
+		if err == nil {
+			err = postgres.NewStateStore(direct).Save(ctx, g2.Token, maintenance.TaskState{Name: "reindex"})
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("another daemon after the hung Save: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the hung Save still holds the lease row and the fence after 20s")
 	}
 }

@@ -102,6 +102,14 @@ func (l *Lease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, e
 	return exp.Truncate(time.Microsecond), nil
 }
 
+// txIdleTimeout bounds how long the server keeps a Lease or StateStore transaction open
+// while it waits for the client: a client that hangs mid-call (a partition without a reset)
+// holds the lease row or the fence for at most this long, instead of until TCP gives up.
+const txIdleTimeout = 5 * time.Second
+
+// sqlIdleTimeout sets txIdleTimeout for the rest of the transaction.
+var sqlIdleTimeout = fmt.Sprintf(`SELECT set_config('idle_in_transaction_session_timeout', '%d', true)`, txIdleTimeout.Milliseconds())
+
 // change locks the lease's row (creating it if needed), lets decide compute the new row from
 // the current one, and writes it: all in one transaction. decide returning an error writes
 // nothing.
@@ -109,12 +117,15 @@ func (l *Lease) change(ctx context.Context, op string, decide func(cur leaseRow)
 	var next leaseRow
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		b.Queue(sqlIdleTimeout)
 		b.Queue(`INSERT INTO rota_leases (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, l.name)
 		b.Queue(`SELECT token, held, holder, acquired_at, expires_at FROM rota_leases WHERE name = $1 FOR UPDATE`, l.name)
 		br := tx.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
 		}
 		var cur leaseRow
 		if err := br.QueryRow().Scan(&cur.token, &cur.held, &cur.holder, &cur.acquiredAt, &cur.expiresAt); err != nil {

@@ -136,15 +136,20 @@ func (s *StateStore) Save(ctx context.Context, token uint64, states ...maintenan
 }
 
 // lockFence locks the fence row (creating it if needed) and shares the locks of the lease
-// rows, so that no grant is made until tx ends, and returns the fence.
+// rows, so that no grant is made until tx ends, and returns the fence. A client that hangs
+// after it holds them for at most txIdleTimeout.
 func lockFence(ctx context.Context, tx pgx.Tx) (int64, error) {
 	b := &pgx.Batch{}
+	b.Queue(sqlIdleTimeout)
 	b.Queue(`INSERT INTO rota_task_fence (token) VALUES (0) ON CONFLICT (id) DO NOTHING`)
 	b.Queue(`SELECT token FROM rota_task_fence FOR UPDATE`)
 	b.Queue(`SELECT coalesce(max(token), 0) FROM (SELECT token FROM rota_leases FOR SHARE) AS l`)
 	br := tx.SendBatch(ctx, b)
 	var saved, granted int64
 	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		err = br.QueryRow().Scan(&saved)
 	}
