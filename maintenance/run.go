@@ -131,7 +131,8 @@ func (s *Scheduler) keepLease(ctx context.Context, name string, cancel context.C
 	s.mu.Lock()
 	g, ok := s.grants[name]
 	s.mu.Unlock()
-	if !ok {
+	if !ok { // no grant covers the task: it must not run
+		cancel(fmt.Errorf("%w: task %q has no lease grant", ErrNotHolder, name))
 		return
 	}
 	disarm := s.armExpiry(name, g, cancel)
