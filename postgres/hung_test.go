@@ -164,6 +164,17 @@ func proxiedPool(t *testing.T, schema string, p *hangProxy) *pgxpool.Pool {
 	return pool
 }
 
+// poolAndSchema returns a pool on a fresh migrated schema, and the schema's name.
+func poolAndSchema(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	var schema string
+	if err := pool.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	return pool, schema
+}
+
 // serverAddr is the test server's host:port.
 func serverAddr(t *testing.T) string {
 	t.Helper()
@@ -181,11 +192,7 @@ func serverAddr(t *testing.T) string {
 func TestHungConnectionStopsHeavyTaskAtLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	direct := pgtest.Pool(t)
-	var schema string
-	if err := direct.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
+	direct, schema := poolAndSchema(t)
 	proxy := newHangProxy(t, serverAddr(t), nil)
 	pool := proxiedPool(t, schema, proxy)
 
@@ -252,11 +259,7 @@ func TestHungConnectionStopsHeavyTaskAtLeaseExpiry(t *testing.T) {
 func TestHungSaveReleasesTheLeaseAndTheFence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	direct := pgtest.Pool(t)
-	var schema string
-	if err := direct.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
+	direct, schema := poolAndSchema(t)
 	lease := postgres.NewLease(direct, "heavy", time.Hour)
 	g, err := lease.Acquire(ctx, "a", time.Minute, t0)
 	if err != nil {
