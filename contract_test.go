@@ -462,15 +462,16 @@ var (
 	}
 )
 
-// Code's choice: the reason codes are untyped string constants (Deferral.Reason is a string).
-const _ string = maintenance.ReasonLeaseHeld
+// Code's choice: the reason codes are constants of the string type Reason (Deferral.Reason
+// is a Reason).
+const _ maintenance.Reason = maintenance.ReasonLeaseHeld
 
 // Soft gates: `Gate{Producer string}`. `Deferral{Task, Reason, Blocker string; Since time.Time}`.
 var (
 	_ = maintenance.Gate{Producer: aString}
 	_ = func(g maintenance.Gate) string { return g.Producer }
-	_ = maintenance.Deferral{Task: aString, Reason: aString, Blocker: aString, Since: aTime}
-	_ = func(d maintenance.Deferral) (string, string, string, time.Time) {
+	_ = maintenance.Deferral{Task: aString, Reason: maintenance.Reason(aString), Blocker: aString, Since: aTime}
+	_ = func(d maintenance.Deferral) (string, maintenance.Reason, string, time.Time) {
 		return d.Task, d.Reason, d.Blocker, d.Since
 	}
 )
@@ -511,19 +512,20 @@ var (
 		Load(context.Context) (maintenance.Snapshot, error)
 		Save(context.Context, uint64, ...maintenance.TaskState) error
 	})(nil)
-	_ = func(s maintenance.TaskState) (string, time.Time, maintenance.Outcome, bool, time.Time, string) {
+	_ = func(s maintenance.TaskState) (string, time.Time, maintenance.Outcome, bool, time.Time, maintenance.Reason) {
 		return s.Name, s.LastRunAt, s.LastOutcome, s.Running, s.DeferredSince, s.DeferReason
 	}
 )
 
 // `Gauge`: "lease holder and held-for, each waiter and how long, deferral chain depth, and
 // a posture (`Healthy`, `Degraded` ...; `Unknown`; `Disabled`)". The postures are pinned by
-// DESIGN.md; the Gauge's field names are the code's choice.
+// DESIGN.md; code's choice: they carry the prefix Posture. The Gauge's field names are the
+// code's choice.
 const (
-	_ maintenance.Posture = maintenance.Healthy
-	_ maintenance.Posture = maintenance.Degraded
-	_ maintenance.Posture = maintenance.Unknown
-	_ maintenance.Posture = maintenance.Disabled
+	_ maintenance.Posture = maintenance.PostureHealthy
+	_ maintenance.Posture = maintenance.PostureDegraded
+	_ maintenance.Posture = maintenance.PostureUnknown
+	_ maintenance.Posture = maintenance.PostureDisabled
 )
 
 var _ = func(g maintenance.Gauge) (maintenance.Posture, string, time.Duration, []maintenance.Waiter, int) {
@@ -560,10 +562,11 @@ var (
 )
 
 // `maintenancetest` suites that any Lease or StateStore adapter runs. Code's choice: in
-// the manner of indextest.Run; the lease factory gets the MaxHold the rule needs.
+// the manner of indextest.Run; the lease factory gets the MaxHold the rule needs, and the
+// store factory returns the store with the lease whose grants fence it.
 var (
-	_ func(*testing.T, func(*testing.T, time.Duration) maintenance.Lease) = maintenancetest.RunLease
-	_ func(*testing.T, func(*testing.T) maintenance.StateStore)           = maintenancetest.RunStateStore
+	_ func(*testing.T, func(*testing.T, time.Duration) maintenance.Lease)            = maintenancetest.RunLease
+	_ func(*testing.T, func(*testing.T) (maintenance.StateStore, maintenance.Lease)) = maintenancetest.RunStateStore
 )
 
 // ---------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ func BenchmarkPick(b *testing.B) {
 func BenchmarkPoll(b *testing.B) {
 	tasks := []maintenance.Task{heavy("summary", 10*time.Minute), heavy("dream", time.Hour),
 		heavy("backfill", 6*time.Hour), offLease("golden-path", time.Hour), offLease("heartbeat", time.Minute)}
-	s, err := maintenance.NewScheduler(tasks, maintenance.Config{})
+	s, err := maintenance.NewScheduler(tasks, maintenance.Config{Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

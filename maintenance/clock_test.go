@@ -3,159 +3,14 @@ package maintenance_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rotaworks/rota/internal/fakeclock"
 	"github.com/rotaworks/rota/maintenance"
 )
 
-// fakeClock is a maintenance.Clock stepped by hand with Advance. Its tickers drop a tick
-// when the previous one is unread, like time.Ticker; its AfterFunc calls f in a goroutine.
-type fakeClock struct {
-	mu      sync.Mutex
-	changed *sync.Cond // broadcast whenever a ticker or timer starts or stops
-	now     time.Time
-	tickers []*fakeTicker
-	timers  []*fakeTimer
-}
-
-type fakeTicker struct {
-	every   time.Duration
-	next    time.Time
-	c       chan time.Time
-	stopped bool
-}
-
-type fakeTimer struct {
-	at   time.Time
-	f    func()
-	done bool // fired or stopped
-}
-
-var _ maintenance.Clock = (*fakeClock)(nil)
-
-func newFakeClock(now time.Time) *fakeClock {
-	c := &fakeClock{now: now}
-	c.changed = sync.NewCond(&c.mu)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	if d <= 0 {
-		panic("fakeClock: non-positive ticker interval")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tk := &fakeTicker{every: d, next: c.now.Add(d), c: make(chan time.Time, 1)}
-	c.tickers = append(c.tickers, tk)
-	c.changed.Broadcast()
-	return tk.c, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		tk.stopped = true
-		c.changed.Broadcast()
-	}
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tm := &fakeTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, tm)
-	c.changed.Broadcast()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if tm.done {
-			return false
-		}
-		tm.done = true
-		c.changed.Broadcast()
-		return true
-	}
-}
-
-// Advance moves the clock forward by d, stopping at every instant a tick or timer is due
-// on the way and firing it there.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	end := c.now.Add(d)
-	for {
-		at, due := end, false
-		for _, tk := range c.tickers {
-			if !tk.stopped && !tk.next.After(at) {
-				at, due = tk.next, true
-			}
-		}
-		for _, tm := range c.timers {
-			if !tm.done && !tm.at.After(at) {
-				at, due = tm.at, true
-			}
-		}
-		if !due {
-			break
-		}
-		c.now = at
-		for _, tk := range c.tickers {
-			if !tk.stopped && tk.next.Equal(at) {
-				select {
-				case tk.c <- at:
-				default: // the previous tick is unread: drop this one
-				}
-				tk.next = at.Add(tk.every)
-			}
-		}
-		for _, tm := range c.timers {
-			if !tm.done && tm.at.Equal(at) {
-				tm.done = true
-				go tm.f()
-			}
-		}
-		c.changed.Broadcast()
-	}
-	c.now = end
-}
-
-// live returns the number of running tickers and of pending timers.
-func (c *fakeClock) live() (tickers, timers int) {
-	for _, tk := range c.tickers {
-		if !tk.stopped {
-			tickers++
-		}
-	}
-	for _, tm := range c.timers {
-		if !tm.done {
-			timers++
-		}
-	}
-	return tickers, timers
-}
-
-// waitLive blocks until exactly tickers tickers run and timers timers are pending.
-func (c *fakeClock) waitLive(tickers, timers int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
-		if tk, tm := c.live(); tk == tickers && tm == timers {
-			return
-		}
-		c.changed.Wait()
-	}
-}
-
-func (c *fakeClock) liveNow() (tickers, timers int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.live()
-}
+var _ maintenance.Clock = (*fakeclock.Clock)(nil)
 
 // renewal is one call of recordingLease.Renew.
 type renewal struct {
@@ -175,17 +30,6 @@ func (l recordingLease) Renew(ctx context.Context, g maintenance.Grant, ttl time
 	return g, err
 }
 
-// TestConfigClockDefault: a nil Config.Clock means the real clock; a given one is kept.
-func TestConfigClockDefault(t *testing.T) {
-	if c := newSched(t, nil, maintenance.Config{}).Config().Clock; c == nil {
-		t.Fatal("rule: a nil Config.Clock is filled in with the real clock")
-	}
-	fake := newFakeClock(time.Time{})
-	if c := newSched(t, nil, maintenance.Config{Clock: fake}).Config().Clock; c != fake {
-		t.Fatalf("rule: a given Config.Clock is kept: got %T", c)
-	}
-}
-
 // TestRunOnFakeClock drives Run entirely on a hand-stepped Config.Clock, without synctest:
 // Run reads no time but the clock's. It polls at start and once per poll tick, renews the
 // lease once per renew tick (LeaseTTL/3) with the clock's now, cancels the heavy task's
@@ -199,7 +43,7 @@ func TestRunOnFakeClock(t *testing.T) {
 		pollIval = 6 * time.Minute  // no poll tick at MaxHold either
 	)
 	start := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
-	clk := newFakeClock(start)
+	clk := fakeclock.New(start)
 
 	type cut struct {
 		at         time.Time
@@ -232,7 +76,7 @@ func TestRunOnFakeClock(t *testing.T) {
 	if at := <-started; !at.Equal(start) {
 		t.Fatalf("summary started at %v", at)
 	}
-	clk.waitLive(2, 1) // Run's poll ticker, the task's renew ticker and its MaxHold timer
+	clk.Wait(2, 2) // Run's poll ticker, the task's renewal ticker, its MaxHold and expiry timers
 
 	for m := 1; m < 50; m++ {
 		clk.Advance(time.Minute)
@@ -274,7 +118,7 @@ func TestRunOnFakeClock(t *testing.T) {
 	if _, held, _ := lease.Current(bg, clk.Now()); held {
 		t.Fatal("rule: the lease is released after the run")
 	}
-	if tk, tm := clk.liveNow(); tk != 1 || tm != 0 {
+	if tk, tm := clk.Live(); tk != 1 || tm != 0 {
 		t.Fatalf("rule: the ended task leaves no ticker or timer behind: %d tickers, %d timers live", tk, tm)
 	}
 
@@ -287,7 +131,7 @@ func TestRunOnFakeClock(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v after a clean stop", err)
 	}
-	if tk, tm := clk.liveNow(); tk != 0 || tm != 0 {
+	if tk, tm := clk.Live(); tk != 0 || tm != 0 {
 		t.Fatalf("rule: a stopped Run leaves no ticker or timer behind: %d tickers, %d timers live", tk, tm)
 	}
 	if len(polls) != 0 || len(lease.renewals) != 0 {

@@ -9,7 +9,7 @@ import (
 
 // Defaults for the zero fields of Config.
 const (
-	// DefaultHolder names the scheduler on the lease. Schedulers of one fleet should set
+	// DefaultHolder names the scheduler on the lease. Schedulers of one fleet set
 	// distinct holders.
 	DefaultHolder = "maintenance"
 	// DefaultLeaseTTL is how long a grant lasts between renewals.
@@ -18,7 +18,7 @@ const (
 	DefaultMaxHold = 2 * time.Hour
 	// DefaultYieldAfter is how long a waiter waits before fairness promotion.
 	DefaultYieldAfter = 30 * time.Minute
-	// DefaultDegradeAfter is the wait past which the gauge reads Degraded.
+	// DefaultDegradeAfter is the wait past which the gauge reads PostureDegraded.
 	DefaultDegradeAfter = time.Hour
 	// DefaultAlsoDispatchLimit bounds the second pass.
 	DefaultAlsoDispatchLimit = 4
@@ -26,58 +26,48 @@ const (
 	DefaultPollInterval = time.Minute
 )
 
-// Config holds a Scheduler's collaborators and knobs. Zero values mean the defaults.
+// Config holds a Scheduler's collaborators and knobs. The zero value of each field means
+// its default; most callers set only Lease, StateStore and Holder.
 type Config struct {
-	// Lease is the heavy lease; nil means NewMemoryLease(MaxHold). A shared lease should
-	// be built with the same MaxHold.
+	// Lease is the heavy lease; nil means NewMemoryLease(MaxHold). A shared lease is
+	// built with the same MaxHold by every scheduler.
 	Lease Lease
-	// StateStore keeps the durable task states; nil means NewMemoryStateStore().
+	// StateStore keeps the durable task states; nil means a MemoryStateStore, fenced
+	// with Lease when that is a *MemoryLease.
 	StateStore StateStore
-	// Holder names this scheduler on the lease (DefaultHolder).
+	// Holder names this scheduler on the lease (DefaultHolder); see ValidateName.
 	Holder string
-	// LeaseTTL is the grant length between renewals (DefaultLeaseTTL); at most MaxHold.
+	// LeaseTTL is the grant length between renewals (DefaultLeaseTTL, or MaxHold if
+	// shorter); at most MaxHold.
 	LeaseTTL time.Duration
-	// MaxHold is the longest a heavy run may hold the lease; the scheduler cancels a
-	// running task's context at MaxHold (DefaultMaxHold).
+	// MaxHold is the longest a heavy run may hold the lease (DefaultMaxHold): Run
+	// cancels a task's context at MaxHold.
 	MaxHold time.Duration
 	// YieldAfter is the wait after which a waiter is promoted and other schedulers
-	// yield to it (DefaultYieldAfter). It is also how recently a waiter of another
-	// scheduler must have been deferred to count: an older record is presumed abandoned.
+	// yield to it (DefaultYieldAfter). A waiter of another scheduler not deferred within
+	// YieldAfter is presumed abandoned.
 	YieldAfter time.Duration
-	// DegradeAfter is the wait past which the gauge reads Degraded (DefaultDegradeAfter).
+	// DegradeAfter is the wait past which the gauge reads PostureDegraded
+	// (DefaultDegradeAfter).
 	DegradeAfter time.Duration
 	// AlsoDispatchLimit bounds how many off-lease tasks one poll dispatches
 	// (DefaultAlsoDispatchLimit).
 	AlsoDispatchLimit int
 	// PollInterval is how often Run polls (DefaultPollInterval); Run also polls as soon
-	// as a task finishes.
+	// as a task ends.
 	PollInterval time.Duration
-	// Logger receives Run's errors, one Info line per poll and a Warn line when the
-	// gauge turns Degraded (see PollReport); nil discards them.
+	// Logger receives one line per poll and Run's warnings; nil means slog.Default() at
+	// the time NewScheduler is called.
 	Logger *slog.Logger
-	// Observer, when not nil, is told about every poll (see Observer).
+	// Observer, when not nil, is told about every poll.
 	Observer Observer
-	// Clock is Run's clock: its now for Poll, Renew and Complete, its poll and renewal
-	// tickers and its MaxHold timer; nil means the real clock. Only Run reads it.
+	// Clock is the only clock Run reads; nil means the real one. Poll, Renew and
+	// Complete take now instead.
 	Clock Clock
 }
 
-// withDefaults validates c and fills in its zero fields, reporting every bad field.
-func (c Config) withDefaults() (Config, error) {
-	var errs []error
-	neg := func(field string, d time.Duration) {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("maintenance: config: %s %v: negative: %w", field, d, ErrInvalid))
-		}
-	}
-	neg("LeaseTTL", c.LeaseTTL)
-	neg("MaxHold", c.MaxHold)
-	neg("YieldAfter", c.YieldAfter)
-	neg("DegradeAfter", c.DegradeAfter)
-	neg("PollInterval", c.PollInterval)
-	if c.AlsoDispatchLimit < 0 {
-		errs = append(errs, fmt.Errorf("maintenance: config: AlsoDispatchLimit %d: negative: %w", c.AlsoDispatchLimit, ErrInvalid))
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -91,26 +81,50 @@ func (c Config) withDefaults() (Config, error) {
 	if c.AlsoDispatchLimit == 0 {
 		c.AlsoDispatchLimit = DefaultAlsoDispatchLimit
 	}
-	if c.LeaseTTL > c.MaxHold && c.MaxHold > 0 {
-		errs = append(errs, fmt.Errorf("maintenance: config: LeaseTTL %v: longer than MaxHold %v: %w", c.LeaseTTL, c.MaxHold, ErrInvalid))
-	}
 	if c.Holder == "" {
 		c.Holder = DefaultHolder
 	}
-	if err := errors.Join(errs...); err != nil {
-		return c, err
-	}
-	if c.Lease == nil {
+	if c.Lease == nil && c.MaxHold > 0 {
 		c.Lease = NewMemoryLease(c.MaxHold)
 	}
 	if c.StateStore == nil {
-		c.StateStore = NewMemoryStateStore()
+		store := NewMemoryStateStore()
+		if l, ok := c.Lease.(*MemoryLease); ok {
+			store.FenceWith(l)
+		}
+		c.StateStore = store
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}
 	}
-	return c, nil
+	return c
+}
+
+// validate reports every bad field of c, defaults filled in.
+func (c Config) validate() error {
+	var errs []error
+	bad := func(field, must string, got any) {
+		errs = append(errs, fmt.Errorf("%w: Config.%s must %s, got %v", ErrInvalidConfig, field, must, got))
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"LeaseTTL", c.LeaseTTL}, {"MaxHold", c.MaxHold}, {"YieldAfter", c.YieldAfter}, {"DegradeAfter", c.DegradeAfter}, {"PollInterval", c.PollInterval}} {
+		if f.d < 0 {
+			bad(f.name, "not be negative", f.d)
+		}
+	}
+	if c.AlsoDispatchLimit < 0 {
+		bad("AlsoDispatchLimit", "not be negative", c.AlsoDispatchLimit)
+	}
+	if c.MaxHold > 0 && c.LeaseTTL > c.MaxHold {
+		bad("LeaseTTL", fmt.Sprintf("not exceed MaxHold %v", c.MaxHold), c.LeaseTTL)
+	}
+	if ValidateName("Holder", c.Holder) != nil {
+		bad("Holder", fmt.Sprintf("be 1 to %d bytes of UTF-8 without control characters", MaxNameLength), quote(c.Holder))
+	}
+	return errors.Join(errs...)
 }

@@ -108,7 +108,7 @@ func simulateScheduler(t testing.TB, fleet []simTask, c simConfig) *waitTracker 
 	}
 	s, err := maintenance.NewScheduler(tasks, maintenance.Config{
 		StateStore: store, Lease: maintenance.NewMemoryLease(c.maxHold), MaxHold: c.maxHold,
-		LeaseTTL: 2 * c.poll, YieldAfter: c.yieldAfter, PollInterval: c.poll,
+		LeaseTTL: 2 * c.poll, YieldAfter: c.yieldAfter, PollInterval: c.poll, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func simulatePicker(fleet []simTask, c simConfig, pick func(due []maintenance.Ca
 	return w
 }
 
-// stalenessOnly is the record's #13586 picker: Pick without fairness promotion.
+// stalenessOnly is the plain staleness picker: Pick without fairness promotion.
 func stalenessOnly(due []maintenance.Candidate, now time.Time) string {
 	if sel := maintenance.Pick(maintenance.PickInput{Candidates: due, Now: now}); sel.Winner != nil {
 		return sel.Winner.Task.Name
@@ -208,7 +208,7 @@ func stalenessOnly(due []maintenance.Candidate, now time.Time) string {
 	return ""
 }
 
-// registryOrder is the picker before #13586: the first due task in the registry.
+// registryOrder is the static picker: the first due task in the registry.
 func registryOrder(due []maintenance.Candidate, _ time.Time) string {
 	if len(due) == 0 {
 		return ""
@@ -260,8 +260,8 @@ func TestBoundedDrain(t *testing.T) {
 	t.Logf("staleness ratio without promotion: longest wait past the bound %v: %s", worstStaleness, worstStalenessFleet)
 }
 
-// TestNaivePickersStarve pins the record's incident shape: summary (10 min cadence,
-// 45 min runs) re-wins every release under both naive pickers, and a 24 h task waits far
+// TestNaivePickersStarve pins the starvation shape: a task with a 10 min cadence and
+// 45 min runs re-wins every release under both naive pickers, and a 24 h task waits far
 // past the bound, which the Scheduler keeps.
 func TestNaivePickersStarve(t *testing.T) {
 	c := simConfig{poll: time.Minute, maxHold: 2 * time.Hour, yieldAfter: 30 * time.Minute, horizon: 7 * day}

@@ -3,10 +3,14 @@ package maintenance
 import "errors"
 
 var (
-	// ErrInvalid is returned, wrapped with the field and its value, for bad input: a bad
-	// task registry or Config from NewScheduler, an empty holder or a non-positive ttl
-	// from a Lease, a TaskState without a Name from a StateStore.
+	// ErrInvalid is returned, wrapped with what was wrong, for a bad call argument: a bad
+	// task registry from NewScheduler or ValidateTasks, a bad holder, ttl or time from a
+	// Lease, a bad TaskState or token from a StateStore, an unknown task from Complete.
 	ErrInvalid = errors.New("maintenance: invalid")
+
+	// ErrInvalidConfig is returned by NewScheduler, wrapped with the field and its value,
+	// for each bad field of its Config.
+	ErrInvalidConfig = errors.New("maintenance: invalid config")
 
 	// ErrLeaseHeld is returned by Lease.Acquire while a grant has not expired — whoever
 	// holds it, the caller included.
@@ -14,7 +18,8 @@ var (
 
 	// ErrNotHolder is returned by Lease.Renew and Lease.Release for a grant that is not
 	// the lease's current one: a later grant replaced it, it was released, or (Renew
-	// only) it has expired.
+	// only) it has expired. A task that Run cancels because its grant expired or was lost
+	// has a context cause that wraps it.
 	ErrNotHolder = errors.New("maintenance: not the lease holder")
 
 	// ErrHoldExceeded is returned by Lease.Renew once now − AcquiredAt ≥ the lease's
@@ -22,7 +27,7 @@ var (
 	ErrHoldExceeded = errors.New("maintenance: lease held for MaxHold")
 
 	// ErrStaleToken is returned by StateStore.Save when the write's fencing token is
-	// older than the highest token the store has seen; nothing is written.
+	// older than the store's fence; nothing is written.
 	ErrStaleToken = errors.New("maintenance: stale fencing token")
 
 	// ErrRunning is returned by Scheduler.Run when the scheduler is already running.

@@ -3,19 +3,23 @@ package maintenance_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/rotaworks/rota/maintenance"
 )
 
-// Another daemon keeps the lease, so the backfill waits; the Observer hears every poll and
-// is told once, when the wait passes DegradeAfter, that the chain has stopped draining.
-// The rota/otel module has an Observer that exports the same reports as metrics.
+// Another daemon keeps the lease, so the compaction waits; the Observer hears every poll
+// and is told once, when the wait passes DegradeAfter, that the chain has stopped
+// draining. The rota/otel module has an Observer that exports the same reports as
+// metrics.
 func ExampleObserver() {
 	ctx := context.Background()
 	now := time.Date(2026, 6, 20, 12, 0, 0, 0, time.UTC)
 	lease := maintenance.NewMemoryLease(2 * time.Hour)
-	_, _ = lease.Acquire(ctx, "daemon-b", 2*time.Hour, now)
+	if _, err := lease.Acquire(ctx, "daemon-b", 2*time.Hour, now); err != nil {
+		panic(err)
+	}
 
 	observer := maintenance.ObserverFunc(func(rep maintenance.PollReport) {
 		fmt.Printf("+%v %s", rep.Now.Sub(now), rep.Result.Gauge.Posture)
@@ -28,8 +32,14 @@ func ExampleObserver() {
 		fmt.Println()
 	})
 	s, err := maintenance.NewScheduler([]maintenance.Task{
-		{Name: "backfill", Cadence: 6 * time.Hour, Run: func(context.Context) error { return nil }},
-	}, maintenance.Config{Lease: lease, Holder: "daemon-a", DegradeAfter: 30 * time.Minute, Observer: observer})
+		{Name: "compact", Cadence: 6 * time.Hour, Run: func(context.Context) error { return nil }},
+	}, maintenance.Config{
+		Lease:        lease,
+		Holder:       "daemon-a",
+		DegradeAfter: 30 * time.Minute,
+		Observer:     observer,
+		Logger:       slog.New(slog.DiscardHandler), // the Observer prints instead
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -39,8 +49,8 @@ func ExampleObserver() {
 		}
 	}
 	// Output:
-	// +0s healthy, backfill deferred (lease-held, daemon-b)
-	// +20m0s healthy, backfill deferred (lease-held, daemon-b)
-	// +40m0s degraded, backfill deferred (lease-held, daemon-b), STALLED: backfill has waited 40m0s
-	// +1h0m0s degraded, backfill deferred (lease-held, daemon-b)
+	// +0s healthy, compact deferred (lease-held, daemon-b)
+	// +20m0s healthy, compact deferred (lease-held, daemon-b)
+	// +40m0s degraded, compact deferred (lease-held, daemon-b), STALLED: compact has waited 40m0s
+	// +1h0m0s degraded, compact deferred (lease-held, daemon-b)
 }

@@ -3,6 +3,7 @@ package maintenance_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/rotaworks/rota/maintenance"
@@ -10,30 +11,37 @@ import (
 
 // A host driving its own loop: Poll decides, the host runs what was dispatched and
 // reports each run with Complete. Summary is gated on the backfill that feeds it; it
-// then wins at +30m as a waiter promoted after YieldAfter; golden-path, gated on dream,
-// runs off the lease beside the heavy winner once dream has run, and the data-safety
-// backup, due at +1h, wins outright.
+// then wins at +30m as a waiter promoted after YieldAfter; verify, gated on reindex,
+// runs off the lease beside the heavy winner once reindex has run, and the data-safety
+// snapshot, due at +1h, wins outright.
 func ExampleScheduler_Poll() {
 	ctx := context.Background()
 	now := time.Date(2026, 6, 20, 12, 0, 0, 0, time.UTC)
 	run := func(context.Context) error { return nil }
 	tasks := []maintenance.Task{
-		{Name: "summary", Cadence: 10 * time.Minute, Run: run,
-			Gates: []maintenance.Gate{{Producer: "memory-summary-backfill"}}},
-		{Name: "memory-summary-backfill", Cadence: 6 * time.Hour, Run: run},
-		{Name: "dream", Cadence: time.Hour, Run: run},
-		{Name: "golden-path", Class: maintenance.OffLease, Cadence: time.Hour, Run: run,
-			Gates: []maintenance.Gate{{Producer: "dream"}}},
-		{Name: "backup", Cadence: 24 * time.Hour, DataSafety: true, Run: run},
+		{Name: "rollup", Cadence: 10 * time.Minute, Run: run,
+			Gates: []maintenance.Gate{{Producer: "compact"}}},
+		{Name: "compact", Cadence: 6 * time.Hour, Run: run},
+		{Name: "reindex", Cadence: time.Hour, Run: run},
+		{Name: "verify", Class: maintenance.OffLease, Cadence: time.Hour, Run: run,
+			Gates: []maintenance.Gate{{Producer: "reindex"}}},
+		{Name: "snapshot", Cadence: 24 * time.Hour, DataSafety: true, Run: run},
 	}
 	store := maintenance.NewMemoryStateStore()
-	_ = store.Save(ctx, 0,
-		maintenance.TaskState{Name: "summary", LastRunAt: now.Add(-10 * time.Minute)},
-		maintenance.TaskState{Name: "dream", LastRunAt: now.Add(-5 * time.Hour)},
-		maintenance.TaskState{Name: "golden-path", LastRunAt: now.Add(-18 * 24 * time.Hour)},
-		maintenance.TaskState{Name: "backup", LastRunAt: now.Add(-23 * time.Hour)},
+	err := store.Save(ctx, 0,
+		maintenance.TaskState{Name: "rollup", LastRunAt: now.Add(-10 * time.Minute)},
+		maintenance.TaskState{Name: "reindex", LastRunAt: now.Add(-5 * time.Hour)},
+		maintenance.TaskState{Name: "verify", LastRunAt: now.Add(-18 * 24 * time.Hour)},
+		maintenance.TaskState{Name: "snapshot", LastRunAt: now.Add(-23 * time.Hour)},
 	)
-	s, err := maintenance.NewScheduler(tasks, maintenance.Config{StateStore: store, Holder: "daemon-a"})
+	if err != nil {
+		panic(err)
+	}
+	s, err := maintenance.NewScheduler(tasks, maintenance.Config{
+		StateStore: store,
+		Holder:     "daemon-a",
+		Logger:     slog.New(slog.DiscardHandler), // this example prints its own lines
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -52,12 +60,14 @@ func ExampleScheduler_Poll() {
 		}
 		fmt.Println("gauge", res.Gauge.Posture, "depth", res.Gauge.ChainDepth)
 		for _, c := range res.Dispatched() {
-			_ = s.Complete(ctx, c.Task.Name, nil, at.Add(20*time.Minute))
+			if err := s.Complete(ctx, c.Task.Name, nil, at.Add(20*time.Minute)); err != nil {
+				panic(err)
+			}
 		}
 	}
 	// Output:
-	// +0s: run memory-summary-backfill; summary deferred (gate, memory-summary-backfill); dream deferred (outranked, memory-summary-backfill); golden-path deferred (gate, dream); gauge healthy depth 2
-	// +30m0s: run summary; dream deferred (outranked, summary); golden-path deferred (gate, dream); gauge healthy depth 2
-	// +50m0s: run dream; summary deferred (outranked, dream); golden-path deferred (gate, dream); gauge healthy depth 1
-	// +1h10m0s: run backup; run golden-path; summary deferred (outranked, backup); gauge healthy depth 1
+	// +0s: run compact; rollup deferred (gate, compact); reindex deferred (outranked, compact); verify deferred (gate, reindex); gauge healthy depth 2
+	// +30m0s: run rollup; reindex deferred (outranked, rollup); verify deferred (gate, reindex); gauge healthy depth 2
+	// +50m0s: run reindex; rollup deferred (outranked, reindex); verify deferred (gate, reindex); gauge healthy depth 1
+	// +1h10m0s: run snapshot; run verify; rollup deferred (outranked, snapshot); gauge healthy depth 1
 }

@@ -11,27 +11,28 @@ import (
 type Posture int
 
 const (
-	// Unknown: the state could not be read (the zero Gauge).
-	Unknown Posture = iota
-	// Healthy: no waiter has waited longer than DegradeAfter.
-	Healthy
-	// Degraded: some waiter has waited longer than DegradeAfter — the chain is not
-	// draining to idle.
-	Degraded
-	// Disabled: the scheduler has no tasks (maintenance is off in this deployment).
-	Disabled
+	// PostureUnknown: the state could not be read (the zero Gauge).
+	PostureUnknown Posture = iota
+	// PostureHealthy: no waiter has waited longer than DegradeAfter.
+	PostureHealthy
+	// PostureDegraded: some waiter has waited longer than DegradeAfter — the chain is
+	// not draining to idle.
+	PostureDegraded
+	// PostureDisabled: the scheduler has no tasks (maintenance is off in this
+	// deployment).
+	PostureDisabled
 )
 
 // String returns "unknown", "healthy", "degraded" or "disabled".
 func (p Posture) String() string {
 	switch p {
-	case Unknown:
+	case PostureUnknown:
 		return "unknown"
-	case Healthy:
+	case PostureHealthy:
 		return "healthy"
-	case Degraded:
+	case PostureDegraded:
 		return "degraded"
-	case Disabled:
+	case PostureDisabled:
 		return "disabled"
 	default:
 		return fmt.Sprintf("Posture(%d)", int(p))
@@ -47,7 +48,7 @@ type Waiter struct {
 	Since time.Time
 	Wait  time.Duration
 	// Reason and Blocker are the latest deferral's.
-	Reason  string
+	Reason  Reason
 	Blocker string
 }
 
@@ -67,7 +68,7 @@ type Gauge struct {
 	// including tasks of other schedulers sharing the store.
 	Waiters []Waiter
 	// ChainDepth is the length of the longest chain of waiters each blocked by the next
-	// (summary waits on backfill, which waits on the lease…); 0 without waiters.
+	// (a rollup waits on a compaction, which waits on the lease…); 0 without waiters.
 	ChainDepth int
 }
 
@@ -81,9 +82,9 @@ func (g Gauge) LongestWait() time.Duration {
 
 // computeGauge is pure: the gauge of states and the live grant (held false: free) at now.
 func computeGauge(states []TaskState, grant Grant, held bool, now time.Time, degradeAfter time.Duration, disabled bool) Gauge {
-	g := Gauge{At: now, Posture: Healthy}
+	g := Gauge{At: now, Posture: PostureHealthy}
 	if disabled {
-		g.Posture = Disabled
+		g.Posture = PostureDisabled
 	}
 	if held {
 		g.Holder = grant.Holder
@@ -104,7 +105,7 @@ func computeGauge(states []TaskState, grant Grant, held bool, now time.Time, deg
 		g.Waiters = append(g.Waiters, w)
 		blockedBy[s.Name] = s.DeferBlocker
 		if w.Wait > degradeAfter && !disabled {
-			g.Posture = Degraded
+			g.Posture = PostureDegraded
 		}
 	}
 	slices.SortFunc(g.Waiters, func(a, b Waiter) int {

@@ -18,16 +18,16 @@ func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 	seed(t, store, map[string]time.Time{"summary": t0.Add(-time.Hour), "nightly": t0.Add(-25 * time.Hour)})
 	s := newSched(t, tasks, cfg)
 
-	if g := poll(t, s, t0).Gauge; g.Posture != maintenance.Healthy || g.HolderTask != "summary" || len(g.Waiters) != 1 {
+	if g := poll(t, s, t0).Gauge; g.Posture != maintenance.PostureHealthy || g.HolderTask != "summary" || len(g.Waiters) != 1 {
 		t.Fatalf("at t0 summary holds and nightly just started waiting: %+v", g)
 	}
 	g := poll(t, s, t0.Add(time.Hour)).Gauge
-	if g.Posture != maintenance.Healthy {
+	if g.Posture != maintenance.PostureHealthy {
 		t.Fatalf("rule: a wait of exactly DegradeAfter is not yet Degraded: %v", g.Posture)
 	}
 	at := t0.Add(time.Hour + time.Minute)
 	g = poll(t, s, at).Gauge
-	if g.Posture != maintenance.Degraded {
+	if g.Posture != maintenance.PostureDegraded {
 		t.Fatalf("rule: Degraded once a waiter exceeds DegradeAfter: %+v", g)
 	}
 	if g.Holder != maintenance.DefaultHolder || g.HeldFor != 61*time.Minute || g.HolderTask != "summary" {
@@ -46,7 +46,7 @@ func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g2.Posture != maintenance.Degraded || len(g2.Waiters) != 1 || g2.Waiters[0] != g.Waiters[0] {
+		if g2.Posture != maintenance.PostureDegraded || len(g2.Waiters) != 1 || g2.Waiters[0] != g.Waiters[0] {
 			t.Fatalf("rule: the posture survives a restart: %+v, want %+v", g2, g)
 		}
 	}
@@ -57,11 +57,11 @@ func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := poll(t, s, done)
-	if winnerName(res) != "nightly" || res.Gauge.Posture != maintenance.Healthy {
+	if winnerName(res) != "nightly" || res.Gauge.Posture != maintenance.PostureHealthy {
 		t.Fatalf("rule: Healthy again once the waiter acquires: winner %q, gauge %+v", winnerName(res), res.Gauge)
 	}
 	s3 := newSched(t, tasks, cfg)
-	if g3, _ := s3.Gauge(bg, done); g3.Posture != maintenance.Healthy || g3.HolderTask != "nightly" {
+	if g3, _ := s3.Gauge(bg, done); g3.Posture != maintenance.PostureHealthy || g3.HolderTask != "nightly" {
 		t.Fatalf("rule: the recovered posture survives a restart: %+v", g3)
 	}
 }
@@ -83,8 +83,8 @@ func TestGaugeChainDepth(t *testing.T) {
 	if g.ChainDepth != 3 || g.Holder != "daemon-b" || g.HolderTask != "" {
 		t.Fatalf("rule: the chain depth counts waiters each blocked by the next: %+v", g)
 	}
-	if g.Posture.String() != "healthy" || maintenance.Degraded.String() != "degraded" ||
-		maintenance.Unknown.String() != "unknown" || maintenance.Disabled.String() != "disabled" {
+	if g.Posture.String() != "healthy" || maintenance.PostureDegraded.String() != "degraded" ||
+		maintenance.PostureUnknown.String() != "unknown" || maintenance.PostureDisabled.String() != "disabled" {
 		t.Errorf("Posture strings: %v", g.Posture)
 	}
 }

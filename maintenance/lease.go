@@ -22,18 +22,18 @@ type Grant struct {
 
 // Lease is the one exclusive heavy-maintenance lease of a daemon or a fleet.
 //
-// Rules every implementation keeps (maintenancetest.RunLease checks them):
-//   - At most one grant is live at a time: a grant is live from AcquiredAt until
-//     ExpiresAt (exclusive) unless released or replaced.
-//   - Tokens only grow: each grant's token is positive and greater than every earlier
-//     grant's.
-//   - MaxHold is a property of the lease: no renewal is granted once
-//     now − AcquiredAt ≥ MaxHold, and no grant's ExpiresAt is later than now + ttl of the
-//     call that set it, so a stuck holder loses the lease within one TTL of its last
-//     renewal.
-//   - Time is the caller's now; the lease never reads a clock.
-//   - Bad input (empty holder, ttl ≤ 0) wraps ErrInvalid; a call that fails changes
-//     nothing. Implementations must be safe for concurrent use.
+// Every implementation keeps these rules, which maintenancetest.RunLease checks:
+//   - At most one grant is live at a time: from AcquiredAt until ExpiresAt (exclusive),
+//     unless released or replaced.
+//   - Tokens only grow: each grant's token is positive, at most math.MaxInt64, and
+//     greater than every earlier grant's.
+//   - No renewal is granted once now − AcquiredAt ≥ MaxHold, and no ExpiresAt is later
+//     than now + ttl of the call that set it, so a stuck holder loses the lease within
+//     one TTL of its last renewal.
+//   - Time is the caller's now; the lease reads no clock.
+//   - Bad input wraps ErrInvalid and changes nothing: a holder ValidateName refuses,
+//     ttl ≤ 0, a now or an expiry ValidateTime refuses.
+//   - A call that fails changes nothing. Implementations are safe for concurrent use.
 type Lease interface {
 	// Acquire grants the lease to holder until now+ttl (or earlier, at MaxHold) with a
 	// new, greater token, or returns ErrLeaseHeld while a live grant exists — also when
@@ -73,27 +73,37 @@ func NewMemoryLease(maxHold time.Duration) *MemoryLease {
 	return &MemoryLease{maxHold: maxHold}
 }
 
-func checkLeaseArgs(op, holder string, ttl time.Duration) error {
-	if holder == "" {
-		return fmt.Errorf("maintenance: %s: holder: empty: %w", op, ErrInvalid)
+// checkLeaseCall checks the arguments of Acquire or Renew.
+func checkLeaseCall(op, holder string, ttl time.Duration, now time.Time) error {
+	if err := ValidateName(op+": holder", holder); err != nil {
+		return err
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("maintenance: %s: ttl %v: not positive: %w", op, ttl, ErrInvalid)
+		return fmt.Errorf("%w: %s: ttl must be positive, got %v", ErrInvalid, op, ttl)
 	}
-	return nil
+	return ValidateTime(op+": now", now)
 }
 
-func (l *MemoryLease) expiry(acquired, now time.Time, ttl time.Duration) time.Time {
+// expiry returns now + ttl capped at acquired + MaxHold, or ErrInvalid when that is a
+// time ValidateTime refuses.
+func (l *MemoryLease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, error) {
 	exp := now.Add(ttl)
 	if capAt := acquired.Add(l.maxHold); exp.After(capAt) {
 		exp = capAt
 	}
-	return exp
+	if err := ValidateTime("expiry now + ttl", exp); err != nil {
+		return time.Time{}, err
+	}
+	return exp, nil
 }
 
 // Acquire implements Lease.
 func (l *MemoryLease) Acquire(ctx context.Context, holder string, ttl time.Duration, now time.Time) (Grant, error) {
-	if err := checkLeaseArgs("acquire", holder, ttl); err != nil {
+	if err := checkLeaseCall("acquire", holder, ttl, now); err != nil {
+		return Grant{}, err
+	}
+	exp, err := l.expiry(now, now, ttl)
+	if err != nil {
 		return Grant{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -102,18 +112,18 @@ func (l *MemoryLease) Acquire(ctx context.Context, holder string, ttl time.Durat
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.has && now.Before(l.cur.ExpiresAt) {
-		return Grant{}, fmt.Errorf("maintenance: acquire by %q: held by %q until %v: %w",
-			holder, l.cur.Holder, l.cur.ExpiresAt, ErrLeaseHeld)
+		return Grant{}, fmt.Errorf("%w: acquire by %q: held by %q until %v",
+			ErrLeaseHeld, holder, l.cur.Holder, l.cur.ExpiresAt)
 	}
 	l.lastToken++
-	l.cur = Grant{Holder: holder, Token: l.lastToken, AcquiredAt: now, ExpiresAt: l.expiry(now, now, ttl)}
+	l.cur = Grant{Holder: holder, Token: l.lastToken, AcquiredAt: now, ExpiresAt: exp}
 	l.has = true
 	return l.cur, nil
 }
 
 // Renew implements Lease.
 func (l *MemoryLease) Renew(ctx context.Context, g Grant, ttl time.Duration, now time.Time) (Grant, error) {
-	if err := checkLeaseArgs("renew", g.Holder, ttl); err != nil {
+	if err := checkLeaseCall("renew", g.Holder, ttl, now); err != nil {
 		return Grant{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -122,16 +132,20 @@ func (l *MemoryLease) Renew(ctx context.Context, g Grant, ttl time.Duration, now
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.has || l.cur.Token != g.Token {
-		return Grant{}, fmt.Errorf("maintenance: renew token %d by %q: replaced or released: %w", g.Token, g.Holder, ErrNotHolder)
+		return Grant{}, fmt.Errorf("%w: renew token %d by %q: replaced or released", ErrNotHolder, g.Token, g.Holder)
 	}
 	if held := now.Sub(l.cur.AcquiredAt); held >= l.maxHold {
-		return Grant{}, fmt.Errorf("maintenance: renew token %d by %q: held %v of %v: %w",
-			g.Token, g.Holder, held, l.maxHold, ErrHoldExceeded)
+		return Grant{}, fmt.Errorf("%w: renew token %d by %q: held %v of %v",
+			ErrHoldExceeded, g.Token, g.Holder, held, l.maxHold)
 	}
 	if !now.Before(l.cur.ExpiresAt) {
-		return Grant{}, fmt.Errorf("maintenance: renew token %d by %q: expired at %v: %w", g.Token, g.Holder, l.cur.ExpiresAt, ErrNotHolder)
+		return Grant{}, fmt.Errorf("%w: renew token %d by %q: expired at %v", ErrNotHolder, g.Token, g.Holder, l.cur.ExpiresAt)
 	}
-	l.cur.ExpiresAt = l.expiry(l.cur.AcquiredAt, now, ttl)
+	exp, err := l.expiry(l.cur.AcquiredAt, now, ttl)
+	if err != nil {
+		return Grant{}, err
+	}
+	l.cur.ExpiresAt = exp
 	return l.cur, nil
 }
 
@@ -143,7 +157,7 @@ func (l *MemoryLease) Release(ctx context.Context, g Grant) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.has || l.cur.Token != g.Token {
-		return fmt.Errorf("maintenance: release token %d by %q: %w", g.Token, g.Holder, ErrNotHolder)
+		return fmt.Errorf("%w: release token %d by %q", ErrNotHolder, g.Token, g.Holder)
 	}
 	l.has = false
 	return nil
@@ -151,6 +165,9 @@ func (l *MemoryLease) Release(ctx context.Context, g Grant) error {
 
 // Current implements Lease.
 func (l *MemoryLease) Current(ctx context.Context, now time.Time) (Grant, bool, error) {
+	if err := ValidateTime("current: now", now); err != nil {
+		return Grant{}, false, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Grant{}, false, err
 	}
@@ -160,4 +177,11 @@ func (l *MemoryLease) Current(ctx context.Context, now time.Time) (Grant, bool, 
 		return l.cur, true, nil
 	}
 	return Grant{}, false, nil
+}
+
+// token returns the latest token l has granted.
+func (l *MemoryLease) token() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastToken
 }

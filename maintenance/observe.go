@@ -25,8 +25,8 @@ type ObserverFunc func(PollReport)
 func (f ObserverFunc) ObservePoll(rep PollReport) { f(rep) }
 
 // PollReport is what one poll reports: the PollResult — winner, second pass, deferrals
-// with their reason codes (the Reason constants), the Gauge — with the poll's error, and
-// whether the gauge turned Degraded at it.
+// with their Reasons, the Gauge — with the poll's error, and whether the gauge turned
+// PostureDegraded at it.
 type PollReport struct {
 	// Now is the poll's now.
 	Now time.Time
@@ -34,13 +34,13 @@ type PollReport struct {
 	Result PollResult
 	// Err is Poll's error.
 	Err error
-	// TurnedDegraded is true when the gauge reads Degraded and the last gauge of a known
-	// posture this scheduler reported did not (or there was none: a stall found in the
-	// durable state at start-up is reported too). A gauge whose posture is Unknown — the
-	// state could not be read — neither starts nor ends a stall.
+	// TurnedDegraded is true when the gauge reads PostureDegraded and the last gauge of a
+	// known posture this scheduler reported did not (or there was none: a stall found in
+	// the durable state at start-up is reported too). A gauge whose posture is
+	// PostureUnknown — the state could not be read — neither starts nor ends a stall.
 	TurnedDegraded bool
-	// Recovered is true when the gauge reads Healthy or Disabled and the last gauge of a
-	// known posture this scheduler reported read Degraded.
+	// Recovered is true when the gauge reads PostureHealthy or PostureDisabled and the
+	// last gauge of a known posture this scheduler reported read PostureDegraded.
 	Recovered bool
 }
 
@@ -72,12 +72,12 @@ type postureSeen struct {
 // transition records g and returns whether it turned Degraded or recovered. A gauge older
 // than the latest recorded one (concurrent polls) changes nothing.
 func (p *postureSeen) transition(g Gauge) (degraded, recovered bool) {
-	if g.Posture == Unknown || (p.known && g.At.Before(p.at)) {
+	if g.Posture == PostureUnknown || (p.known && g.At.Before(p.at)) {
 		return false, false
 	}
-	was := p.known && p.posture == Degraded
+	was := p.known && p.posture == PostureDegraded
 	*p = postureSeen{posture: g.Posture, at: g.At, known: true}
-	return g.Posture == Degraded && !was, g.Posture != Degraded && was
+	return g.Posture == PostureDegraded && !was, g.Posture != PostureDegraded && was
 }
 
 // report logs a poll and tells the Observer.
@@ -92,7 +92,8 @@ func (s *Scheduler) report(now time.Time, res PollResult, err error) {
 	}
 }
 
-// log writes the poll's Info line and, on a transition, its Warn or Info line.
+// log writes the poll's line — Info, or Error with the error — and, on a transition,
+// its Warn or Info line.
 func (s *Scheduler) log(rep PollReport) {
 	ctx := context.Background()
 	log := s.cfg.Logger
@@ -102,7 +103,7 @@ func (s *Scheduler) log(rep PollReport) {
 		if len(g.Waiters) > 0 {
 			w := g.Waiters[0]
 			attrs = append(attrs, slog.String("task", w.Task), slog.Duration("wait", w.Wait),
-				slog.String("reason", w.Reason), slog.String("blocker", w.Blocker))
+				slog.String("reason", string(w.Reason)), slog.String("blocker", w.Blocker))
 		}
 		attrs = append(attrs, slog.String("holder", g.Holder), slog.String("holder_task", g.HolderTask), slog.Duration("held_for", g.HeldFor))
 		log.LogAttrs(ctx, slog.LevelWarn, "maintenance: degraded: a task has waited longer than DegradeAfter", attrs...)
@@ -110,14 +111,18 @@ func (s *Scheduler) log(rep PollReport) {
 	if rep.Recovered {
 		log.LogAttrs(ctx, slog.LevelInfo, "maintenance: recovered", slog.String("posture", g.Posture.String()))
 	}
-	if !log.Enabled(ctx, slog.LevelInfo) {
+	level := slog.LevelInfo
+	if rep.Err != nil {
+		level = slog.LevelError
+	}
+	if !log.Enabled(ctx, level) {
 		return
 	}
 	winner := ""
 	if rep.Result.Winner != nil {
 		winner = rep.Result.Winner.Task.Name
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "maintenance: poll",
+	attrs := []slog.Attr{
 		slog.Time("now", rep.Now),
 		slog.String("winner", winner),
 		slog.String("heavy", rep.HeavyWinner()),
@@ -129,5 +134,9 @@ func (s *Scheduler) log(rep PollReport) {
 		slog.Int("waiters", len(g.Waiters)),
 		slog.Duration("longest_wait", g.LongestWait()),
 		slog.Int("chain_depth", g.ChainDepth),
-		slog.Bool("error", rep.Err != nil))
+	}
+	if rep.Err != nil {
+		attrs = append(attrs, slog.Any("error", rep.Err))
+	}
+	log.LogAttrs(ctx, level, "maintenance: poll", attrs...)
 }

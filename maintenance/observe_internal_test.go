@@ -14,16 +14,16 @@ func TestPostureTransitions(t *testing.T) {
 		degraded, recovered bool
 		why                 string
 	}{
-		{g(0, Unknown), false, false, "unknown says nothing"},
-		{g(1, Degraded), true, false, "the first known posture is a stall"},
-		{g(2, Degraded), false, false, "a stall is reported once"},
-		{g(3, Unknown), false, false, "unknown does not end it"},
-		{g(4, Degraded), false, false, "nor restart it"},
-		{g(1, Healthy), false, false, "an older gauge (a concurrent poll) changes nothing"},
-		{g(5, Healthy), false, true, "healthy ends it"},
-		{g(5, Healthy), false, false, "once"},
-		{g(6, Degraded), true, false, "a new stall is reported again"},
-		{g(7, Disabled), false, true, "disabled ends it too"},
+		{g(0, PostureUnknown), false, false, "unknown says nothing"},
+		{g(1, PostureDegraded), true, false, "the first known posture is a stall"},
+		{g(2, PostureDegraded), false, false, "a stall is reported once"},
+		{g(3, PostureUnknown), false, false, "unknown does not end it"},
+		{g(4, PostureDegraded), false, false, "nor restart it"},
+		{g(1, PostureHealthy), false, false, "an older gauge (a concurrent poll) changes nothing"},
+		{g(5, PostureHealthy), false, true, "healthy ends it"},
+		{g(5, PostureHealthy), false, false, "once"},
+		{g(6, PostureDegraded), true, false, "a new stall is reported again"},
+		{g(7, PostureDisabled), false, true, "disabled ends it too"},
 	}
 	for i, s := range steps {
 		d, r := seen.transition(s.g)

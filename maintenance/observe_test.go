@@ -215,8 +215,8 @@ func TestObserverScriptedPolls(t *testing.T) {
 	for _, s := range []string{
 		`level=WARN msg="maintenance: degraded: a task has waited longer than DegradeAfter" degrade_after=30m0s waiters=2 chain_depth=2 task=big wait=40m0s reason=lease-held blocker=other holder=other holder_task="" held_for=50m0s`,
 		`level=INFO msg="maintenance: recovered" posture=healthy`,
-		`level=INFO msg="maintenance: poll" now=2026-06-20T12:42:00.000Z winner=big heavy=big second_pass=0 deferred=1 posture=degraded holder=me held_for=0s waiters=1 longest_wait=42m0s chain_depth=1 error=false`,
-		`level=INFO msg="maintenance: poll" now=2026-06-20T12:41:30.000Z winner="" heavy="" second_pass=0 deferred=0 posture=unknown holder="" held_for=0s waiters=0 longest_wait=0s chain_depth=0 error=true`,
+		`level=INFO msg="maintenance: poll" now=2026-06-20T12:42:00.000Z winner=big heavy=big second_pass=0 deferred=1 posture=degraded holder=me held_for=0s waiters=1 longest_wait=42m0s chain_depth=1` + "\n",
+		`level=ERROR msg="maintenance: poll" now=2026-06-20T12:41:30.000Z winner="" heavy="" second_pass=0 deferred=0 posture=unknown holder="" held_for=0s waiters=0 longest_wait=0s chain_depth=0 error="maintenance: poll: load state: store down"` + "\n",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("logs lack %q:\n%s", s, out)
@@ -251,7 +251,7 @@ func TestObserverStallFoundAtStartup(t *testing.T) {
 	if len(rec.reps) != 2 || !rec.reps[0].TurnedDegraded || rec.reps[1].TurnedDegraded {
 		t.Fatalf("want the stall reported at the first poll only, got %+v", rec.reps)
 	}
-	if g := rec.reps[0].Result.Gauge; g.Posture != maintenance.Degraded || g.LongestWait() != 3*time.Hour {
+	if g := rec.reps[0].Result.Gauge; g.Posture != maintenance.PostureDegraded || g.LongestWait() != 3*time.Hour {
 		t.Errorf("gauge %+v", g)
 	}
 }

@@ -81,23 +81,44 @@ func (c Candidate) Ratio(now time.Time) float64 {
 // Pick chooses the one candidate to run next and explains the choice. It is pure: the
 // same input gives the same Selection, and it reads no clock.
 //
-// In order: it drops candidates already running; while a heavy task runs, heavy
-// candidates; candidates a DependsOn task of which runs. Among the rest, the first
-// data-safety candidate in registry order wins; else the first bootstrap candidate; else
-// the waiter with the oldest WaitingSince that has waited at least YieldAfter (fairness
-// promotion; registry order on a tie); else the staleness representative — the candidate
-// with Cadence > 0 and the greatest ratio, never-run ones above all, the first in registry
-// order on a tie — unless a candidate without cadence stands earlier in the registry, in
-// which case the first such candidate wins.
+// It drops candidates already running; while a heavy task runs, heavy candidates;
+// candidates a DependsOn task of which runs. Among the rest the first data-safety
+// candidate in registry order wins; else the first bootstrap candidate; else the waiter
+// with the oldest WaitingSince that has waited at least YieldAfter (fairness promotion);
+// else the staleness representative — the greatest ratio among candidates with a
+// Cadence, never-run ones first, registry order on a tie — unless a candidate without
+// cadence stands earlier in the registry, which then wins.
 //
-// A promoted waiter wins over a cadence-less candidate earlier in the registry: that is
-// what bounds every wait. O(len(Candidates) × (len(Running) + len(DependsOn))).
+// O(len(Candidates) × (len(Running) + len(DependsOn))).
 func Pick(in PickInput) Selection {
 	sel, _ := pick(in)
 	return sel
 }
 
+// pick is Pick that also says why each loser lost.
 func pick(in PickInput) (Selection, []loss) {
+	cons, losses, eligible := screen(in)
+	win, why := choose(in, cons, eligible)
+	if win < 0 {
+		return Selection{Considered: cons}, losses
+	}
+	wname := in.Candidates[win].Task.Name
+	for _, i := range eligible {
+		if i == win {
+			cons[i].Reason = why
+			continue
+		}
+		losses[i] = loss{lossOutranked, wname}
+		cons[i].Reason = fmt.Sprintf("outranked by %q (%s)", wname, why[len("won: "):])
+	}
+	w := in.Candidates[win]
+	return Selection{Winner: &w, Considered: cons}, losses
+}
+
+// screen explains every candidate's ratio, drops those that cannot start now (running,
+// heavy while a heavy task runs, a dependency running) and returns the indexes of the
+// others, the eligible ones, in order.
+func screen(in PickInput) (cons []Consideration, losses []loss, eligible []int) {
 	running := make(map[string]bool, len(in.Running))
 	heavyRunning := ""
 	for _, t := range in.Running {
@@ -107,9 +128,7 @@ func pick(in PickInput) (Selection, []loss) {
 		}
 	}
 	n := len(in.Candidates)
-	losses := make([]loss, n)
-	cons := make([]Consideration, n)
-	eligible := make([]int, 0, n)
+	losses, cons, eligible = make([]loss, n), make([]Consideration, n), make([]int, 0, n)
 	for i, c := range in.Candidates {
 		cons[i] = Consideration{Name: c.Task.Name, Ratio: c.Ratio(in.Now)}
 		switch dep := firstRunning(c.Task.DependsOn, running); {
@@ -126,78 +145,58 @@ func pick(in PickInput) (Selection, []loss) {
 			eligible = append(eligible, i)
 		}
 	}
-	win, why := -1, ""
+	return cons, losses, eligible
+}
+
+// choose returns the winner among the eligible candidates and why it won, -1 if none.
+func choose(in PickInput, cons []Consideration, eligible []int) (int, string) {
+	task := func(i int) Task { return in.Candidates[i].Task }
+	if w := firstWhere(eligible, func(i int) bool { return task(i).DataSafety }); w >= 0 {
+		return w, "won: data-safety"
+	}
+	if w := firstWhere(eligible, func(i int) bool { return task(i).Bootstrap }); w >= 0 {
+		return w, "won: bootstrap"
+	}
+	if in.YieldAfter > 0 {
+		since := func(i int) time.Time { return in.Candidates[i].WaitingSince }
+		promoted := func(i int) bool { return !since(i).IsZero() && in.Now.Sub(since(i)) >= in.YieldAfter }
+		if w := bestWhere(eligible, promoted, func(a, b int) bool { return since(a).Before(since(b)) }); w >= 0 {
+			return w, fmt.Sprintf("won: waiter promoted after %v", in.Now.Sub(since(w)))
+		}
+	}
+	hasCadence := func(i int) bool { return task(i).Cadence > 0 }
+	rep := bestWhere(eligible, hasCadence, func(a, b int) bool { return cons[a].Ratio > cons[b].Ratio })
+	if w := firstWhere(eligible, func(i int) bool { return !hasCadence(i) && (rep < 0 || i < rep) }); w >= 0 {
+		if rep < 0 {
+			return w, "won: no cadence, first in the registry"
+		}
+		return w, "won: no cadence, earlier in the registry"
+	}
+	switch {
+	case rep < 0:
+		return -1, ""
+	case math.IsInf(cons[rep].Ratio, 1):
+		return rep, "won: never ran"
+	default:
+		return rep, "won: greatest staleness ratio"
+	}
+}
+
+// firstWhere returns the first of the eligible indexes for which ok holds, -1 if none.
+func firstWhere(eligible []int, ok func(i int) bool) int {
+	return bestWhere(eligible, ok, func(int, int) bool { return false })
+}
+
+// bestWhere returns, among the eligible indexes for which ok holds, the one no later one
+// is better than (the first on a tie), -1 if none.
+func bestWhere(eligible []int, ok func(i int) bool, better func(a, b int) bool) int {
+	best := -1
 	for _, i := range eligible {
-		if in.Candidates[i].Task.DataSafety {
-			win, why = i, "won: data-safety"
-			break
+		if ok(i) && (best < 0 || better(i, best)) {
+			best = i
 		}
 	}
-	if win < 0 {
-		for _, i := range eligible {
-			if in.Candidates[i].Task.Bootstrap {
-				win, why = i, "won: bootstrap"
-				break
-			}
-		}
-	}
-	if win < 0 && in.YieldAfter > 0 {
-		for _, i := range eligible {
-			c := in.Candidates[i]
-			if c.WaitingSince.IsZero() || in.Now.Sub(c.WaitingSince) < in.YieldAfter {
-				continue
-			}
-			if win < 0 || c.WaitingSince.Before(in.Candidates[win].WaitingSince) {
-				win = i
-			}
-		}
-		if win >= 0 {
-			why = fmt.Sprintf("won: waiter promoted after %v", in.Now.Sub(in.Candidates[win].WaitingSince))
-		}
-	}
-	if win < 0 {
-		rep := -1
-		for _, i := range eligible {
-			if in.Candidates[i].Task.Cadence <= 0 {
-				continue
-			}
-			if rep < 0 || cons[i].Ratio > cons[rep].Ratio {
-				rep = i
-			}
-		}
-		for _, i := range eligible {
-			if rep >= 0 && i > rep {
-				break
-			}
-			if in.Candidates[i].Task.Cadence <= 0 {
-				win, why = i, "won: no cadence, earlier in the registry"
-				if rep < 0 {
-					why = "won: no cadence, first in the registry"
-				}
-				break
-			}
-		}
-		if win < 0 && rep >= 0 {
-			win, why = rep, "won: greatest staleness ratio"
-			if math.IsInf(cons[rep].Ratio, 1) {
-				why = "won: never ran"
-			}
-		}
-	}
-	if win < 0 {
-		return Selection{Considered: cons}, losses
-	}
-	wname := in.Candidates[win].Task.Name
-	for _, i := range eligible {
-		if i == win {
-			cons[i].Reason = why
-			continue
-		}
-		losses[i] = loss{lossOutranked, wname}
-		cons[i].Reason = fmt.Sprintf("outranked by %q (%s)", wname, why[len("won: "):])
-	}
-	w := in.Candidates[win]
-	return Selection{Winner: &w, Considered: cons}, losses
+	return best
 }
 
 func firstRunning(names []string, running map[string]bool) string {

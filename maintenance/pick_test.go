@@ -40,7 +40,7 @@ func waiting(c maintenance.Candidate, for_ time.Duration) maintenance.Candidate 
 
 const day = 24 * time.Hour
 
-// TestPick has one row per rule of Pick (DESIGN.md, maintenance).
+// TestPick has one row per rule of Pick (see its doc).
 func TestPick(t *testing.T) {
 	backup := heavy("backup", day)
 	backup.DataSafety = true

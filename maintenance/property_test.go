@@ -247,7 +247,7 @@ func TestPollSecondPassProperties(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s, err := maintenance.NewScheduler(tasks, maintenance.Config{StateStore: store, Lease: lease, AlsoDispatchLimit: limit})
+		s, err := maintenance.NewScheduler(tasks, maintenance.Config{StateStore: store, Lease: lease, AlsoDispatchLimit: limit, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

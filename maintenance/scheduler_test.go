@@ -3,18 +3,29 @@ package maintenance_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rotaworks/rota/maintenance"
 )
 
 var bg = context.Background()
 
+// quiet is the Logger of the tests' schedulers: their poll lines would be noise.
+var quiet = slog.New(slog.DiscardHandler)
+
+// newSched returns a scheduler over tasks and cfg, logging to quiet unless cfg says
+// otherwise.
 func newSched(t *testing.T, tasks []maintenance.Task, cfg maintenance.Config) *maintenance.Scheduler {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	s, err := maintenance.NewScheduler(tasks, cfg)
 	if err != nil {
 		t.Fatalf("NewScheduler: %v", err)
@@ -291,14 +302,15 @@ func TestPollFleetYield(t *testing.T) {
 			if err := store.Save(bg, 0, remote, local); err != nil {
 				t.Fatal(err)
 			}
-			s := newSched(t, []maintenance.Task{tt.local}, maintenance.Config{StateStore: store, Holder: "daemon-a"})
+			lease := maintenance.NewMemoryLease(maintenance.DefaultMaxHold)
+			s := newSched(t, []maintenance.Task{tt.local}, maintenance.Config{StateStore: store, Lease: lease, Holder: "daemon-a"})
 			res := poll(t, s, t0)
 			d, deferred := deferral(res, tt.local.Name)
 			if tt.yield {
 				if winnerName(res) != "" || !deferred || d.Reason != maintenance.ReasonYield || d.Blocker != "kb-sync" {
 					t.Fatalf("rule: yield to another scheduler's waiter (%s): winner %q, deferral %+v", tt.name, winnerName(res), d)
 				}
-				if _, held, _ := s.Config().Lease.Current(bg, t0); held {
+				if _, held, _ := lease.Current(bg, t0); held {
 					t.Fatal("rule: a yielding winner does not acquire the lease")
 				}
 			} else if winnerName(res) != tt.local.Name {
@@ -423,10 +435,13 @@ func TestCompleteOutcomes(t *testing.T) {
 		{errors.New("disk full"), maintenance.OutcomeFailed},
 		{context.Canceled, maintenance.OutcomeCancelled},
 		{maintenance.ErrHoldExceeded, maintenance.OutcomeCancelled},
+		{fmt.Errorf("lease lost: %w", maintenance.ErrNotHolder), maintenance.OutcomeCancelled},
+		{errors.New("bad byte \xff and \x00"), maintenance.OutcomeFailed},
 	}
 	for _, tt := range tests {
 		store := maintenance.NewMemoryStateStore()
-		s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{StateStore: store})
+		lease := maintenance.NewMemoryLease(maintenance.DefaultMaxHold)
+		s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{StateStore: store, Lease: lease})
 		poll(t, s, t0)
 		if err := s.Complete(bg, "dream", tt.err, t0.Add(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -435,7 +450,7 @@ func TestCompleteOutcomes(t *testing.T) {
 		if st.LastOutcome != tt.want || st.Running || !st.LastRunAt.Equal(t0) {
 			t.Errorf("rule: Complete(%v) records outcome %q, clears Running and sets LastRunAt to the start: %+v", tt.err, tt.want, st)
 		}
-		if _, held, _ := s.Config().Lease.Current(bg, t0.Add(time.Minute)); held {
+		if _, held, _ := lease.Current(bg, t0.Add(time.Minute)); held {
 			t.Errorf("rule: Complete of the heavy task releases the lease")
 		}
 	}
@@ -453,48 +468,69 @@ func TestNewSchedulerValidates(t *testing.T) {
 	badGate := heavy("c", time.Hour)
 	badGate.Gates = []maintenance.Gate{{Producer: "c"}}
 	noRun := maintenance.Task{Name: "d", Cadence: time.Hour}
+	long := strings.Repeat("n", maintenance.MaxNameLength+1)
 	tests := []struct {
 		name  string
 		tasks []maintenance.Task
 		cfg   maintenance.Config
+		want  error
 		field string
 	}{
-		{"duplicate name", dup, maintenance.Config{}, "Name"},
-		{"empty name", []maintenance.Task{heavy("", time.Hour)}, maintenance.Config{}, "Name"},
-		{"no cadence nor due", noCad, maintenance.Config{}, "Cadence"},
-		{"negative cadence", []maintenance.Task{heavy("n", -time.Hour)}, maintenance.Config{}, "Cadence"},
-		{"unknown dependency", []maintenance.Task{badDep}, maintenance.Config{}, "DependsOn"},
-		{"self gate", []maintenance.Task{badGate}, maintenance.Config{}, "Gates.Producer"},
-		{"nil run", []maintenance.Task{noRun}, maintenance.Config{}, "Run"},
-		{"bad class", []maintenance.Task{{Name: "e", Class: 7, Cadence: time.Hour, Run: noop}}, maintenance.Config{}, "Class"},
-		{"negative ttl", nil, maintenance.Config{LeaseTTL: -1}, "LeaseTTL"},
-		{"ttl above max hold", nil, maintenance.Config{LeaseTTL: 2 * time.Hour, MaxHold: time.Hour}, "LeaseTTL"},
-		{"negative limit", nil, maintenance.Config{AlsoDispatchLimit: -1}, "AlsoDispatchLimit"},
-		{"negative yield", nil, maintenance.Config{YieldAfter: -1}, "YieldAfter"},
+		{"duplicate name", dup, maintenance.Config{}, maintenance.ErrInvalid, "Name"},
+		{"empty name", []maintenance.Task{heavy("", time.Hour)}, maintenance.Config{}, maintenance.ErrInvalid, "Name"},
+		{"long name", []maintenance.Task{heavy(long, time.Hour)}, maintenance.Config{}, maintenance.ErrInvalid, "Name"},
+		{"control character in name", []maintenance.Task{heavy("a\nb", time.Hour)}, maintenance.Config{}, maintenance.ErrInvalid, "Name"},
+		{"no cadence nor due", noCad, maintenance.Config{}, maintenance.ErrInvalid, "Cadence"},
+		{"negative cadence", []maintenance.Task{heavy("n", -time.Hour)}, maintenance.Config{}, maintenance.ErrInvalid, "Cadence"},
+		{"unknown dependency", []maintenance.Task{badDep}, maintenance.Config{}, maintenance.ErrInvalid, "DependsOn"},
+		{"self gate", []maintenance.Task{badGate}, maintenance.Config{}, maintenance.ErrInvalid, "Gates.Producer"},
+		{"nil run", []maintenance.Task{noRun}, maintenance.Config{}, maintenance.ErrInvalid, "Run"},
+		{"bad class", []maintenance.Task{{Name: "e", Class: 7, Cadence: time.Hour, Run: noop}}, maintenance.Config{}, maintenance.ErrInvalid, "Class"},
+		{"class beyond int32", []maintenance.Task{{Name: "e", Class: 1 << 40, Cadence: time.Hour, Run: noop}}, maintenance.Config{}, maintenance.ErrInvalid, "Class"},
+		{"negative ttl", nil, maintenance.Config{LeaseTTL: -1}, maintenance.ErrInvalidConfig, "Config.LeaseTTL"},
+		{"ttl above max hold", nil, maintenance.Config{LeaseTTL: 2 * time.Hour, MaxHold: time.Hour}, maintenance.ErrInvalidConfig, "Config.LeaseTTL"},
+		{"negative limit", nil, maintenance.Config{AlsoDispatchLimit: -1}, maintenance.ErrInvalidConfig, "Config.AlsoDispatchLimit"},
+		{"negative yield", nil, maintenance.Config{YieldAfter: -1}, maintenance.ErrInvalidConfig, "Config.YieldAfter"},
+		{"long holder", nil, maintenance.Config{Holder: long}, maintenance.ErrInvalidConfig, "Config.Holder"},
+		{"control character in holder", nil, maintenance.Config{Holder: "a\x00"}, maintenance.ErrInvalidConfig, "Config.Holder"},
 	}
 	for _, tt := range tests {
 		_, err := maintenance.NewScheduler(tt.tasks, tt.cfg)
-		if !errors.Is(err, maintenance.ErrInvalid) || !strings.Contains(err.Error(), tt.field) {
-			t.Errorf("%s: NewScheduler error %v, want ErrInvalid naming %s", tt.name, err, tt.field)
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%s: NewScheduler error %v, want %v naming %s", tt.name, err, tt.want, tt.field)
+		}
+		if err != nil && strings.Count(err.Error(), "maintenance:") != 1 {
+			t.Errorf("%s: the error names the package once: %q", tt.name, err)
 		}
 	}
+	_, err := maintenance.NewScheduler(nil, maintenance.Config{LeaseTTL: -time.Second})
+	if want := "maintenance: invalid config: Config.LeaseTTL must not be negative, got -1s"; err == nil || err.Error() != want {
+		t.Errorf("a config error reads %q, want %q", err, want)
+	}
 	// Every violation is reported at once.
-	_, err := maintenance.NewScheduler(append(dup, noRun), maintenance.Config{MaxHold: -1})
+	_, err = maintenance.NewScheduler(append(dup, noRun), maintenance.Config{MaxHold: -1})
 	for _, want := range []string{"Name", "Run", "MaxHold"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("NewScheduler reports every violation: %v lacks %s", err, want)
 		}
 	}
 	s := newSched(t, nil, maintenance.Config{})
-	c := s.Config()
-	if c.MaxHold != maintenance.DefaultMaxHold || c.LeaseTTL != maintenance.DefaultLeaseTTL || c.YieldAfter != maintenance.DefaultYieldAfter ||
-		c.DegradeAfter != maintenance.DefaultDegradeAfter || c.AlsoDispatchLimit != maintenance.DefaultAlsoDispatchLimit ||
-		c.PollInterval != maintenance.DefaultPollInterval || c.Holder != maintenance.DefaultHolder || c.Lease == nil || c.StateStore == nil {
-		t.Errorf("zero Config fields take the defaults: %+v", c)
+	if g := poll(t, s, t0).Gauge; g.Posture != maintenance.PostureDisabled {
+		t.Errorf("an empty registry reads PostureDisabled: %v", g.Posture)
 	}
-	if g := poll(t, s, t0).Gauge; g.Posture != maintenance.Disabled {
-		t.Errorf("an empty registry reads Disabled: %v", g.Posture)
+}
+
+// validName is the name rule, written independently of ValidateName.
+func validName(s string) bool {
+	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
+		return false
 	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			return false
+		}
+	}
+	return true
 }
 
 func FuzzValidateTasks(f *testing.F) {
@@ -514,7 +550,7 @@ func FuzzValidateTasks(f *testing.F) {
 		}
 		other := heavy("backfill", time.Hour)
 		err := maintenance.ValidateTasks([]maintenance.Task{other, task})
-		valid := name != "" && name != "backfill" && (class == 0 || class == 1) && cadence > 0 && withRun &&
+		valid := validName(name) && name != "backfill" && (class == 0 || class == 1) && cadence > 0 && withRun &&
 			(dep == "" || dep == "backfill") && (gate == "" || gate == "backfill")
 		if valid != (err == nil) {
 			t.Fatalf("ValidateTasks(%+v) = %v, want valid=%v", task, err, valid)
@@ -579,7 +615,7 @@ func TestPollStoreFailures(t *testing.T) {
 	lease := maintenance.NewMemoryLease(time.Hour)
 	s := newSched(t, []maintenance.Task{heavy("dream", time.Hour)}, maintenance.Config{StateStore: fs, Lease: lease, MaxHold: time.Hour})
 	res, err := s.Poll(bg, t0)
-	if !errors.Is(err, errDisk) || res.Winner != nil || res.Gauge.Posture != maintenance.Unknown {
+	if !errors.Is(err, errDisk) || res.Winner != nil || res.Gauge.Posture != maintenance.PostureUnknown {
 		t.Fatalf("rule: an unreadable store is an error, no dispatch, posture Unknown: %v %+v", err, res)
 	}
 	if _, gerr := s.Gauge(bg, t0); !errors.Is(gerr, errDisk) {

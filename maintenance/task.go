@@ -19,6 +19,8 @@ const (
 	OffLease
 )
 
+func (c Class) valid() bool { return c == Heavy || c == OffLease }
+
 // String returns "heavy" or "off-lease".
 func (c Class) String() string {
 	switch c {
@@ -43,6 +45,8 @@ const (
 	// RankDataSafety is the rank of a DataSafety task, the highest.
 	RankDataSafety
 )
+
+func (r Rank) valid() bool { return r >= RankOrdinary && r <= RankDataSafety }
 
 // String returns "ordinary", "bootstrap" or "data-safety".
 func (r Rank) String() string {
@@ -125,48 +129,48 @@ func (t Task) isDue(ctx context.Context, now time.Time, st TaskState) (bool, err
 }
 
 // ValidateTasks checks a registry the way NewScheduler does and reports every violation at
-// once, each wrapping ErrInvalid and naming the task and field: a non-empty unique Name, a
-// known Class, Cadence >= 0 and either Cadence > 0 or a Due func, a Run func, DependsOn and
-// gate producers that name other tasks of the list.
+// once, each wrapping ErrInvalid and naming the task and field: a unique Name (see
+// ValidateName), a known Class, Cadence >= 0 and either Cadence > 0 or a Due func, a Run
+// func, DependsOn and gate producers that name other tasks of the list.
 func ValidateTasks(tasks []Task) error {
 	var errs []error
 	bad := func(i int, name, field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("maintenance: task %d (%q): %s: %s: %w",
-			i, name, field, fmt.Sprintf(format, args...), ErrInvalid))
+		errs = append(errs, fmt.Errorf("%w: task %d (%s): %s %s",
+			ErrInvalid, i, quote(name), field, fmt.Sprintf(format, args...)))
 	}
 	names := make(map[string]int, len(tasks))
 	for i, t := range tasks {
-		if t.Name == "" {
-			bad(i, t.Name, "Name", "empty")
+		if err := ValidateName("Name", t.Name); err != nil {
+			errs = append(errs, fmt.Errorf("task %d: %w", i, err))
 		} else if j, dup := names[t.Name]; dup {
-			bad(i, t.Name, "Name", "duplicate of task %d", j)
+			bad(i, t.Name, "Name", "duplicates task %d", j)
 		} else {
 			names[t.Name] = i
 		}
 	}
 	for i, t := range tasks {
-		if t.Class != Heavy && t.Class != OffLease {
-			bad(i, t.Name, "Class", "unknown class %d", int(t.Class))
+		if !t.Class.valid() {
+			bad(i, t.Name, "Class", "must be Heavy or OffLease, got %d", int(t.Class))
 		}
 		if t.Cadence < 0 {
-			bad(i, t.Name, "Cadence", "negative (%v)", t.Cadence)
+			bad(i, t.Name, "Cadence", "must not be negative, got %v", t.Cadence)
 		}
 		if t.Cadence == 0 && t.Due == nil {
-			bad(i, t.Name, "Cadence", "zero without a Due func")
+			bad(i, t.Name, "Cadence", "must be positive without a Due func")
 		}
 		if t.Run == nil {
-			bad(i, t.Name, "Run", "nil")
+			bad(i, t.Name, "Run", "must not be nil")
 		}
 		for _, d := range t.DependsOn {
 			if _, ok := names[d]; !ok {
-				bad(i, t.Name, "DependsOn", "unknown task %q", d)
+				bad(i, t.Name, "DependsOn", "names unknown task %s", quote(d))
 			} else if d == t.Name {
 				bad(i, t.Name, "DependsOn", "names the task itself")
 			}
 		}
 		for _, g := range t.Gates {
 			if _, ok := names[g.Producer]; !ok {
-				bad(i, t.Name, "Gates.Producer", "unknown task %q", g.Producer)
+				bad(i, t.Name, "Gates.Producer", "names unknown task %s", quote(g.Producer))
 			} else if g.Producer == t.Name {
 				bad(i, t.Name, "Gates.Producer", "names the task itself")
 			}

@@ -210,7 +210,7 @@ func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
 	}
 }
 
-var postures = [...]maintenance.Posture{maintenance.Unknown, maintenance.Healthy, maintenance.Degraded, maintenance.Disabled}
+var postures = [...]maintenance.Posture{maintenance.PostureUnknown, maintenance.PostureHealthy, maintenance.PostureDegraded, maintenance.PostureDisabled}
 
 // ObservePoll records one maintenance poll: rota.maintenance.polls,
 // rota.maintenance.dispatched per task and class, rota.maintenance.deferrals per task and
@@ -226,7 +226,7 @@ func (m *Metrics) ObservePoll(rep maintenance.PollReport) {
 		m.pollDispatched.Add(ctx, 1, metric.WithAttributes(AttrTask.String(c.Task.Name), AttrClass.String(c.Task.Class.String())))
 	}
 	for _, d := range rep.Result.Deferred {
-		m.pollDeferrals.Add(ctx, 1, metric.WithAttributes(AttrTask.String(d.Task), AttrReason.String(d.Reason)))
+		m.pollDeferrals.Add(ctx, 1, metric.WithAttributes(AttrTask.String(d.Task), AttrReason.String(string(d.Reason))))
 	}
 	if rep.TurnedDegraded {
 		m.stalls.Add(ctx, 1)
@@ -239,7 +239,7 @@ func (m *Metrics) ObservePoll(rep maintenance.PollReport) {
 		}
 		m.posture.Record(ctx, v, metric.WithAttributes(AttrPosture.String(p.String())))
 	}
-	if g.Posture == maintenance.Unknown {
+	if g.Posture == maintenance.PostureUnknown {
 		return
 	}
 	m.waiters.Record(ctx, int64(len(g.Waiters)))
@@ -260,7 +260,7 @@ func (m *Metrics) observeWaiters(_ context.Context, o metric.Observer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, w := range m.lastWaiters {
-		o.ObserveFloat64(m.waiterAge, w.Wait.Seconds(), metric.WithAttributes(AttrTask.String(w.Task), AttrReason.String(w.Reason)))
+		o.ObserveFloat64(m.waiterAge, w.Wait.Seconds(), metric.WithAttributes(AttrTask.String(w.Task), AttrReason.String(string(w.Reason))))
 	}
 	return nil
 }

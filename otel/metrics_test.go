@@ -215,7 +215,7 @@ func TestMaintenanceMetrics(t *testing.T) {
 			{Task: "small", Reason: maintenance.ReasonOutranked, Blocker: "big", Since: t0.Add(-10 * time.Minute)},
 			{Task: "cheap2", Reason: maintenance.ReasonDispatchLimit, Since: t0},
 		},
-		Gauge: maintenance.Gauge{At: t0, Posture: maintenance.Healthy, Holder: "me", HolderTask: "big", ChainDepth: 1, Waiters: []maintenance.Waiter{
+		Gauge: maintenance.Gauge{At: t0, Posture: maintenance.PostureHealthy, Holder: "me", HolderTask: "big", ChainDepth: 1, Waiters: []maintenance.Waiter{
 			{Task: "small", Since: t0.Add(-10 * time.Minute), Wait: 10 * time.Minute, Reason: maintenance.ReasonOutranked, Blocker: "big"},
 			{Task: "cheap2", Since: t0, Reason: maintenance.ReasonDispatchLimit},
 		}},
@@ -232,7 +232,7 @@ func TestMaintenanceMetrics(t *testing.T) {
 	at := t0.Add(2 * time.Hour)
 	m.ObservePoll(maintenance.PollReport{Now: at, TurnedDegraded: true, Result: maintenance.PollResult{
 		Deferred: []maintenance.Deferral{{Task: "small", Reason: maintenance.ReasonOutranked, Blocker: "big", Since: t0.Add(-10 * time.Minute)}},
-		Gauge: maintenance.Gauge{At: at, Posture: maintenance.Degraded, Holder: "me", HolderTask: "big", HeldFor: 30 * time.Minute, ChainDepth: 1,
+		Gauge: maintenance.Gauge{At: at, Posture: maintenance.PostureDegraded, Holder: "me", HolderTask: "big", HeldFor: 30 * time.Minute, ChainDepth: 1,
 			Waiters: []maintenance.Waiter{{Task: "small", Since: t0.Add(-10 * time.Minute), Wait: 130 * time.Minute, Reason: maintenance.ReasonOutranked, Blocker: "big"}}},
 	}})
 	// The store fails: the gauge is Unknown, and only the poll count and the posture move.
@@ -270,7 +270,7 @@ func TestUnitsAndKinds(t *testing.T) {
 	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit}}, ShedAlarms: []bridge.ShedAlarm{{Waiting: []bridge.UserItems{{}}}}})
 	m.ObservePoll(maintenance.PollReport{TurnedDegraded: true, Result: maintenance.PollResult{Winner: &big,
 		Deferred: []maintenance.Deferral{{Task: "x"}},
-		Gauge:    maintenance.Gauge{At: t0, Posture: maintenance.Degraded, Waiters: []maintenance.Waiter{{Task: "x"}}}}})
+		Gauge:    maintenance.Gauge{At: t0, Posture: maintenance.PostureDegraded, Waiters: []maintenance.Waiter{{Task: "x"}}}}})
 	got := map[string]string{}
 	for _, p := range collect(t, reader) {
 		got[p.name] = p.kind + " " + p.unit

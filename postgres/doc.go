@@ -128,12 +128,17 @@
 // about expiry by as much: keep the fleet's clocks synchronized and the TTL well above their
 // skew.
 //
-// The StateStore keeps one row per task in rota_task_state and its fence, the highest token
-// of a Save that succeeded, in the one row of rota_task_fence. Save locks the fence row,
-// refuses an older token with maintenance.ErrStaleToken and writes everything or nothing;
-// Load reads the fence and the states from one snapshot. Tokens are bigints: the store
-// refuses a token above math.MaxInt64 with maintenance.ErrInvalid (this package's Lease
-// never hands one out).
+// The StateStore keeps one row per task in rota_task_state. Its fence is the greater of
+// the highest token of a Save that succeeded, kept in the one row of rota_task_fence, and
+// the latest token of the schema's leases, so a holder whose grant was replaced is refused
+// from the moment of the new grant: keep one StateStore and the one Lease that fences it
+// per schema. Save locks the fence row and shares the lease rows' locks, refuses an older
+// token with maintenance.ErrStaleToken and writes everything or nothing; Load reads the
+// fence and the states from one snapshot. Names, times and tokens the server cannot hold
+// are refused with maintenance.ErrInvalid before anything is sent, exactly as the
+// in-memory Lease and StateStore refuse them. Their transactions set
+// idle_in_transaction_session_timeout to 5 s, so a daemon whose connection hangs mid-call
+// holds the lease row or the fence for at most that long.
 //
 // # Choices the core contract leaves open
 //

@@ -25,28 +25,31 @@ import (
 // by as much.
 //
 // Times are stored with microsecond precision: now is truncated to the microsecond, so a
-// grant may start and expire up to a microsecond earlier than asked, never later.
+// grant may start and expire up to a microsecond earlier than asked, never later. Holders,
+// times and ttls are checked as maintenance.MemoryLease checks them, before anything is
+// sent.
 type Lease struct {
 	pool    *pgxpool.Pool
 	name    string
+	bad     error // why name cannot be stored, nil when it can
 	maxHold time.Duration
 }
 
 var _ maintenance.Lease = (*Lease)(nil)
 
 // NewLease returns the lease called name in the pool's schema, whose grants cannot be renewed
-// once held for maxHold and never expire later than AcquiredAt + maxHold. It panics if name
-// is empty or maxHold ≤ 0, like maintenance.NewMemoryLease. The row is created on first use.
+// once held for maxHold and never expire later than AcquiredAt + maxHold. The row is created
+// on first use. A name that maintenance.ValidateName refuses makes every call return that
+// maintenance.ErrInvalid error. It panics if pool is nil or maxHold ≤ 0, like
+// maintenance.NewMemoryLease.
 func NewLease(pool *pgxpool.Pool, name string, maxHold time.Duration) *Lease {
 	switch {
 	case pool == nil:
 		panic("postgres: NewLease: nil pool")
-	case name == "":
-		panic("postgres: NewLease: empty name")
 	case maxHold <= 0:
 		panic(fmt.Sprintf("postgres: NewLease: maxHold %v must be positive", maxHold))
 	}
-	return &Lease{pool: pool, name: name, maxHold: maxHold}
+	return &Lease{pool: pool, name: name, bad: maintenance.ValidateName("lease name", name), maxHold: maxHold}
 }
 
 // leaseRow is the stored state of a lease.
@@ -68,24 +71,44 @@ func (r leaseRow) live(now time.Time) bool {
 	return r.held && r.expiresAt != nil && now.Before(*r.expiresAt)
 }
 
-func checkLeaseArgs(op, holder string, ttl time.Duration) error {
-	if holder == "" {
-		return fmt.Errorf("postgres: Lease.%s: holder: empty: %w", op, maintenance.ErrInvalid)
+// check refuses what the lease cannot store: a bad lease name, and for Acquire and Renew
+// (ttl > 0) a bad holder or now.
+func (l *Lease) check(op, holder string, ttl time.Duration, now time.Time) error {
+	if l.bad != nil {
+		return fmt.Errorf("postgres: Lease.%s: %w", op, l.bad)
+	}
+	if err := maintenance.ValidateName("holder", holder); err != nil {
+		return fmt.Errorf("postgres: Lease.%s: %w", op, err)
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("postgres: Lease.%s: ttl %v: not positive: %w", op, ttl, maintenance.ErrInvalid)
+		return fmt.Errorf("postgres: Lease.%s: %w: ttl must be positive, got %v", op, maintenance.ErrInvalid, ttl)
+	}
+	if err := maintenance.ValidateTime("now", now); err != nil {
+		return fmt.Errorf("postgres: Lease.%s: %w", op, err)
 	}
 	return nil
 }
 
-// expiry is now+ttl capped at acquired+maxHold.
-func (l *Lease) expiry(acquired, now time.Time, ttl time.Duration) time.Time {
+// expiry is now+ttl capped at acquired+maxHold, truncated to the microsecond, or
+// maintenance.ErrInvalid when the server cannot hold it.
+func (l *Lease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, error) {
 	exp := now.Add(ttl)
 	if capAt := acquired.Add(l.maxHold); exp.After(capAt) {
 		exp = capAt
 	}
-	return exp
+	if err := maintenance.ValidateTime("expiry now + ttl", exp); err != nil {
+		return time.Time{}, err
+	}
+	return exp.Truncate(time.Microsecond), nil
 }
+
+// txIdleTimeout bounds how long the server keeps a Lease or StateStore transaction open
+// while it waits for the client: a client that hangs mid-call (a partition without a reset)
+// holds the lease row or the fence for at most this long, instead of until TCP gives up.
+const txIdleTimeout = 5 * time.Second
+
+// sqlIdleTimeout sets txIdleTimeout for the rest of the transaction.
+var sqlIdleTimeout = fmt.Sprintf(`SELECT set_config('idle_in_transaction_session_timeout', '%d', true)`, txIdleTimeout.Milliseconds())
 
 // change locks the lease's row (creating it if needed), lets decide compute the new row from
 // the current one, and writes it: all in one transaction. decide returning an error writes
@@ -94,12 +117,15 @@ func (l *Lease) change(ctx context.Context, op string, decide func(cur leaseRow)
 	var next leaseRow
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		b.Queue(sqlIdleTimeout)
 		b.Queue(`INSERT INTO rota_leases (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, l.name)
 		b.Queue(`SELECT token, held, holder, acquired_at, expires_at FROM rota_leases WHERE name = $1 FOR UPDATE`, l.name)
 		br := tx.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
 		}
 		var cur leaseRow
 		if err := br.QueryRow().Scan(&cur.token, &cur.held, &cur.holder, &cur.acquiredAt, &cur.expiresAt); err != nil {
@@ -124,10 +150,14 @@ func (l *Lease) change(ctx context.Context, op string, decide func(cur leaseRow)
 // a new, greater token, or returns maintenance.ErrLeaseHeld while a live grant exists —
 // also when holder is the one holding it (it calls Renew for more time).
 func (l *Lease) Acquire(ctx context.Context, holder string, ttl time.Duration, now time.Time) (maintenance.Grant, error) {
-	if err := checkLeaseArgs("Acquire", holder, ttl); err != nil {
+	if err := l.check("Acquire", holder, ttl, now); err != nil {
 		return maintenance.Grant{}, err
 	}
 	now = now.Truncate(time.Microsecond)
+	exp, err := l.expiry(now, now, ttl)
+	if err != nil {
+		return maintenance.Grant{}, fmt.Errorf("postgres: Lease.Acquire: %w", err)
+	}
 	row, err := l.change(ctx, "Acquire", func(cur leaseRow) (leaseRow, error) {
 		if cur.live(now) {
 			return cur, fmt.Errorf("held by %q until %v: %w", cur.holder, *cur.expiresAt, maintenance.ErrLeaseHeld)
@@ -135,7 +165,6 @@ func (l *Lease) Acquire(ctx context.Context, holder string, ttl time.Duration, n
 		if cur.token == math.MaxInt64 {
 			return cur, errors.New("the lease's tokens are exhausted")
 		}
-		exp := l.expiry(now, now, ttl).Truncate(time.Microsecond)
 		return leaseRow{token: cur.token + 1, held: true, holder: holder, acquiredAt: &now, expiresAt: &exp}, nil
 	})
 	if err != nil {
@@ -149,7 +178,7 @@ func (l *Lease) Acquire(ctx context.Context, holder string, ttl time.Duration, n
 // else maintenance.ErrHoldExceeded once now − AcquiredAt ≥ maxHold, else ErrNotHolder when g
 // has expired — the order of maintenance.MemoryLease.
 func (l *Lease) Renew(ctx context.Context, g maintenance.Grant, ttl time.Duration, now time.Time) (maintenance.Grant, error) {
-	if err := checkLeaseArgs("Renew", g.Holder, ttl); err != nil {
+	if err := l.check("Renew", g.Holder, ttl, now); err != nil {
 		return maintenance.Grant{}, err
 	}
 	now = now.Truncate(time.Microsecond)
@@ -164,7 +193,10 @@ func (l *Lease) Renew(ctx context.Context, g maintenance.Grant, ttl time.Duratio
 		if !cur.live(now) {
 			return cur, fmt.Errorf("token %d by %q: expired at %v: %w", g.Token, g.Holder, fromTS(cur.expiresAt), maintenance.ErrNotHolder)
 		}
-		exp := l.expiry(acquired, now, ttl).Truncate(time.Microsecond)
+		exp, err := l.expiry(acquired, now, ttl)
+		if err != nil {
+			return cur, err
+		}
 		cur.expiresAt = &exp
 		return cur, nil
 	})
@@ -177,6 +209,9 @@ func (l *Lease) Renew(ctx context.Context, g maintenance.Grant, ttl time.Duratio
 // Release ends g at once. It returns maintenance.ErrNotHolder when a later grant replaced g
 // or g was already released; releasing an expired grant nobody replaced succeeds.
 func (l *Lease) Release(ctx context.Context, g maintenance.Grant) error {
+	if l.bad != nil {
+		return fmt.Errorf("postgres: Lease.Release: %w", l.bad)
+	}
 	_, err := l.change(ctx, "Release", func(cur leaseRow) (leaseRow, error) {
 		if !cur.held || uint64(cur.token) != g.Token {
 			return cur, fmt.Errorf("token %d by %q: %w", g.Token, g.Holder, maintenance.ErrNotHolder)
@@ -190,6 +225,12 @@ func (l *Lease) Release(ctx context.Context, g maintenance.Grant) error {
 // Current returns the live grant at now, or false when the lease is free. It reads without
 // locking.
 func (l *Lease) Current(ctx context.Context, now time.Time) (maintenance.Grant, bool, error) {
+	if l.bad != nil {
+		return maintenance.Grant{}, false, fmt.Errorf("postgres: Lease.Current: %w", l.bad)
+	}
+	if err := maintenance.ValidateTime("now", now); err != nil {
+		return maintenance.Grant{}, false, fmt.Errorf("postgres: Lease.Current: %w", err)
+	}
 	now = now.Truncate(time.Microsecond)
 	var cur leaseRow
 	err := l.pool.QueryRow(ctx, `SELECT token, held, holder, acquired_at, expires_at FROM rota_leases WHERE name = $1`, l.name).

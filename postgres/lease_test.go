@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 
 // Several daemons, each with its own pool, contend for one lease over several rounds: in
 // every round exactly one holds it, the others get ErrLeaseHeld until its TTL lapses;
-// tokens strictly increase from holder to holder; and once another holder has written, a
+// tokens strictly increase from holder to holder; and once another holder has the lease, a
 // stale holder can neither renew, nor release, nor write task state.
 func TestLeaseAcrossProcesses(t *testing.T) {
 	t.Parallel()
@@ -69,11 +70,8 @@ func TestLeaseAcrossProcesses(t *testing.T) {
 		if round > 0 && g.Token <= prev.Token {
 			t.Fatalf("round %d: token %d after %d: tokens must strictly increase", round, g.Token, prev.Token)
 		}
-		if err := ds[winner].store.Save(ctx, g.Token, maintenance.TaskState{Name: "vacuum", Running: true, RunningBy: g.Holder, RunningToken: g.Token, RunningSince: now}); err != nil {
-			t.Fatalf("round %d: the holder's Save: %v", round, err)
-		}
-
-		// The replaced holder is fenced off everywhere.
+		// The replaced holder is fenced off everywhere as soon as the new grant exists,
+		// before the new holder has written anything.
 		if prevHolder >= 0 {
 			old := ds[prevHolder]
 			if _, err := old.lease.Renew(ctx, prev, ttl, now); !errors.Is(err, maintenance.ErrNotHolder) {
@@ -84,8 +82,11 @@ func TestLeaseAcrossProcesses(t *testing.T) {
 			}
 			err := old.store.Save(ctx, prev.Token, maintenance.TaskState{Name: "vacuum", LastOutcome: maintenance.OutcomeSucceeded})
 			if !errors.Is(err, maintenance.ErrStaleToken) {
-				t.Fatalf("round %d: the replaced holder's Save = %v, want ErrStaleToken", round, err)
+				t.Fatalf("round %d: the replaced holder's Save before the new holder's first = %v, want ErrStaleToken", round, err)
 			}
+		}
+		if err := ds[winner].store.Save(ctx, g.Token, maintenance.TaskState{Name: "vacuum", Running: true, RunningBy: g.Holder, RunningToken: g.Token, RunningSince: now}); err != nil {
+			t.Fatalf("round %d: the holder's Save: %v", round, err)
 		}
 		snap, err := ds[(winner+1)%daemons].store.Load(ctx)
 		if err != nil || snap.Token != g.Token || len(snap.States) != 1 || snap.States[0].RunningBy != g.Holder {
@@ -155,4 +156,31 @@ func TestLeaseMaxHold(t *testing.T) {
 
 func sameGrant(a, b maintenance.Grant) bool {
 	return a.Holder == b.Holder && a.Token == b.Token && a.AcquiredAt.Equal(b.AcquiredAt) && a.ExpiresAt.Equal(b.ExpiresAt)
+}
+
+// A lease name or holder that maintenance.ValidateName refuses — a megabyte long, past the
+// index's limit, or with a control character — is maintenance.ErrInvalid, refused before
+// anything reaches the server.
+func TestLeaseRefusesBadNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	for _, name := range []string{strings.Repeat("x", 1<<20), "", "heavy\x00"} {
+		l := postgres.NewLease(pool, name, time.Hour)
+		_, err := l.Acquire(ctx, "a", time.Minute, t0)
+		_, _, cerr := l.Current(ctx, t0)
+		rerr := l.Release(ctx, maintenance.Grant{Holder: "a", Token: 1})
+		for _, e := range []error{err, cerr, rerr} {
+			if !errors.Is(e, maintenance.ErrInvalid) || !strings.Contains(e.Error(), "lease name") {
+				t.Errorf("a lease named %.20q: %v, want ErrInvalid naming the lease name", name, e)
+			}
+		}
+	}
+	if _, err := postgres.NewLease(pool, "heavy", time.Hour).Acquire(ctx, strings.Repeat("h", 1<<20), time.Minute, t0); !errors.Is(err, maintenance.ErrInvalid) {
+		t.Errorf("a megabyte holder: %v, want ErrInvalid", err)
+	}
+	var rows int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rota_leases`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("refused calls wrote %d lease rows (%v)", rows, err)
+	}
 }

@@ -24,15 +24,15 @@ func TestLeaseConformance(t *testing.T) {
 	})
 }
 
-// The StateStore keeps the maintenance.StateStore contract against the real server: one
-// migrated schema, emptied for each subtest.
+// The StateStore keeps the maintenance.StateStore contract against the real server, fenced
+// by a Lease of the same schema: one migrated schema, emptied for each subtest.
 func TestStateStoreConformance(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	maintenancetest.RunStateStore(t, func(t *testing.T) maintenance.StateStore {
-		if _, err := pool.Exec(context.Background(), `DELETE FROM rota_task_state; DELETE FROM rota_task_fence`); err != nil {
+	maintenancetest.RunStateStore(t, func(t *testing.T) (maintenance.StateStore, maintenance.Lease) {
+		if _, err := pool.Exec(context.Background(), `DELETE FROM rota_task_state; DELETE FROM rota_task_fence; DELETE FROM rota_leases`); err != nil {
 			t.Fatal(err)
 		}
-		return postgres.NewStateStore(pool)
+		return postgres.NewStateStore(pool), postgres.NewLease(pool, "heavy", time.Hour)
 	})
 }

@@ -16,15 +16,18 @@ import (
 // maintenance daemon of a fleet shares, fenced by the lease token. Make one with
 // NewStateStore after Migrate. It is safe for concurrent use.
 //
-// States are rows of rota_task_state, one column per TaskState field; the fence is the one
-// row of rota_task_fence. Save locks the fence row, refuses a token below it with
-// maintenance.ErrStaleToken, raises it and upserts every state, in one transaction: all or
-// nothing, and concurrent Saves are serialized by the fence row. Load reads the fence and
-// every state from one snapshot (a read-only REPEATABLE READ transaction).
+// States are rows of rota_task_state, one column per TaskState field. The fence is the
+// greater of the one row of rota_task_fence — the highest token of a Save that succeeded —
+// and the latest token of every Lease in the schema, so a schema holds one StateStore and
+// the one Lease that fences it. Save locks the fence row and shares the lease rows' locks,
+// refuses a token below the fence with maintenance.ErrStaleToken, raises the fence row and
+// upserts every state, in one transaction: all or nothing; concurrent Saves are
+// serialized by the fence row, and an Acquire waits for a Save in flight. Load reads the
+// fence and every state from one snapshot (a read-only REPEATABLE READ transaction).
 //
-// Tokens are stored as bigint: a token above math.MaxInt64 is refused with
-// maintenance.ErrInvalid (a Lease of this package never hands one out). Times are stored
-// with microsecond precision.
+// Save checks its token and states as maintenance.MemoryStateStore does (see
+// maintenance.TaskState.Validate) before anything is sent. Times are stored with
+// microsecond precision.
 type StateStore struct {
 	pool *pgxpool.Pool
 }
@@ -48,7 +51,8 @@ func (s *StateStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
 	var snap maintenance.Snapshot
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var fence int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT token FROM rota_task_fence), 0)`).Scan(&fence); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT greatest(coalesce((SELECT token FROM rota_task_fence), 0),
+			coalesce((SELECT max(token) FROM rota_leases), 0))`).Scan(&fence); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT `+stateColumns+` FROM rota_task_state ORDER BY name`)
@@ -70,57 +74,44 @@ func scanState(r pgx.CollectableRow) (maintenance.TaskState, error) {
 		st                                               maintenance.TaskState
 		class, rank                                      int32
 		lastRun, runningSince, deferredSince, deferredAt *time.Time
-		outcome                                          string
+		outcome, reason                                  string
 		token, deferrals                                 int64
 	)
 	err := r.Scan(&st.Name, &class, &rank, &lastRun, &outcome, &st.LastError, &st.Running, &runningSince,
-		&st.RunningBy, &token, &deferredSince, &deferredAt, &deferrals, &st.DeferReason, &st.DeferBlocker)
+		&st.RunningBy, &token, &deferredSince, &deferredAt, &deferrals, &reason, &st.DeferBlocker)
 	st.Class, st.Rank = maintenance.Class(class), maintenance.Rank(rank)
 	st.LastRunAt, st.RunningSince = fromTS(lastRun), fromTS(runningSince)
 	st.DeferredSince, st.DeferredAt = fromTS(deferredSince), fromTS(deferredAt)
 	st.LastOutcome, st.RunningToken, st.Deferrals = maintenance.Outcome(outcome), uint64(token), int(deferrals)
+	st.DeferReason = maintenance.Reason(reason)
 	return st, err
 }
 
 // Save inserts or replaces (by Name) each of states, all or none, fenced by token: it
-// returns maintenance.ErrStaleToken, writing nothing, when token is below the highest token
-// of a Save that succeeded, and otherwise raises that fence to token. A state with an empty
-// Name is maintenance.ErrInvalid; a Save that names one task twice keeps the later state.
+// returns maintenance.ErrStaleToken, writing nothing, when token is below the fence, and
+// otherwise raises the fence row to token. A token above math.MaxInt64 or a state that
+// maintenance.TaskState.Validate refuses is maintenance.ErrInvalid; a Save that names one
+// task twice keeps the later state.
 func (s *StateStore) Save(ctx context.Context, token uint64, states ...maintenance.TaskState) error {
 	if token > math.MaxInt64 {
-		return fmt.Errorf("postgres: StateStore.Save: token %d: above %d: %w", token, int64(math.MaxInt64), maintenance.ErrInvalid)
+		return fmt.Errorf("postgres: StateStore.Save: %w: token must be at most %d, got %d", maintenance.ErrInvalid, int64(math.MaxInt64), token)
 	}
 	last := make(map[string]int, len(states))
 	for i, st := range states {
-		if st.Name == "" {
-			return fmt.Errorf("postgres: StateStore.Save: states[%d].Name: empty: %w", i, maintenance.ErrInvalid)
-		}
-		if st.RunningToken > math.MaxInt64 {
-			return fmt.Errorf("postgres: StateStore.Save: states[%d].RunningToken %d: above %d: %w", i, st.RunningToken, int64(math.MaxInt64), maintenance.ErrInvalid)
+		if err := st.Validate(); err != nil {
+			return fmt.Errorf("postgres: StateStore.Save: states[%d]: %w", i, err)
 		}
 		last[st.Name] = i
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO rota_task_fence (token) VALUES (0) ON CONFLICT (id) DO NOTHING`)
-		b.Queue(`SELECT token FROM rota_task_fence FOR UPDATE`)
-		br := tx.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
-		}
-		var fence int64
-		if err := br.QueryRow().Scan(&fence); err != nil {
-			br.Close()
-			return err
-		}
-		if err := br.Close(); err != nil {
+		fence, err := lockFence(ctx, tx)
+		if err != nil {
 			return err
 		}
 		if token < uint64(fence) {
-			return fmt.Errorf("token %d below fence %d: %w", token, fence, maintenance.ErrStaleToken)
+			return fmt.Errorf("%w: token %d below fence %d", maintenance.ErrStaleToken, token, fence)
 		}
-		b = &pgx.Batch{}
+		b := &pgx.Batch{}
 		b.Queue(`UPDATE rota_task_fence SET token = $1`, int64(token))
 		for i, st := range states {
 			if last[st.Name] != i {
@@ -137,9 +128,36 @@ func (s *StateStore) Save(ctx context.Context, token uint64, states ...maintenan
 					defer_reason = EXCLUDED.defer_reason, defer_blocker = EXCLUDED.defer_blocker`,
 				st.Name, int32(st.Class), int32(st.Rank), ts(st.LastRunAt), string(st.LastOutcome), st.LastError,
 				st.Running, ts(st.RunningSince), st.RunningBy, int64(st.RunningToken), ts(st.DeferredSince),
-				ts(st.DeferredAt), int64(st.Deferrals), st.DeferReason, st.DeferBlocker)
+				ts(st.DeferredAt), int64(st.Deferrals), string(st.DeferReason), st.DeferBlocker)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	return interpretAs(ctx, "StateStore.Save", maintenance.ErrInvalid, err)
+}
+
+// lockFence locks the fence row (creating it if needed) and shares the locks of the lease
+// rows, so that no grant is made until tx ends, and returns the fence. A client that hangs
+// after it holds them for at most txIdleTimeout.
+func lockFence(ctx context.Context, tx pgx.Tx) (int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(sqlIdleTimeout)
+	b.Queue(`INSERT INTO rota_task_fence (token) VALUES (0) ON CONFLICT (id) DO NOTHING`)
+	b.Queue(`SELECT token FROM rota_task_fence FOR UPDATE`)
+	b.Queue(`SELECT coalesce(max(token), 0) FROM (SELECT token FROM rota_leases FOR SHARE) AS l`)
+	br := tx.SendBatch(ctx, b)
+	var saved, granted int64
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&saved)
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&granted)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return max(saved, granted), err
 }

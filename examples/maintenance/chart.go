@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -85,8 +86,7 @@ func writeChartFile(path string, sc Scenario) error {
 		return err
 	}
 	if err := writeChart(f, sc, results); err != nil {
-		f.Close()
-		return err
+		return errors.Join(err, f.Close())
 	}
 	return f.Close()
 }
@@ -123,7 +123,7 @@ func writeChart(w io.Writer, sc Scenario, results []Result) error {
 <svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
 <title>Maintenance tasks' staleness over time under both pickers</title>
 <rect x="0" y="0" width="%d" height="%d" fill="white"/>
-<text x="%d" y="22" text-anchor="middle" font-size="15" fill="#222">Staleness of each maintenance task, (now − last run start) / cadence, in the ADR 0022 incident</text>
+<text x="%d" y="22" text-anchor="middle" font-size="15" fill="#222">Staleness of each maintenance task, (now − last run start) / cadence, in the backlog incident</text>
 `, chW, height, chW, height, chW, height, chW/2)
 	for i, res := range results {
 		y0 := chTop + i*(chPanelH+chGap) + 20 // the panel's plot top

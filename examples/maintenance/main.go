@@ -1,10 +1,10 @@
-// Command maintenance replays the incident of ADR 0022 on a simulated clock: a summary
-// task with a backlog of 371 sessions, holding the heavy lease about 45 minutes a run on
-// a 10-minute cadence, beside memory-summary-backfill (never run), dream (1 h cadence,
-// last run 5 h ago), golden-path (off-lease, 1 h, 18 days stale) and backup (data-safety,
-// 24 h, last run 23 h ago). It runs the scenario under the static registry-order picker
-// the record replaced and under rota's maintenance.Scheduler, and prints each task's
-// longest wait, when the chain drained to idle, and which tasks starved.
+// Command maintenance replays a backlog incident on a simulated clock: a rollup task with
+// a backlog of 371 batches, holding the heavy lease about 45 minutes a run on a 10-minute
+// cadence, beside compact (never run), reindex (1 h cadence, last run 5 h ago), verify
+// (off-lease, 1 h, 18 days stale) and snapshot (data-safety, 24 h, last run 23 h ago). It
+// runs the scenario under a static registry-order picker and under rota's
+// maintenance.Scheduler, and prints each task's longest wait, when the chain drained to
+// idle, and which tasks starved.
 //
 //	go run ./examples/maintenance [-svg staleness.svg]
 //
@@ -38,47 +38,54 @@ func main() {
 
 // report simulates sc under both pickers and writes the comparison.
 func report(out io.Writer, sc Scenario) error {
-	fmt.Fprintf(out, "ADR 0022 incident: summary backlog %d sessions (%d need memory-summary-backfill first), %s simulated, polled every %s\n",
+	var b strings.Builder
+	fmt.Fprintf(&b, "Backlog incident: rollup backlog %d batches (%d need compact first), %s simulated, polled every %s\n",
 		sc.Backlog, sc.Overflow, dur(sc.Horizon), dur(sc.Poll))
 	for _, p := range []Picker{Static, Rota} {
 		res, err := Simulate(sc, p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		fmt.Fprintf(out, "\n%s:\n", p)
-		fmt.Fprintf(out, "  %-24s %12s %6s\n", "task", "longest wait", "runs")
-		worst, worstWait := "", time.Duration(-1)
-		for _, t := range sc.Tasks {
-			runs := 0
-			for _, r := range res.Runs {
-				if r.Task == t.Name {
-					runs++
-				}
-			}
-			note := ""
-			if runs == 0 {
-				note = "  never ran"
-			}
-			fmt.Fprintf(out, "  %-24s %12s %6d%s\n", t.Name, dur(res.LongestWait[t.Name]), runs, note)
-			if res.LongestWait[t.Name] > worstWait {
-				worst, worstWait = t.Name, res.LongestWait[t.Name]
+		writeResult(&b, sc, res)
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// writeResult writes one picker's part of the comparison.
+func writeResult(b *strings.Builder, sc Scenario, res Result) {
+	fmt.Fprintf(b, "\n%s:\n", res.Picker)
+	fmt.Fprintf(b, "  %-24s %12s %6s\n", "task", "longest wait", "runs")
+	worst, worstWait := "", time.Duration(-1)
+	for _, t := range sc.Tasks {
+		runs := 0
+		for _, r := range res.Runs {
+			if r.Task == t.Name {
+				runs++
 			}
 		}
-		if res.Drained {
-			fmt.Fprintf(out, "  chain drained to idle after %s\n", dur(res.DrainedAt))
-		} else {
-			fmt.Fprintf(out, "  chain never drained to idle in %s\n", dur(sc.Horizon))
+		note := ""
+		if runs == 0 {
+			note = "  never ran"
 		}
-		switch {
-		case len(res.NeverRan) > 0:
-			fmt.Fprintf(out, "  starved: %s (never ran)\n", strings.Join(res.NeverRan, ", "))
-		case worstWait > sc.Bound():
-			fmt.Fprintf(out, "  starved: %s (waited %s, past the bound %s)\n", worst, dur(worstWait), dur(sc.Bound()))
-		default:
-			fmt.Fprintf(out, "  starved: none (longest wait %s, %s; bound %s)\n", dur(worstWait), worst, dur(sc.Bound()))
+		fmt.Fprintf(b, "  %-24s %12s %6d%s\n", t.Name, dur(res.LongestWait[t.Name]), runs, note)
+		if res.LongestWait[t.Name] > worstWait {
+			worst, worstWait = t.Name, res.LongestWait[t.Name]
 		}
 	}
-	return nil
+	if res.Drained {
+		fmt.Fprintf(b, "  chain drained to idle after %s\n", dur(res.DrainedAt))
+	} else {
+		fmt.Fprintf(b, "  chain never drained to idle in %s\n", dur(sc.Horizon))
+	}
+	switch {
+	case len(res.NeverRan) > 0:
+		fmt.Fprintf(b, "  starved: %s (never ran)\n", strings.Join(res.NeverRan, ", "))
+	case worstWait > sc.Bound():
+		fmt.Fprintf(b, "  starved: %s (waited %s, past the bound %s)\n", worst, dur(worstWait), dur(sc.Bound()))
+	default:
+		fmt.Fprintf(b, "  starved: none (longest wait %s, %s; bound %s)\n", dur(worstWait), worst, dur(sc.Bound()))
+	}
 }
 
 // dur formats d to the minute: 45m, 16h05m.

@@ -40,8 +40,8 @@ func TestIncidentClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if static.Drained || !slices.Contains(static.NeverRan, "memory-summary-backfill") || !slices.Contains(static.NeverRan, "backup") {
-		t.Fatalf("static picker: summary should starve its producer and the backup: drained %v, never ran %v", static.Drained, static.NeverRan)
+	if static.Drained || !slices.Contains(static.NeverRan, "compact") || !slices.Contains(static.NeverRan, "snapshot") {
+		t.Fatalf("static picker: rollup should starve its producer and the snapshot: drained %v, never ran %v", static.Drained, static.NeverRan)
 	}
 	rota, err := Simulate(sc, Rota)
 	if err != nil {
@@ -55,21 +55,21 @@ func TestIncidentClaims(t *testing.T) {
 			t.Errorf("rota: %s waited %v, past the bound %v", name, wait, sc.Bound())
 		}
 	}
-	// The timeline never has two heavy runs at once, and golden-path runs beside them.
+	// The timeline never has two heavy runs at once, and verify runs beside them.
 	beside := false
 	for i, a := range rota.Runs {
 		for _, b := range rota.Runs[i+1:] {
 			if b.Start >= a.End {
 				continue
 			}
-			if a.Task != "golden-path" && b.Task != "golden-path" {
+			if a.Task != "verify" && b.Task != "verify" {
 				t.Fatalf("rota: heavy runs overlap: %+v and %+v", a, b)
 			}
 			beside = true
 		}
 	}
 	if !beside {
-		t.Error("rota: golden-path should run off the lease beside a heavy run at least once")
+		t.Error("rota: verify should run off the lease beside a heavy run at least once")
 	}
 	if last := rota.Runs[len(rota.Runs)-1]; last.End > sc.Horizon+sc.MaxHold || rota.DrainedAt > 24*time.Hour {
 		t.Errorf("rota: drained at %v, last run %+v", rota.DrainedAt, last)

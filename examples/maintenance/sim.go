@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/rotaworks/rota/maintenance"
@@ -19,18 +20,18 @@ type TaskSpec struct {
 	// Gate names the producer this task's soft gate waits on ("" for none); only rota's
 	// scheduler has gates.
 	Gate string
-	// RunLen is how long a run takes; summary's depends on its backlog instead.
+	// RunLen is how long a run takes; rollup's depends on its backlog instead.
 	RunLen time.Duration
 }
 
-// Scenario is the incident: the tasks in registry order, the summary backlog and the
+// Scenario is the incident: the tasks in registry order, the rollup backlog and the
 // scheduler's knobs.
 type Scenario struct {
 	Tasks []TaskSpec
-	// Backlog sessions wait for summary; Overflow of them overflow the context window
-	// and can only be summarized after memory-summary-backfill has run.
+	// Backlog batches wait for rollup; Overflow of them can only be rolled up after
+	// compact has run.
 	Backlog, Overflow int
-	// PerRun sessions are digested by one summary run, which takes BusyRun while a
+	// PerRun batches are rolled up by one rollup run, which takes BusyRun while a
 	// backlog remains and IdleRun once it has drained.
 	PerRun           int
 	BusyRun, IdleRun time.Duration
@@ -38,17 +39,17 @@ type Scenario struct {
 	Poll, MaxHold, YieldAfter, Horizon time.Duration
 }
 
-// Incident returns the record's incident (ADR 0022, Discussion #13594: 371 undigested
-// sessions, dream starved, golden-path weeks stale).
+// Incident returns the backlog incident: 371 batches behind, reindex starved, verify
+// weeks stale.
 func Incident() Scenario {
 	return Scenario{
 		Tasks: []TaskSpec{
-			{Name: "summary", Cadence: 10 * time.Minute, LastRunAgo: 10 * time.Minute, Gate: "memory-summary-backfill"},
-			{Name: "memory-summary-backfill", Cadence: 6 * time.Hour, RunLen: 30 * time.Minute},
-			{Name: "dream", Cadence: time.Hour, LastRunAgo: 5 * time.Hour, RunLen: 20 * time.Minute},
-			{Name: "golden-path", Class: maintenance.OffLease, Cadence: time.Hour, LastRunAgo: 18 * 24 * time.Hour,
-				Gate: "dream", RunLen: 2 * time.Minute},
-			{Name: "backup", Cadence: 24 * time.Hour, DataSafety: true, LastRunAgo: 23 * time.Hour, RunLen: 15 * time.Minute},
+			{Name: "rollup", Cadence: 10 * time.Minute, LastRunAgo: 10 * time.Minute, Gate: "compact"},
+			{Name: "compact", Cadence: 6 * time.Hour, RunLen: 30 * time.Minute},
+			{Name: "reindex", Cadence: time.Hour, LastRunAgo: 5 * time.Hour, RunLen: 20 * time.Minute},
+			{Name: "verify", Class: maintenance.OffLease, Cadence: time.Hour, LastRunAgo: 18 * 24 * time.Hour,
+				Gate: "reindex", RunLen: 2 * time.Minute},
+			{Name: "snapshot", Cadence: 24 * time.Hour, DataSafety: true, LastRunAgo: 23 * time.Hour, RunLen: 15 * time.Minute},
 		},
 		Backlog: 371, Overflow: 120, PerRun: 20,
 		BusyRun: 45 * time.Minute, IdleRun: 3 * time.Minute,
@@ -72,7 +73,7 @@ func (sc Scenario) Bound() time.Duration {
 type Picker string
 
 const (
-	// Static is the picker before the record: the first due task in registry order wins
+	// Static is a static picker: the first due task in registry order wins
 	// every poll, one run at a time, no gates, no second pass.
 	Static Picker = "static registry-order picker"
 	// Rota is maintenance.Scheduler: staleness ratio with fairness promotion, data-safety
@@ -84,7 +85,7 @@ const (
 type Run struct {
 	Task       string
 	Start, End time.Duration // since the scenario's start
-	Backlog    int           // summary backlog when the run ended
+	Backlog    int           // rollup backlog when the run ended
 }
 
 // Result is one simulation's outcome.
@@ -97,7 +98,7 @@ type Result struct {
 	LongestWait map[string]time.Duration
 	// NeverRan lists, in registry order, the tasks that never started: the starved ones.
 	NeverRan []string
-	// Drained reports whether the chain drained to idle — the summary backlog empty and
+	// Drained reports whether the chain drained to idle — the rollup backlog empty and
 	// every task run at least once — and DrainedAt when.
 	Drained   bool
 	DrainedAt time.Duration
@@ -108,7 +109,7 @@ type world struct {
 	sc          Scenario
 	start       time.Time
 	backlog     int
-	overflow    int // overflow sessions not yet backfilled
+	overflow    int // overflow batches not yet compacted
 	dueAt       map[string]time.Time
 	firstEnd    map[string]time.Time
 	backlogZero time.Time
@@ -144,7 +145,7 @@ func (w *world) begin(name string, now time.Time) time.Duration {
 	}
 	w.dueAt[name] = now.Add(w.spec[name].Cadence)
 	d := w.spec[name].RunLen
-	if name == "summary" {
+	if name == "rollup" {
 		d = w.sc.IdleRun
 		if w.backlog > 0 {
 			d = w.sc.BusyRun
@@ -158,13 +159,13 @@ func (w *world) begin(name string, now time.Time) time.Duration {
 // end applies a finished run's effect.
 func (w *world) end(name string, now time.Time) {
 	switch name {
-	case "summary":
+	case "rollup":
 		ready := w.backlog - w.overflow
 		w.backlog -= min(ready, w.sc.PerRun)
 		if w.backlog == 0 && w.backlogZero.IsZero() {
 			w.backlogZero = now
 		}
-	case "memory-summary-backfill":
+	case "compact":
 		w.overflow = 0
 	}
 	if _, ok := w.firstEnd[name]; !ok {
@@ -274,6 +275,7 @@ func simulateRota(sc Scenario, start time.Time) (Result, error) {
 	s, err := maintenance.NewScheduler(tasks, maintenance.Config{
 		StateStore: store, Lease: maintenance.NewMemoryLease(sc.MaxHold), Holder: "daemon",
 		MaxHold: sc.MaxHold, LeaseTTL: 5 * sc.Poll, YieldAfter: sc.YieldAfter, PollInterval: sc.Poll,
+		Logger: slog.New(slog.DiscardHandler), // the simulation reports its own results
 	})
 	if err != nil {
 		return Result{}, err

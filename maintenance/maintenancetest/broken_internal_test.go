@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -34,28 +35,40 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// failures runs check in its own goroutine and returns its failure messages.
-func failures(check func(t tb)) []string {
-	rec := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		check(rec)
-	}()
-	<-done
-	return rec.msgs
+// wrap mimics a driver that encodes times as int64 microseconds since 1970 and wraps.
+func wrap(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMicro(t.UnixMicro()).UTC()
 }
 
 // brokenLease breaks one rule of the Lease contract on top of MemoryLease.
 type brokenLease struct {
 	*maintenance.MemoryLease
-	fixedToken, renewForever, staleRelease, reacquire, noValidation bool
+	fixedToken, renewForever, staleRelease, reacquire, noValidation, looseNames, wrapsTimes bool
+}
+
+// holder returns h as the broken lease passes it on.
+func (b *brokenLease) holder(h string) string {
+	if b.looseNames && maintenance.ValidateName("holder", h) != nil {
+		return "repaired"
+	}
+	if b.noValidation && h == "" {
+		return "anonymous"
+	}
+	return h
+}
+
+func (b *brokenLease) time(t time.Time) time.Time {
+	if b.wrapsTimes {
+		return wrap(t)
+	}
+	return t
 }
 
 func (b *brokenLease) Acquire(ctx context.Context, holder string, ttl time.Duration, now time.Time) (maintenance.Grant, error) {
-	if b.noValidation && holder == "" {
-		holder = "anonymous"
-	}
+	holder, now = b.holder(holder), b.time(now)
 	if b.noValidation && ttl <= 0 {
 		ttl = time.Minute
 	}
@@ -72,12 +85,17 @@ func (b *brokenLease) Acquire(ctx context.Context, holder string, ttl time.Durat
 }
 
 func (b *brokenLease) Renew(ctx context.Context, g maintenance.Grant, ttl time.Duration, now time.Time) (maintenance.Grant, error) {
+	g.Holder, now = b.holder(g.Holder), b.time(now)
 	r, err := b.MemoryLease.Renew(ctx, g, ttl, now)
 	if b.renewForever && errors.Is(err, maintenance.ErrHoldExceeded) {
 		g.ExpiresAt = now.Add(ttl)
 		return g, nil
 	}
 	return r, err
+}
+
+func (b *brokenLease) Current(ctx context.Context, now time.Time) (maintenance.Grant, bool, error) {
+	return b.MemoryLease.Current(ctx, b.time(now))
 }
 
 func (b *brokenLease) Release(ctx context.Context, g maintenance.Grant) error {
@@ -91,7 +109,7 @@ func (b *brokenLease) Release(ctx context.Context, g maintenance.Grant) error {
 // brokenStore breaks one rule of the StateStore contract on top of MemoryStateStore.
 type brokenStore struct {
 	*maintenance.MemoryStateStore
-	noFence, unsorted, partialBatch, noToken, dropsFields bool
+	noFence, unsorted, partialBatch, noToken, dropsFields, lagsLease, wrapsValues, clampsTokens bool
 }
 
 func (b *brokenStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
@@ -115,6 +133,18 @@ func (b *brokenStore) Save(ctx context.Context, token uint64, states ...maintena
 		snap, _ := b.MemoryStateStore.Load(ctx)
 		token = max(token, snap.Token)
 	}
+	if b.clampsTokens {
+		token = min(token, math.MaxInt64)
+	}
+	if b.wrapsValues {
+		states = slices.Clone(states)
+		for i, st := range states {
+			st.Class = maintenance.Class(int32(st.Class))
+			st.LastRunAt, st.RunningSince = wrap(st.LastRunAt), wrap(st.RunningSince)
+			st.DeferredSince, st.DeferredAt = wrap(st.DeferredSince), wrap(st.DeferredAt)
+			states[i] = st
+		}
+	}
 	if b.partialBatch {
 		for _, s := range states {
 			if err := b.MemoryStateStore.Save(ctx, token, s); err != nil {
@@ -126,51 +156,90 @@ func (b *brokenStore) Save(ctx context.Context, token uint64, states ...maintena
 	return b.MemoryStateStore.Save(ctx, token, states...)
 }
 
-// TestSuitesCatchBrokenImplementations: every deliberately broken implementation fails
-// at least one rule, each failure cites its rule, and the correct ones fail none.
-func TestSuitesCatchBrokenImplementations(t *testing.T) {
-	leases := map[string]func() *brokenLease{
-		"correct":       func() *brokenLease { return &brokenLease{} },
-		"fixed token":   func() *brokenLease { return &brokenLease{fixedToken: true} },
-		"renew forever": func() *brokenLease { return &brokenLease{renewForever: true} },
-		"stale release": func() *brokenLease { return &brokenLease{staleRelease: true} },
-		"reacquire":     func() *brokenLease { return &brokenLease{reacquire: true} },
-		"no validation": func() *brokenLease { return &brokenLease{noValidation: true} },
-	}
-	for name, mk := range leases {
-		var msgs []string
-		for _, r := range leaseRules() {
-			msgs = append(msgs, failures(func(t tb) {
-				r.check(t, func() maintenance.Lease {
-					b := mk()
-					b.MemoryLease = maintenance.NewMemoryLease(leaseMaxHold)
-					return b
-				})
-			})...)
-		}
-		checkFailures(t, "lease "+name, name == "correct", msgs)
-	}
+// runRule runs one rule's check against the given factories and returns its failure
+// messages.
+func runRule(r rule, freshL func() maintenance.Lease, freshPair func() (maintenance.StateStore, maintenance.Lease)) []string {
+	rec := &recorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.check(&suite{t: rec, rule: r.text, freshL: freshL, freshPair: freshPair})
+	}()
+	<-done
+	return rec.msgs
+}
 
-	stores := map[string]brokenStore{
+// Every deliberately broken implementation fails at least one rule, each failure cites
+// its rule, and the correct ones fail none.
+func TestSuitesCatchBrokenImplementations(t *testing.T) {
+	leases := map[string]brokenLease{
 		"correct":       {},
-		"no fence":      {noFence: true},
-		"unsorted":      {unsorted: true},
-		"partial batch": {partialBatch: true},
-		"no token":      {noToken: true},
-		"drops fields":  {dropsFields: true},
+		"fixed token":   {fixedToken: true},
+		"renew forever": {renewForever: true},
+		"stale release": {staleRelease: true},
+		"reacquire":     {reacquire: true},
+		"no validation": {noValidation: true},
+		"loose names":   {looseNames: true},
+		"wraps times":   {wrapsTimes: true},
+	}
+	stores := map[string]brokenStore{
+		"correct":        {},
+		"no fence":       {noFence: true},
+		"unsorted":       {unsorted: true},
+		"partial batch":  {partialBatch: true},
+		"no token":       {noToken: true},
+		"drops fields":   {dropsFields: true},
+		"lags the lease": {lagsLease: true},
+		"wraps values":   {wrapsValues: true},
+		"clamps tokens":  {clampsTokens: true},
+	}
+	type implementation struct {
+		name      string
+		rules     []rule
+		freshL    func() maintenance.Lease
+		freshPair func() (maintenance.StateStore, maintenance.Lease)
+	}
+	var impls []implementation
+	for name, proto := range leases {
+		impls = append(impls, implementation{name: "lease " + name, rules: leaseRules, freshL: func() maintenance.Lease {
+			b := proto
+			b.MemoryLease = maintenance.NewMemoryLease(leaseMaxHold)
+			return &b
+		}})
 	}
 	for name, proto := range stores {
+		impls = append(impls, implementation{name: "store " + name, rules: storeRules, freshPair: func() (maintenance.StateStore, maintenance.Lease) {
+			b := proto
+			b.MemoryStateStore = maintenance.NewMemoryStateStore()
+			l := maintenance.NewMemoryLease(leaseMaxHold)
+			if !b.lagsLease {
+				b.FenceWith(l)
+			}
+			return &b, l
+		}})
+	}
+	for _, im := range impls {
 		var msgs []string
-		for _, r := range storeRules() {
-			msgs = append(msgs, failures(func(t tb) {
-				r.check(t, func() maintenance.StateStore {
-					b := proto
-					b.MemoryStateStore = maintenance.NewMemoryStateStore()
-					return &b
-				})
-			})...)
+		for _, r := range im.rules {
+			msgs = append(msgs, runRule(r, im.freshL, im.freshPair)...)
 		}
-		checkFailures(t, "store "+name, name == "correct", msgs)
+		checkFailures(t, im.name, strings.HasSuffix(im.name, " correct"), msgs)
+	}
+}
+
+// Rules have unique names, and the lines LeaseRules and StateStoreRules return name them.
+func TestRuleNames(t *testing.T) {
+	for _, rules := range [][]rule{leaseRules, storeRules} {
+		seen := map[string]bool{}
+		for _, r := range rules {
+			if seen[r.name] || r.name == "" || r.text == "" {
+				t.Errorf("rule %q: empty or duplicate", r.name)
+			}
+			seen[r.name] = true
+		}
+	}
+	if got := LeaseRules()[0]; got != "FreeLease: a lease never granted has no current grant" {
+		t.Errorf("LeaseRules()[0] = %q", got)
 	}
 }
 
@@ -186,7 +255,7 @@ func checkFailures(t *testing.T, name string, correct bool, msgs []string) {
 		t.Errorf("%s: passes every rule; the suite misses the break", name)
 	}
 	for _, m := range msgs {
-		if !strings.Contains(m, "rule: ") {
+		if !strings.HasPrefix(m, "rule \"") || !strings.Contains(m, "\" broken: ") {
 			t.Errorf("%s: failure does not cite its rule: %q", name, m)
 		}
 	}

@@ -1,5 +1,9 @@
-// Package maintenancetest holds the conformance suites that every maintenance.Lease and
-// maintenance.StateStore implementation runs, in the manner of testing/slogtest:
+// Package maintenancetest is the conformance suite for maintenance.Lease and
+// maintenance.StateStore implementations, in the manner of testing/slogtest.
+//
+// # Use
+//
+// Call RunLease and RunStateStore from tests of your adapter:
 //
 //	func TestLease(t *testing.T) {
 //		maintenancetest.RunLease(t, func(t *testing.T, maxHold time.Duration) maintenance.Lease {
@@ -7,17 +11,34 @@
 //		})
 //	}
 //
-// # Rules
+//	func TestStateStore(t *testing.T) {
+//		maintenancetest.RunStateStore(t, func(t *testing.T) (maintenance.StateStore, maintenance.Lease) {
+//			truncate(t, pool)
+//			return NewStateStore(pool), NewLease(pool, "heavy", time.Hour)
+//		})
+//	}
 //
-// Each rule is one subtest whose failure message cites it. The suites assume nothing
-// beyond the interfaces: every call takes an explicit now (fixed instants, whole
-// microseconds, so a database with microsecond timestamps round-trips them), nothing
-// sleeps or reads the wall clock, and each subtest calls the factory for a fresh,
-// empty implementation, so an adapter backed by a shared server must isolate each call
-// (a fresh lease name, a fresh schema or truncated tables).
+// Each runs one subtest per rule (LeaseRules and StateStoreRules list them); a failure
+// names the rule it breaks. Each subtest calls the factory for a fresh implementation: a
+// lease that was never granted, built with the maxHold the subtest asks for; an empty
+// store together with a never-granted lease whose grants fence it. An adapter backed by a
+// shared server must isolate each call (a fresh lease name, a fresh schema or truncated
+// tables).
 //
-// # Lease factories and MaxHold
+// # What it assumes
 //
-// MaxHold is a property of a lease, so the lease factory receives the maxHold the
-// subtest needs and must build the lease with it.
+// Nothing beyond the interfaces. Every call takes an explicit now — fixed instants in
+// whole microseconds, so a store with microsecond timestamps round-trips them — and
+// nothing sleeps or reads the wall clock. Names are short ASCII unless a rule is about
+// names.
+//
+// # What it checks
+//
+//   - Lease: grants, exclusivity (under concurrency too), growing tokens, expiry, renewal,
+//     MaxHold, stale grants, release, and bad input — empty, overlong or unprintable
+//     holders, ttl ≤ 0, times outside years 1 through 9999 UTC — refused with
+//     maintenance.ErrInvalid, changing nothing.
+//   - StateStore: round trips of every field (at the edges of the time range too),
+//     replacement, order, fencing by saved tokens and by the lease's grants, validity of
+//     states and tokens, duplicate names, ownership of slices, and concurrent saves.
 package maintenancetest

@@ -15,7 +15,9 @@ func TestMemoryLease(t *testing.T) {
 }
 
 func TestMemoryStateStore(t *testing.T) {
-	maintenancetest.RunStateStore(t, func(t *testing.T) maintenance.StateStore {
-		return maintenance.NewMemoryStateStore()
+	maintenancetest.RunStateStore(t, func(t *testing.T) (maintenance.StateStore, maintenance.Lease) {
+		store, lease := maintenance.NewMemoryStateStore(), maintenance.NewMemoryLease(time.Hour)
+		store.FenceWith(lease)
+		return store, lease
 	})
 }

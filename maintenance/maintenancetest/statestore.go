@@ -1,222 +1,242 @@
 package maintenancetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rotaworks/rota/maintenance"
 )
 
-// storeRule is one rule of the StateStore suite; fresh builds a new, empty store.
-type storeRule struct {
-	name  string
-	check func(t tb, fresh func() maintenance.StateStore)
+var storeRules = []rule{
+	{"Empty", "a new store holds no state and its fence is 0", storeEmpty},
+	{"RoundTrip", "Save then Load round-trips every field, at the edges of the time, name and token ranges too", roundTrip},
+	{"Replace", "Save replaces a state by Name", replace},
+	{"Order", "Load returns the states ordered by Name", order},
+	{"StaleToken", "a Save whose token is below the fence is ErrStaleToken and writes nothing", staleToken},
+	{"FenceRises", "a Save with an equal or higher token is accepted and raises the fence to it", fenceRises},
+	{"FenceFollowsLease", "once the lease grants a token, a Save below it is ErrStaleToken and Load reports it as the fence, before any Save carries it", fenceFollowsLease},
+	{"InvalidState", "a Save with a state TaskState.Validate refuses is ErrInvalid and writes none of its states", invalidState},
+	{"TokenRange", "a Save whose token is above math.MaxInt64 is ErrInvalid and writes nothing", tokenRange},
+	{"DuplicateName", "a Save that names one task twice keeps the later state", duplicateName},
+	{"Ownership", "the store keeps neither the slice it was given nor the one it returned", ownership},
+	{"ConcurrentSaves", "concurrent Saves keep the highest token as the fence and exactly the accepted states", concurrentSaves},
 }
 
-// RunStateStore runs the StateStore conformance suite: one subtest per rule of
-// maintenance.StateStore (StateStoreRules lists them). newStore must return a fresh,
-// empty store.
-func RunStateStore(t *testing.T, newStore func(t *testing.T) maintenance.StateStore) {
-	t.Helper()
-	for _, r := range storeRules() {
-		t.Run(r.name, func(t *testing.T) {
-			r.check(t, func() maintenance.StateStore {
-				t.Helper()
-				s := newStore(t)
-				if s == nil {
-					t.Fatalf("the factory returned a nil StateStore")
-				}
-				return s
-			})
-		})
+func (s *suite) load(st maintenance.StateStore) maintenance.Snapshot {
+	s.t.Helper()
+	snap, err := st.Load(bg)
+	if err != nil {
+		s.fatalf("Load: %v", err)
+	}
+	return snap
+}
+
+func (s *suite) save(st maintenance.StateStore, token uint64, states ...maintenance.TaskState) {
+	s.t.Helper()
+	if err := st.Save(bg, token, states...); err != nil {
+		s.fatalf("Save(token %d, %d states): %v", token, len(states), err)
 	}
 }
 
-// StateStoreRules returns the names of the StateStore suite's rules, in the order
-// RunStateStore runs them as subtests.
-func StateStoreRules() []string {
-	var names []string
-	for _, r := range storeRules() {
-		names = append(names, r.name)
+// wantStates fails unless st holds exactly want, and its fence is token.
+func (s *suite) wantStates(st maintenance.StateStore, token uint64, want ...maintenance.TaskState) {
+	s.t.Helper()
+	snap := s.load(st)
+	if diff := cmp.Diff(want, snap.States, cmpopts.EquateEmpty()); diff != "" || snap.Token != token {
+		s.fatalf("Load = fence %d and states (-want +got):\n%s\nwant fence %d", snap.Token, diff, token)
 	}
-	return names
 }
 
-func storeRules() []storeRule {
-	ctx := context.Background()
-	load := func(t tb, s maintenance.StateStore) maintenance.Snapshot {
-		t.Helper()
-		snap, err := s.Load(ctx)
-		if err != nil {
-			t.Fatalf("Load: %v", err)
-		}
-		return snap
+func named(name string) maintenance.TaskState {
+	return maintenance.TaskState{Name: name, LastRunAt: base, LastOutcome: maintenance.OutcomeSucceeded}
+}
+
+func storeEmpty(s *suite) {
+	st, _ := s.freshPair()
+	s.wantStates(st, 0)
+}
+
+func roundTrip(s *suite) {
+	st, _ := s.freshPair()
+	full := maintenance.TaskState{
+		Name: "rollup", Class: maintenance.OffLease, Rank: maintenance.RankDataSafety,
+		LastRunAt: base.Add(-time.Hour + 123456*time.Microsecond), LastOutcome: maintenance.OutcomeFailed,
+		LastError: "boom: \"quoted\" ünïcode\nsecond line\ttab",
+		Running:   true, RunningSince: base.Add(-time.Minute), RunningBy: "daemon-a", RunningToken: 1 << 40,
+		DeferredSince: base.Add(-2 * time.Hour), DeferredAt: base.Add(-time.Second), Deferrals: 17,
+		DeferReason: maintenance.ReasonGate, DeferBlocker: "compact",
 	}
-	save := func(t tb, s maintenance.StateStore, token uint64, states ...maintenance.TaskState) {
-		t.Helper()
-		if err := s.Save(ctx, token, states...); err != nil {
-			t.Fatalf("Save(token %d, %d states): %v", token, len(states), err)
+	edges := maintenance.TaskState{
+		Name: strings.Repeat("é", maintenance.MaxNameLength/2), Class: maintenance.Heavy, Rank: maintenance.RankBootstrap,
+		LastRunAt: lastMicro, LastOutcome: maintenance.OutcomeCancelled, Running: true, RunningSince: firstMicro,
+		RunningBy: strings.Repeat("h", maintenance.MaxNameLength), RunningToken: math.MaxInt64,
+		DeferredSince: firstMicro, DeferredAt: lastMicro, Deferrals: math.MaxInt32,
+	}
+	s.save(st, 7, full, edges)
+	s.wantStates(st, 7, full, edges)
+}
+
+func replace(s *suite) {
+	st, _ := s.freshPair()
+	s.save(st, 1, named("a"))
+	b := named("a")
+	b.LastOutcome, b.Deferrals = maintenance.OutcomeCancelled, 3
+	s.save(st, 1, b)
+	s.wantStates(st, 1, b)
+}
+
+func order(s *suite) {
+	st, _ := s.freshPair()
+	s.save(st, 1, named("m"), named("b"), named("B"))
+	s.save(st, 1, named("z"), named("a"))
+	s.wantStates(st, 1, named("B"), named("a"), named("b"), named("m"), named("z"))
+}
+
+func staleToken(s *suite) {
+	st, _ := s.freshPair()
+	s.save(st, 5, named("a"))
+	stale := named("a")
+	stale.LastError = "from a replaced holder"
+	if err := st.Save(bg, 4, stale, named("b")); !errors.Is(err, maintenance.ErrStaleToken) {
+		s.fatalf("Save with token 4 after token 5 = %v, want ErrStaleToken", err)
+	}
+	s.wantStates(st, 5, named("a"))
+}
+
+func fenceRises(s *suite) {
+	st, _ := s.freshPair()
+	s.save(st, 0, named("zero"))
+	s.save(st, 3, named("a"))
+	s.save(st, 3, named("b"))
+	s.save(st, 9, named("c"))
+	s.wantStates(st, 9, named("a"), named("b"), named("c"), named("zero"))
+	if err := st.Save(bg, 8, named("d")); !errors.Is(err, maintenance.ErrStaleToken) {
+		s.fatalf("the fence rose to 9, so token 8 is ErrStaleToken: got %v", err)
+	}
+}
+
+func fenceFollowsLease(s *suite) {
+	st, l := s.freshPair()
+	s.save(st, 0, named("a"))
+	g, err := l.Acquire(bg, "b", leaseTTL, base)
+	if err != nil {
+		s.fatalf("Acquire: %v", err)
+	}
+	stale := named("a")
+	stale.LastError = "written after a newer grant"
+	if err := st.Save(bg, g.Token-1, stale); !errors.Is(err, maintenance.ErrStaleToken) {
+		s.fatalf("Save with token %d once the lease granted %d = %v, want ErrStaleToken", g.Token-1, g.Token, err)
+	}
+	s.wantStates(st, g.Token, named("a"))
+	if err := l.Release(bg, g); err != nil {
+		s.fatalf("Release: %v", err)
+	}
+	if err := st.Save(bg, g.Token-1, stale); !errors.Is(err, maintenance.ErrStaleToken) {
+		s.fatalf("a released grant's token still fences: Save with token %d = %v, want ErrStaleToken", g.Token-1, err)
+	}
+	s.save(st, g.Token, stale)
+	s.wantStates(st, g.Token, stale)
+}
+
+// invalidStates are states every store refuses, each beside a valid one in its Save.
+func invalidStates() map[string]maintenance.TaskState {
+	with := func(f func(*maintenance.TaskState)) maintenance.TaskState {
+		st := named("bad")
+		f(&st)
+		return st
+	}
+	out := map[string]maintenance.TaskState{
+		"no name":                            with(func(st *maintenance.TaskState) { st.Name = "" }),
+		"Class 1<<40":                        with(func(st *maintenance.TaskState) { st.Class = 1 << 40 }),
+		"Class 2":                            with(func(st *maintenance.TaskState) { st.Class = 2 }),
+		"Rank 3":                             with(func(st *maintenance.TaskState) { st.Rank = 3 }),
+		"an unknown outcome":                 with(func(st *maintenance.TaskState) { st.LastOutcome = "exploded" }),
+		"negative Deferrals":                 with(func(st *maintenance.TaskState) { st.Deferrals = -1 }),
+		"RunningToken above int64":           with(func(st *maintenance.TaskState) { st.RunningToken = math.MaxInt64 + 1 }),
+		"NUL in LastError":                   with(func(st *maintenance.TaskState) { st.LastError = "a\x00b" }),
+		"invalid UTF-8 LastError":            with(func(st *maintenance.TaskState) { st.LastError = "a\xffb" }),
+		"a control character in DeferReason": with(func(st *maintenance.TaskState) { st.DeferReason = "gate\n" }),
+		"a RunningBy name with NUL":          with(func(st *maintenance.TaskState) { st.RunningBy = "d\x00" }),
+		"an overlong DeferBlocker":           with(func(st *maintenance.TaskState) { st.DeferBlocker = strings.Repeat("b", maintenance.MaxNameLength+1) }),
+	}
+	for what, name := range badNames {
+		out["a name "+what] = with(func(st *maintenance.TaskState) { st.Name = name })
+	}
+	for what, at := range badTimes {
+		out["LastRunAt "+what] = with(func(st *maintenance.TaskState) { st.LastRunAt = at })
+		out["DeferredAt "+what] = with(func(st *maintenance.TaskState) { st.DeferredAt = at })
+	}
+	out["RunningSince past 9999"] = with(func(st *maintenance.TaskState) { st.RunningSince = lastMicro.Add(time.Microsecond) })
+	out["DeferredSince in year 0"] = with(func(st *maintenance.TaskState) { st.DeferredSince = firstMicro.Add(-time.Hour) })
+	return out
+}
+
+func invalidState(s *suite) {
+	st, _ := s.freshPair()
+	for what, bad := range invalidStates() {
+		if err := st.Save(bg, 1, named("ok"), bad); !errors.Is(err, maintenance.ErrInvalid) {
+			s.errorf("Save of a state with %s = %v, want ErrInvalid", what, err)
 		}
 	}
-	var rules []storeRule
-	named := func(name string) maintenance.TaskState {
-		return maintenance.TaskState{Name: name, LastRunAt: base, LastOutcome: maintenance.OutcomeSucceeded}
+	s.wantStates(st, 0)
+}
+
+func tokenRange(s *suite) {
+	st, _ := s.freshPair()
+	for _, tok := range []uint64{math.MaxInt64 + 1, math.MaxUint64} {
+		if err := st.Save(bg, tok, named("a")); !errors.Is(err, maintenance.ErrInvalid) {
+			s.errorf("Save with token %d = %v, want ErrInvalid", tok, err)
+		}
 	}
+	s.wantStates(st, 0)
+	s.save(st, math.MaxInt64, named("a"))
+	s.wantStates(st, math.MaxInt64, named("a"))
+}
 
-	rules = append(rules, storeRule{"a new store is empty with token 0", func(t tb, fresh func() maintenance.StateStore) {
-		snap := load(t, fresh())
-		if snap.Token != 0 || len(snap.States) != 0 {
-			t.Fatalf("rule: a fresh store holds nothing: got token %d and %d states", snap.Token, len(snap.States))
-		}
-	}})
+func duplicateName(s *suite) {
+	st, _ := s.freshPair()
+	later := named("a")
+	later.Deferrals = 2
+	s.save(st, 1, named("a"), later)
+	s.wantStates(st, 1, later)
+}
 
-	rules = append(rules, storeRule{"save then load round-trips every field", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		full := maintenance.TaskState{
-			Name: "summary", Class: maintenance.OffLease, Rank: maintenance.RankDataSafety,
-			LastRunAt: base.Add(-time.Hour + 123456*time.Microsecond), LastOutcome: maintenance.OutcomeFailed,
-			LastError: "boom: \"quoted\" ünïcode",
-			Running:   true, RunningSince: base.Add(-time.Minute), RunningBy: "daemon-a", RunningToken: 1 << 40,
-			DeferredSince: base.Add(-2 * time.Hour), DeferredAt: base.Add(-time.Second), Deferrals: 17,
-			DeferReason: maintenance.ReasonGate, DeferBlocker: "memory-summary-backfill",
-		}
-		save(t, s, 7, full)
-		snap := load(t, s)
-		if snap.Token != 7 {
-			t.Errorf("rule: Load reports the highest token saved: got %d, want 7", snap.Token)
-		}
-		if diff := cmp.Diff([]maintenance.TaskState{full}, snap.States); diff != "" {
-			t.Fatalf("rule: every field round-trips (times compare with Equal) (-saved +loaded):\n%s", diff)
-		}
-	}})
+func ownership(s *suite) {
+	st, _ := s.freshPair()
+	in := []maintenance.TaskState{named("a"), named("b")}
+	s.save(st, 1, in...)
+	in[0].LastError = "changed after Save"
+	out := s.load(st).States
+	out[1].LastError = "changed after Load"
+	s.wantStates(st, 1, named("a"), named("b"))
+}
 
-	rules = append(rules, storeRule{"save replaces a state by name", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		save(t, s, 1, named("a"))
-		b := named("a")
-		b.LastOutcome, b.Deferrals = maintenance.OutcomeCancelled, 3
-		save(t, s, 1, b)
-		if diff := cmp.Diff([]maintenance.TaskState{b}, load(t, s).States); diff != "" {
-			t.Fatalf("rule: Save replaces by Name (-want +got):\n%s", diff)
+func concurrentSaves(s *suite) {
+	st, _ := s.freshPair()
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n+1)
+	for tok := 1; tok <= n; tok++ {
+		wg.Go(func() { errs[tok] = st.Save(bg, uint64(tok), named(fmt.Sprintf("t%d", tok))) })
+	}
+	wg.Wait()
+	var want []maintenance.TaskState
+	for tok := 1; tok <= n; tok++ {
+		switch err := errs[tok]; {
+		case err == nil:
+			want = append(want, named(fmt.Sprintf("t%d", tok)))
+		case !errors.Is(err, maintenance.ErrStaleToken):
+			s.fatalf("a concurrent Save with token %d = %v, want nil or ErrStaleToken", tok, err)
 		}
-	}})
-
-	rules = append(rules, storeRule{"load orders states by name", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		save(t, s, 1, named("m"), named("b"))
-		save(t, s, 1, named("z"), named("a"))
-		var got []string
-		for _, st := range load(t, s).States {
-			got = append(got, st.Name)
-		}
-		if diff := cmp.Diff([]string{"a", "b", "m", "z"}, got); diff != "" {
-			t.Fatalf("rule: Load returns states ordered by Name (-want +got):\n%s", diff)
-		}
-	}})
-
-	rules = append(rules, storeRule{"a token older than the highest seen is refused with ErrStaleToken and writes nothing", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		save(t, s, 5, named("a"))
-		stale := named("a")
-		stale.LastError = "from a superseded holder"
-		err := s.Save(ctx, 4, stale, named("b"))
-		if !errors.Is(err, maintenance.ErrStaleToken) {
-			t.Fatalf("rule: Save with token 4 after token 5 is ErrStaleToken: got %v", err)
-		}
-		snap := load(t, s)
-		if diff := cmp.Diff([]maintenance.TaskState{named("a")}, snap.States); diff != "" || snap.Token != 5 {
-			t.Fatalf("rule: a refused Save writes none of its states and keeps the fence (token %d, want 5) (-want +got):\n%s", snap.Token, diff)
-		}
-	}})
-
-	rules = append(rules, storeRule{"an equal or higher token is accepted and raises the fence", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		save(t, s, 0, named("zero"))
-		save(t, s, 3, named("a"))
-		save(t, s, 3, named("b"))
-		save(t, s, 9, named("c"))
-		snap := load(t, s)
-		if snap.Token != 9 || len(snap.States) != 4 {
-			t.Fatalf("rule: equal and higher tokens are accepted and the fence is the highest: got token %d, %d states", snap.Token, len(snap.States))
-		}
-		if err := s.Save(ctx, 8, named("d")); !errors.Is(err, maintenance.ErrStaleToken) {
-			t.Fatalf("rule: the fence rose to 9, so token 8 is ErrStaleToken: got %v", err)
-		}
-	}})
-
-	rules = append(rules, storeRule{"a state without a name is ErrInvalid and the batch writes nothing", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		err := s.Save(ctx, 1, named("ok"), maintenance.TaskState{})
-		if !errors.Is(err, maintenance.ErrInvalid) {
-			t.Fatalf("rule: a state with an empty Name is ErrInvalid: got %v", err)
-		}
-		if snap := load(t, s); len(snap.States) != 0 {
-			t.Fatalf("rule: a refused batch writes none of its states: got %+v", snap.States)
-		}
-	}})
-
-	rules = append(rules, storeRule{"a name given twice in one save keeps the later state", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		later := named("a")
-		later.Deferrals = 2
-		save(t, s, 1, named("a"), later)
-		if diff := cmp.Diff([]maintenance.TaskState{later}, load(t, s).States); diff != "" {
-			t.Fatalf("rule: the later state wins (-want +got):\n%s", diff)
-		}
-	}})
-
-	rules = append(rules, storeRule{"returned slices belong to the caller and saved ones are not kept", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		in := []maintenance.TaskState{named("a"), named("b")}
-		save(t, s, 1, in...)
-		in[0].LastError = "mutated after Save"
-		out := load(t, s).States
-		out[1].LastError = "mutated after Load"
-		out = append(out[:0], named("x"))
-		_ = out
-		if diff := cmp.Diff([]maintenance.TaskState{named("a"), named("b")}, load(t, s).States); diff != "" {
-			t.Fatalf("rule: the store keeps neither the caller's slice nor the one it returned (-want +got):\n%s", diff)
-		}
-	}})
-
-	rules = append(rules, storeRule{"concurrent saves keep the highest token and its write", func(t tb, fresh func() maintenance.StateStore) {
-		s := fresh()
-		const n = 8
-		var wg sync.WaitGroup
-		errs := make([]error, n+1)
-		for tok := 1; tok <= n; tok++ {
-			wg.Go(func() {
-				st := named(fmt.Sprintf("t%d", tok))
-				errs[tok] = s.Save(ctx, uint64(tok), st)
-			})
-		}
-		wg.Wait()
-		for tok, err := range errs[1:] {
-			if err != nil && !errors.Is(err, maintenance.ErrStaleToken) {
-				t.Fatalf("rule: a concurrent Save succeeds or is ErrStaleToken: token %d: %v", tok+1, err)
-			}
-		}
-		if errs[n] != nil {
-			t.Fatalf("rule: the highest token is never stale: %v", errs[n])
-		}
-		snap := load(t, s)
-		if snap.Token != n {
-			t.Fatalf("rule: the fence is the highest token saved: got %d, want %d", snap.Token, n)
-		}
-		saved := 0
-		for tok := 1; tok <= n; tok++ {
-			if errs[tok] == nil {
-				saved++
-			}
-		}
-		if len(snap.States) != saved {
-			t.Fatalf("rule: exactly the accepted saves are stored: %d states, %d accepted", len(snap.States), saved)
-		}
-	}})
-	return rules
+	}
+	if errs[n] != nil {
+		s.fatalf("the highest token is never stale: %v", errs[n])
+	}
+	s.wantStates(st, n, want...)
 }
