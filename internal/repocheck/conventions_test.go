@@ -30,11 +30,6 @@ var known = []string{
 	"reference dispatch/select.go:Select",                       // its doc cites rules 1–4 and 8: being rewritten
 	"long duework/indextest/bad.go:badInput",                    // 103 lines: becoming a table of named checks
 	"long duework/indextest/model.go:runSequence",               // 125 lines: the model's runner is being split
-	"long maintenance/scheduler.go:Scheduler.poll",              // 239 lines: becoming a pure plan and a thin I/O shell
-	"long maintenance/pick.go:pick",                             // 102 lines: sharing one first-eligible loop
-	"reference maintenance/doc.go:package",                      // the package guide cites an ADR and DESIGN.md: being rewritten
-	"long maintenance/maintenancetest/lease.go:leaseRules",      // 226 lines: becoming a table of named checks
-	"long maintenance/maintenancetest/statestore.go:storeRules", // 173 lines: becoming a table of named checks
 }
 
 // A violation is one place that breaks a convention.
