@@ -63,12 +63,12 @@ func badInput(s *suite) {
 			_, err := s.x.DueBefore(bg, at(100), -1)
 			return err
 		}},
-		{"DueHeads with perUser 0", duework.ErrInvalid, "perUser", func() error {
-			_, err := s.x.DueHeads(bg, at(100), 0)
+		{"Ready with PerUser 0", duework.ErrInvalid, "PerUser", func() error {
+			_, err := s.x.Ready(bg, duework.ReadyQuery{Now: at(100), Users: 1, PerUser: 0})
 			return err
 		}},
-		{"DueHeads with perUser -3", duework.ErrInvalid, "perUser", func() error {
-			_, err := s.x.DueHeads(bg, at(100), -3)
+		{"Ready with PerUser -3", duework.ErrInvalid, "PerUser", func() error {
+			_, err := s.x.Ready(bg, duework.ReadyQuery{Now: at(100), Users: 1, PerUser: -3})
 			return err
 		}},
 		{"Claim with until equal to now", duework.ErrInvalid, "until", func() error {

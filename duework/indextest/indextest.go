@@ -121,12 +121,16 @@ func (s *suite) dueBefore(now time.Time, limit int) []duework.Entry {
 	return es
 }
 
+// dueHeads reads every ready user of the unrouted group, ordered by UserID.
+// TODO(v2): the rules that use it move to Ready's own order.
 func (s *suite) dueHeads(now time.Time, perUser int) []duework.Head {
 	s.t.Helper()
-	hs, err := s.x.DueHeads(bg, now, perUser)
+	p, err := s.x.Ready(bg, duework.ReadyQuery{Now: now, Users: duework.MaxLimit, PerUser: perUser})
 	if err != nil {
-		s.fatalf("DueHeads(%v, %d): %v", now, perUser, err)
+		s.fatalf("Ready(%v, %d): %v", now, perUser, err)
 	}
+	hs := p.Heads
+	slices.SortFunc(hs, func(a, b duework.Head) int { return strings.Compare(a.UserID, b.UserID) })
 	return hs
 }
 
@@ -203,7 +207,7 @@ func sameEntries(a, b []duework.Entry) bool { return slices.EqualFunc(a, b, same
 
 func sameHeads(a, b []duework.Head) bool {
 	return slices.EqualFunc(a, b, func(x, y duework.Head) bool {
-		return x.UserID == y.UserID && x.LastServed.Equal(y.LastServed) && x.More == y.More && sameEntries(x.Due, y.Due)
+		return x.UserID == y.UserID && x.LastServed.Equal(y.LastServed) && x.Turn.Equal(y.Turn) && x.More == y.More && sameEntries(x.Due, y.Due)
 	})
 }
 
@@ -235,7 +239,7 @@ func showHeads(hs []duework.Head) string {
 		if !h.LastServed.IsZero() {
 			served = fmt.Sprintf("t0%+v", h.LastServed.Sub(t0))
 		}
-		fmt.Fprintf(&b, "%s(served %s more %v %s)", h.UserID, served, h.More, showAll(h.Due))
+		fmt.Fprintf(&b, "%s(served %s turn t0%+v more %v %s)", h.UserID, served, h.Turn.Sub(t0), h.More, showAll(h.Due))
 	}
 	b.WriteString("]")
 	return b.String()
@@ -254,4 +258,20 @@ func sortDue(es []duework.Entry) {
 	slices.SortFunc(es, func(a, b duework.Entry) int {
 		return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.UserID, b.UserID), strings.Compare(a.WorkKey, b.WorkKey))
 	})
+}
+
+func samePage(a, b duework.ReadyPage) bool {
+	return a.Next.Equal(b.Next) && sameHeads(a.Heads, b.Heads)
+}
+
+func showPage(p duework.ReadyPage) string {
+	next := "none"
+	if !p.Next.IsZero() {
+		next = fmt.Sprintf("t0%+v", p.Next.Sub(t0))
+	}
+	return fmt.Sprintf("%s next %s", showHeads(p.Heads), next)
+}
+
+func showQuery(q duework.ReadyQuery) string {
+	return fmt.Sprintf("{group %q now t0%+v users %d perUser %d hold %v}", q.Group, q.Now.Sub(t0), q.Users, q.PerUser, q.Hold)
 }
