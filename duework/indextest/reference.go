@@ -72,20 +72,26 @@ func (r *modelRow) visibleAt() time.Time {
 	return r.e.DueAt
 }
 
-// turn returns the user's Turn, and false when the user has no entries.
-func (m *Model) turn(id string) (time.Time, bool) {
-	var readyAt time.Time
-	found := false
+// byUser groups the rows by user, for reads that look at every user: one pass over the rows
+// instead of one per user.
+func (m *Model) byUser() map[string][]*modelRow {
+	out := map[string][]*modelRow{}
 	for k, r := range m.rows {
-		if k.UserID != id {
-			continue
-		}
-		if v := r.visibleAt(); !found || v.Before(readyAt) {
-			readyAt, found = v, true
-		}
+		out[k.UserID] = append(out[k.UserID], r)
 	}
-	if !found {
+	return out
+}
+
+// turn returns the Turn of a user whose rows are rows, and false when it has none.
+func (m *Model) turn(id string, rows []*modelRow) (time.Time, bool) {
+	if len(rows) == 0 {
 		return time.Time{}, false
+	}
+	readyAt := rows[0].visibleAt()
+	for _, r := range rows[1:] {
+		if v := r.visibleAt(); v.Before(readyAt) {
+			readyAt = v
+		}
 	}
 	if u := m.users[id]; u != nil && u.lastServed.After(readyAt) {
 		return u.lastServed, true
@@ -93,11 +99,11 @@ func (m *Model) turn(id string) (time.Time, bool) {
 	return readyAt, true
 }
 
-// visibleOf returns the user's entries visible at now in (DueAt, WorkKey) order.
-func (m *Model) visibleOf(id string, now time.Time) []duework.Entry {
+// visibleOf returns those of rows that are visible at now, in (DueAt, WorkKey) order.
+func visibleOf(rows []*modelRow, now time.Time) []duework.Entry {
 	var out []duework.Entry
-	for k, r := range m.rows {
-		if k.UserID == id && r.visible(now) {
+	for _, r := range rows {
+		if r.visible(now) {
 			out = append(out, normEntry(r.e))
 		}
 	}
@@ -320,11 +326,12 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		turn time.Time
 	}
 	var cands []cand
+	rows := m.byUser()
 	for id, u := range m.users {
 		if u.group != q.Group || u.heldUntil.After(q.Now) {
 			continue
 		}
-		if turn, ok := m.turn(id); ok && !turn.After(q.Now) {
+		if turn, ok := m.turn(id, rows[id]); ok && !turn.After(q.Now) {
 			cands = append(cands, cand{id, turn})
 		}
 	}
@@ -336,7 +343,7 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	}
 	for _, c := range cands {
 		u := m.users[c.id]
-		due := m.visibleOf(c.id, q.Now)
+		due := visibleOf(rows[c.id], q.Now)
 		h := duework.Head{UserID: c.id, LastServed: norm(u.lastServed), Turn: norm(c.turn), Due: due, More: len(due) > q.PerUser}
 		if h.More {
 			h.Due = due[:q.PerUser:q.PerUser]
@@ -380,8 +387,9 @@ func (m *Model) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
+	rows := m.byUser()
 	for id, u := range m.users {
-		if turn, ok := m.turn(id); ok && !turn.After(now) && !slices.Contains(out, u.group) {
+		if turn, ok := m.turn(id, rows[id]); ok && !turn.After(now) && !slices.Contains(out, u.group) {
 			out = append(out, u.group)
 		}
 	}
