@@ -362,9 +362,9 @@ var (
 )
 
 // `PlanLanes`: the wiring from `tenancy.Entitlements` to a `dispatch.LaneFor`. DESIGN.md
-// leaves its shape open; code's choice: a table from plan to lane, validated once, so the
-// result and a constructor error.
-var _ func(tenancy.Entitlements, map[tenancy.PlanID]dispatch.Lane) (dispatch.LaneFor, error) = bridge.PlanLanes
+// leaves its shape open; code's choice: a table from plan to lane, validated once against
+// the lanes of the dispatch.Config it is for, so the result and a constructor error.
+var _ func(tenancy.Entitlements, map[tenancy.PlanID]dispatch.Lane, []dispatch.LaneCapacity) (dispatch.LaneFor, error) = bridge.PlanLanes
 
 // `NewRunner(b *Bridge, d *dispatch.Dispatcher, cfg RunnerConfig) (*Runner, error)` with
 // `RunnerConfig{Interval time.Duration; Workers int; Clock Clock; Logger *slog.Logger}`.
@@ -376,15 +376,17 @@ var (
 	}
 )
 
-// Code's choice: the Clock a test passes in is the narrowest a loop needs.
+// Code's choice: the Clock a test passes in is the narrowest a loop needs, the method set
+// of maintenance.Clock.
 var _ bridge.Clock = (interface {
 	Now() time.Time
 	NewTicker(d time.Duration) (<-chan time.Time, func())
+	AfterFunc(d time.Duration, f func()) func() bool
 })(nil)
 
 // `Runner`: `Cycle(ctx, now)` runs exactly one cycle and returns its report; `Run(ctx)`
 // loops until ctx ends. Code's choice: Cycle also returns the report's failures joined as
-// an error, and Run returns ctx's error.
+// an error, and Run returns nil after a clean stop.
 var (
 	_ func(*bridge.Runner, context.Context, time.Time) (bridge.CycleReport, error) = (*bridge.Runner).Cycle
 	_ func(*bridge.Runner, context.Context) error                                  = (*bridge.Runner).Run
