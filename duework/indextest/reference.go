@@ -93,6 +93,17 @@ func (m *Model) turn(id string) (time.Time, bool) {
 	return readyAt, true
 }
 
+// heldIn counts the users of group that are ready and held at now.
+func (m *Model) heldIn(group string, now time.Time) int {
+	n := 0
+	for id, u := range m.users {
+		if turn, ok := m.turn(id); ok && u.group == group && !turn.After(now) && u.heldUntil.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // visibleOf returns the user's entries visible at now in (DueAt, WorkKey) order.
 func (m *Model) visibleOf(id string, now time.Time) []duework.Entry {
 	var out []duework.Entry
