@@ -57,8 +57,9 @@ type Config struct {
 	// RetryAfter is how long a user whose lane could not be resolved waits before it is
 	// tried again; it must be longer than HoldFor. Zero means DefaultRetryAfter.
 	RetryAfter time.Duration
-	// RouteLimit is the most users one cycle routes (resolves the lane of new users and of
-	// users in a lane Lanes no longer names). Zero means GlobalBatchLimit.
+	// RouteLimit is the most users one cycle routes: new users, and users of lanes that
+	// Lanes no longer names. When both kinds wait, new users get at most half, rounded up,
+	// and the others the rest. Zero means GlobalBatchLimit.
 	RouteLimit int
 	// Observer, when not nil, is told about every cycle (see Observer). Nil reports
 	// nothing and costs nothing.

@@ -3,8 +3,8 @@
 //
 // A [Dispatcher] is built once with [New] over a [duework.Index] and a [Config]; each call
 // to [Dispatcher.Dispatch] is one cycle at a given now and returns a [Batch]: the claimed
-// [Item]s (run each, then complete its claim), the users left waiting, the users whose
-// lane could not be resolved, and a [LaneReport] per lane. [Select] is the cycle's fairness,
+// items (run each, then complete its claim), the users left waiting, the users whose lane
+// could not be resolved, and a [LaneReport] per lane. [Select] is the cycle's fairness,
 // pure and exported, so it can be checked without an index. A [Config.Observer] hears about
 // every cycle. Nothing here reads a clock.
 //
@@ -57,9 +57,13 @@
 // HoldFor, so Dispatchers sharing one index — in one process or on several machines — read
 // disjoint users and rarely claim the same entry; an entry another dispatcher claimed first
 // counts in [LaneReport.LostClaims], is not refilled and does not shed its user. A claim
-// lasts ClaimFor: no entry is handed out twice while it lasts. A cycle that fails hands
-// back what it read at once, even when ctx has ended; a dispatcher that dies mid-cycle
-// hides its users for HoldFor at most.
+// lasts ClaimFor: no entry is handed out twice while it lasts.
+//
+// A cycle that fails before its claim hands back what it read at once, even when ctx has
+// ended, and returns the error. Once the claim succeeds it returns its Batch: a failure
+// to hand users back then only lets their holds lapse, and a failure to move a served user
+// leaves it in its lane, listed in Unrouted. A dispatcher that dies mid-cycle hides its
+// users for HoldFor at most.
 //
 // # Cost
 //

@@ -135,6 +135,7 @@ type naiveBatch struct {
 	lanes    []LaneReport
 	calls    []string // LaneFor's calls, sorted
 	claims   map[duework.Key]int
+	read     SelectInput // what the lanes read, for the rules stated directly
 }
 
 // dispatch is one cycle at now under cfg (with its defaults), plans answering LaneFor.
@@ -175,6 +176,7 @@ func (m *naive) dispatch(cfg Config, plans map[string]plan, now time.Time) naive
 	}
 
 	sel := modelSelect(in)
+	out.read = in
 	out.shed = sel.ShedUserIDs
 	got := map[string]int{}
 	out.claims = map[duework.Key]int{}
@@ -377,10 +379,17 @@ func (w *modelWorld) dispatch() {
 	want := w.m.dispatch(w.cfgs[d], w.plans, w.now)
 
 	calls := slices.Sorted(slices.Values(w.calls))
-	got := naiveBatch{items: itemPicks(b), shed: b.ShedUserIDs, unrouted: unroutedIDs(b), lanes: b.Lanes, calls: calls, claims: want.claims}
+	got := naiveBatch{items: itemPicks(b), shed: b.ShedUserIDs, unrouted: unroutedIDs(b), lanes: b.Lanes, calls: calls, claims: want.claims, read: want.read}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(naiveBatch{}), cmpopts.EquateEmpty()); diff != "" {
 		w.t.Fatalf("cycle at %v with Config %d differs from the model (-model +Dispatch):\n%s", w.now.Sub(t0), d, diff)
 	}
+	// The fairness rules, stated directly over what the lanes read: round robin in turn
+	// order, caps, priority, MinShare, shedding.
+	sel := Selection{ShedUserIDs: b.ShedUserIDs}
+	for _, it := range b.Items {
+		sel.Items = append(sel.Items, Selected{Entry: it.Claim.Entry, Lane: it.Lane})
+	}
+	checkSelection(w.t, want.read, sel)
 	for _, it := range b.Items {
 		if !it.Claim.Until.Equal(w.now.Add(w.cfgs[d].ClaimFor)) {
 			w.t.Fatalf("%v claimed until %v, want now + ClaimFor", it.Claim.Entry.Key(), it.Claim.Until)
