@@ -99,6 +99,18 @@ func (m *Model) turn(id string, rows []*modelRow) (time.Time, bool) {
 	return readyAt, true
 }
 
+// heldIn counts the users of group that are ready and held at now.
+func (m *Model) heldIn(group string, now time.Time) int {
+	n := 0
+	rows := m.byUser()
+	for id, u := range m.users {
+		if turn, ok := m.turn(id, rows[id]); ok && u.group == group && !turn.After(now) && u.heldUntil.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // visibleOf returns those of rows that are visible at now, in (DueAt, WorkKey) order.
 func visibleOf(rows []*modelRow, now time.Time) []duework.Entry {
 	var out []duework.Entry
@@ -247,7 +259,7 @@ func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 
 // CheckClaim returns nil while c is the current claim of tc's entry, else ErrClaimLost.
 func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := checkClaimArgs(tc, c); err != nil {
+	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -263,7 +275,7 @@ func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Cl
 
 // UnscheduleClaimed removes tc's entry while c is its current claim, else ErrClaimLost.
 func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := checkClaimArgs(tc, c); err != nil {
+	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -276,16 +288,6 @@ func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	}
 	delete(m.rows, c.Entry.Key())
 	return nil
-}
-
-func checkClaimArgs(tc tenancy.Context, c duework.Claim) error {
-	if err := tc.Check(); err != nil {
-		return err
-	}
-	if c.Entry.UserID != tc.UserID() {
-		return fmt.Errorf("%w: claim's UserID %q is not the context's user %q", duework.ErrInvalid, c.Entry.UserID, tc.UserID())
-	}
-	return duework.ValidateWorkKey(c.Entry.WorkKey)
 }
 
 // DueBefore returns at most limit entries visible at now in (DueAt, UserID, WorkKey) order.
