@@ -68,6 +68,13 @@ func crowd(t *testing.T, users, backlog int, claimed bool) *Memory {
 	return m
 }
 
+// crowdCase is one shape of crowd.
+type crowdCase struct {
+	name           string
+	users, backlog int
+	claimed        bool
+}
+
 // TestReadyCostsWhatItReturns pins Ready's cost without timing anything: reading k users
 // visits O(k) users of the group and O(PerUser) entries per user, plus the trees' depth,
 // however many users are ready and however deep, or claimed, one user's backlog is; a
@@ -77,11 +84,7 @@ func crowd(t *testing.T, users, backlog int, claimed bool) *Memory {
 func TestReadyCostsWhatItReturns(t *testing.T) {
 	const perUser = 3
 	ctx := context.Background()
-	for _, c := range []struct {
-		name           string
-		users, backlog int
-		claimed        bool
-	}{
+	for _, c := range []crowdCase{
 		{"small", 500, 10, false},
 		{"many users", 20_000, 10, false},
 		{"deep backlog", 500, 50_000, false},
@@ -112,14 +115,7 @@ func TestReadyCostsWhatItReturns(t *testing.T) {
 // entry returned, where about a third of that is typical.
 func TestDueBeforeCostsWhatItReturns(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		name           string
-		users, backlog int
-		claimed        bool
-	}{
-		{"small", 20, 10, false},
-		{"deep backlog", 20, 50_000, false},
-	} {
+	for _, c := range []crowdCase{{"small", 20, 10, false}, {"deep backlog", 20, 50_000, false}} {
 		m := crowd(t, c.users, c.backlog, c.claimed)
 		v := countVisits(t, func() {
 			if es, err := m.DueBefore(ctx, costT0, 30); err != nil || len(es) != 30 {

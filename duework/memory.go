@@ -308,13 +308,8 @@ func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) erro
 // ScheduleMissing inserts those of entries whose WorkKey tc does not have yet, all under
 // one lock, and returns how many. O(len(entries) · log n).
 func (m *Memory) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []Entry) (int, error) {
-	if err := tc.Check(); err != nil {
+	if err := ValidateEntries(tc, entries); err != nil {
 		return 0, err
-	}
-	for i, e := range entries {
-		if err := e.Validate(tc); err != nil {
-			return 0, fmt.Errorf("entries[%d]: %w", i, err)
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

@@ -116,14 +116,17 @@ func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, li
 
 // Route moves each named user to its group. O(log n) per user moved.
 func (m *Memory) Route(ctx context.Context, routes []Route) error {
-	for i, r := range routes {
-		if err := ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
+	if err := ValidateRoutes(routes); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	m.route(routes)
+	return nil
+}
+
+func (m *Memory) route(routes []Route) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range routes {
@@ -135,20 +138,15 @@ func (m *Memory) Route(ctx context.Context, routes []Route) error {
 		u.group = r.Group
 		m.link(u, false)
 	}
-	return nil
 }
 
 // Groups returns the groups that hold a user ready at now. It looks at the front of each
 // group's queue: O(log n) per group.
 func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
-	if err := ValidateTime("now", now); err != nil {
+	sec, nsec, err := m.lockAt(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	sec, nsec := splitTime(now)
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
 	for name, root := range m.groups {
@@ -234,17 +232,13 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 // the order of their earliest DueAt: O(log n) per entry returned, plus O(log n) for each
 // user it passes over because the entries it has due are all claimed.
 func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Entry, error) {
-	if err := ValidateTime("now", now); err != nil {
-		return nil, err
-	}
 	if err := ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	sec, nsec, err := m.lockAt(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	sec, nsec := splitTime(now)
-	m.mu.Lock()
 	defer m.mu.Unlock()
 
 	var out []Entry
@@ -271,6 +265,20 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 		}
 	}
 	return out, nil
+}
+
+// lockAt checks a read's now, then ctx, and takes the lock; the caller unlocks. It
+// returns now as Memory stores it.
+func (m *Memory) lockAt(ctx context.Context, now time.Time) (int64, int32, error) {
+	if err := ValidateTime("now", now); err != nil {
+		return 0, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	sec, nsec := splitTime(now)
+	m.mu.Lock()
+	return sec, nsec, nil
 }
 
 // visibleAfter returns the first node of the entries tree at root that is ordered after
