@@ -16,19 +16,20 @@ import (
 // machine. Make one with NewMemory. It is safe for concurrent use: every call takes one
 // mutex.
 //
-// Schedule, Unschedule, Get, Complete and each item of CompleteMany, ScheduleMissing and
-// Claim cost O(log n); Route and Release O(1) per user plus O(log n) per user moved.
-// Ready costs O(log n) to start and then what it returns: each user read, each held user
-// it passes over, and O(PerUser · log n) per user for its entries, however many users are
-// ready and however deep anyone's backlog is. Groups costs O(log n) per group that has
-// users with entries. DueBefore costs O(log n) per entry it returns, plus O(log n) for each
-// user it passes over whose due entries are all claimed.
+// With n entries stored, each write costs O(log n): Schedule, Unschedule, Complete, and
+// each item of ScheduleMissing, CompleteMany and Claim; so do Get, CheckClaim and
+// UnscheduleClaimed. Ready costs O(log n), then O(1) for each user it reads or passes over
+// because it is held, plus O(PerUser · log n) for each user's entries — never the number
+// of users ready nor the depth of anyone's backlog. Route costs O(log n) per user moved,
+// Release O(1) per user, Groups O(log n) per group. DueBefore costs O(log n) per entry it
+// returns, plus O(log n) for each user it passes over because the entries it has due are
+// all claimed.
 //
-// Users are never deleted, so memory grows with tenant churn: a stored entry takes 128
-// bytes of heap beyond its strings (which Memory shares with the caller), and each user
-// about 150 more.
+// A stored entry takes 128 bytes of heap beyond its strings, which Memory shares with the
+// caller; each user, kept for good, about 150 more.
 //
-// Times come back in UTC, without a monotonic clock reading; compare them with Equal.
+// Memory keeps every time in [MinTime, MaxTime] exactly and returns it in UTC, without a
+// monotonic clock reading; compare times with Equal.
 type Memory struct {
 	mu     sync.Mutex
 	users  map[string]*user
@@ -289,8 +290,7 @@ func (m *Memory) current(tc tenancy.Context, c Claim) (*user, *node) {
 	return u, n
 }
 
-// Schedule inserts or replaces tc's entry e.WorkKey; replacing a claimed entry ends the
-// claim. O(log n).
+// Schedule inserts or replaces tc's entry e.WorkKey. O(log n).
 func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) error {
 	if err := e.Validate(tc); err != nil {
 		return err
@@ -305,16 +305,11 @@ func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) erro
 	return nil
 }
 
-// ScheduleMissing inserts those of entries whose WorkKey tc does not have yet, under one
-// lock, and returns how many. O(len(entries) · log n).
+// ScheduleMissing inserts those of entries whose WorkKey tc does not have yet, all under
+// one lock, and returns how many. O(len(entries) · log n).
 func (m *Memory) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []Entry) (int, error) {
-	if err := tc.Check(); err != nil {
+	if err := ValidateEntries(tc, entries); err != nil {
 		return 0, err
-	}
-	for i, e := range entries {
-		if err := e.Validate(tc); err != nil {
-			return 0, fmt.Errorf("entries[%d]: %w", i, err)
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -331,8 +326,7 @@ func (m *Memory) ScheduleMissing(ctx context.Context, tc tenancy.Context, entrie
 	return added, nil
 }
 
-// Unschedule removes tc's entry workKey whatever its claim; an absent entry is not an
-// error. O(log n).
+// Unschedule removes tc's entry workKey whatever its claim. O(log n).
 func (m *Memory) Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error {
 	if err := tc.Check(); err != nil {
 		return err
@@ -353,7 +347,7 @@ func (m *Memory) Unschedule(ctx context.Context, tc tenancy.Context, workKey str
 	return nil
 }
 
-// Get returns tc's entry workKey, claimed or not, or ErrNotFound. O(log n).
+// Get returns tc's entry workKey or ErrNotFound. O(log n).
 func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (Entry, error) {
 	if err := tc.Check(); err != nil {
 		return Entry{}, err
@@ -374,8 +368,8 @@ func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (E
 	return Entry{}, fmt.Errorf("duework: Get %q: %w", workKey, ErrNotFound)
 }
 
-// Complete writes next and ends the claim while c is the entry's current claim, also past
-// c.Until; otherwise it returns ErrClaimLost and writes nothing. O(log n).
+// Complete writes next and ends the claim while c is the entry's current claim, else
+// returns ErrClaimLost. O(log n).
 func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next Entry) error {
 	if err := ValidateCompletion(tc, c, next); err != nil {
 		return err
@@ -397,9 +391,9 @@ func (m *Memory) complete(tc tenancy.Context, c Claim, next Entry) error {
 	return nil
 }
 
-// CompleteMany completes each item as Complete would, one after another, under one lock.
-// It fails as a whole only when ctx is done before it starts, having written nothing.
-// O(len(done) · log n).
+// CompleteMany completes each item as Complete would, one after another, all under one
+// lock. It fails as a whole only when ctx is done before it starts, having written
+// nothing. O(len(done) · log n).
 func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

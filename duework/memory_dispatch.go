@@ -14,11 +14,10 @@ import (
 // maxScratch is the most heads and entries whose working space Ready keeps between calls.
 const maxScratch = 4096
 
-// Ready returns up to q.Users users of q.Group that are ready and not held at q.Now, in
-// turn order, each with its first q.PerUser visible entries, and holds them until
-// q.Now+q.Hold. It walks the group's users in order from the first, so it costs O(log n)
-// plus each user it returns or passes over because it is held, plus O(q.PerUser · log n)
-// per user returned.
+// Ready returns the next users of q.Group that are ready and not held, and holds them. It
+// walks the group's queue from the front: O(log n), then O(1) for each user it reads or
+// passes over because it is held, plus O(q.PerUser · log n) for each user's entries. It
+// allocates its result only.
 func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 	if err := q.Validate(); err != nil {
 		return ReadyPage{}, err
@@ -115,17 +114,19 @@ func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, li
 	return found, more
 }
 
-// Route moves each named user to its group, keeping its Turn and hold; users Memory does
-// not store are ignored. O(log n) per user moved.
+// Route moves each named user to its group. O(log n) per user moved.
 func (m *Memory) Route(ctx context.Context, routes []Route) error {
-	for i, r := range routes {
-		if err := ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
+	if err := ValidateRoutes(routes); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	m.route(routes)
+	return nil
+}
+
+func (m *Memory) route(routes []Route) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range routes {
@@ -137,20 +138,15 @@ func (m *Memory) Route(ctx context.Context, routes []Route) error {
 		u.group = r.Group
 		m.link(u, false)
 	}
-	return nil
 }
 
-// Groups returns, sorted bytewise, the groups that hold a user ready at now. It looks at
-// the first user of each group: O(log n) per group.
+// Groups returns the groups that hold a user ready at now. It looks at the front of each
+// group's queue: O(log n) per group.
 func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
-	if err := ValidateTime("now", now); err != nil {
+	sec, nsec, err := m.lockAt(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	sec, nsec := splitTime(now)
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
 	for name, root := range m.groups {
@@ -163,7 +159,7 @@ func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	return out, nil
 }
 
-// Release ends the holds of the named users that end exactly at heldUntil. O(1) per user.
+// Release ends the named users' holds that end exactly at heldUntil. O(1) per user.
 func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
 	if err := ValidateTime("heldUntil", heldUntil); err != nil {
 		return err
@@ -182,9 +178,8 @@ func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.T
 	return nil
 }
 
-// Claim claims, atomically, those of keys that are visible at now, until until, and
-// returns their claims in the order of keys. Tokens come from one counter per Memory that
-// only grows, so no two claims ever share one, and none is 0. O(len(keys) · log n).
+// Claim claims, atomically, those of keys that are visible at now, until until.
+// O(len(keys) · log n).
 func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([]Claim, error) {
 	if err := ValidateTime("now", now); err != nil {
 		return nil, err
@@ -233,22 +228,17 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 	return out, nil
 }
 
-// DueBefore returns at most limit entries visible at now, ordered by (DueAt, UserID,
-// WorkKey). It merges the users' entries trees in the order of their first DueAt: O(log n)
-// per entry returned, plus O(log n) for each user it meets whose entries due by now are all
-// claimed.
+// DueBefore returns at most limit entries visible at now. It merges the users' entries in
+// the order of their earliest DueAt: O(log n) per entry returned, plus O(log n) for each
+// user it passes over because the entries it has due are all claimed.
 func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Entry, error) {
-	if err := ValidateTime("now", now); err != nil {
-		return nil, err
-	}
 	if err := ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	sec, nsec, err := m.lockAt(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	sec, nsec := splitTime(now)
-	m.mu.Lock()
 	defer m.mu.Unlock()
 
 	var out []Entry
@@ -275,6 +265,20 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 		}
 	}
 	return out, nil
+}
+
+// lockAt checks a read's now, then ctx, and takes the lock; the caller unlocks. It
+// returns now as Memory stores it.
+func (m *Memory) lockAt(ctx context.Context, now time.Time) (int64, int32, error) {
+	if err := ValidateTime("now", now); err != nil {
+		return 0, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	sec, nsec := splitTime(now)
+	m.mu.Lock()
+	return sec, nsec, nil
 }
 
 // visibleAfter returns the first node of the entries tree at root that is ordered after

@@ -51,6 +51,15 @@ func NewModel() *Model {
 	return &Model{rows: map[duework.Key]*modelRow{}, users: map[string]*modelUser{}}
 }
 
+// lock takes the Model's mutex unless ctx is done; the caller unlocks.
+func (m *Model) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	return nil
+}
+
 // norm is how the Model returns a time: UTC, no monotonic reading.
 func norm(t time.Time) time.Time { return t.Round(0).UTC() }
 
@@ -130,10 +139,9 @@ func (m *Model) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entr
 	if err := e.Validate(tc); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.schedule(e)
 	return nil
@@ -148,18 +156,12 @@ func (m *Model) schedule(e duework.Entry) {
 
 // ScheduleMissing inserts those of entries that tc does not have yet.
 func (m *Model) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
-	if err := tc.Check(); err != nil {
+	if err := duework.ValidateEntries(tc, entries); err != nil {
 		return 0, err
 	}
-	for i, e := range entries {
-		if err := e.Validate(tc); err != nil {
-			return 0, fmt.Errorf("entries[%d]: %w", i, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	added := 0
 	for _, e := range entries {
@@ -179,10 +181,9 @@ func (m *Model) Unschedule(ctx context.Context, tc tenancy.Context, workKey stri
 	if err := duework.ValidateWorkKey(workKey); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.rows, duework.Key{UserID: tc.UserID(), WorkKey: workKey})
 	return nil
@@ -196,10 +197,9 @@ func (m *Model) Get(ctx context.Context, tc tenancy.Context, workKey string) (du
 	if err := duework.ValidateWorkKey(workKey); err != nil {
 		return duework.Entry{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return duework.Entry{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.rows[duework.Key{UserID: tc.UserID(), WorkKey: workKey}]
 	if r == nil {
@@ -213,10 +213,9 @@ func (m *Model) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 	if err := duework.ValidateCompletion(tc, c, next); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.complete(c, next)
 }
@@ -241,10 +240,9 @@ func (m *Model) current(c duework.Claim) *modelRow {
 
 // CompleteMany completes each item as Complete would, one after another.
 func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	errs := make([]error, len(done))
 	for i, d := range done {
@@ -262,10 +260,9 @@ func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Cl
 	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.current(c) == nil {
 		return fmt.Errorf("indextest: Model.CheckClaim %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
@@ -278,10 +275,9 @@ func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.current(c) == nil {
 		return fmt.Errorf("indextest: Model.UnscheduleClaimed %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
@@ -298,10 +294,9 @@ func (m *Model) DueBefore(ctx context.Context, now time.Time, limit int) ([]duew
 	if err := duework.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []duework.Entry
 	for _, r := range m.rows {
@@ -318,10 +313,9 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	if err := q.Validate(); err != nil {
 		return duework.ReadyPage{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return duework.ReadyPage{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	type cand struct {
 		id   string
@@ -360,15 +354,12 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 
 // Route moves each named, stored user to its group.
 func (m *Model) Route(ctx context.Context, routes []duework.Route) error {
-	for i, r := range routes {
-		if err := duework.ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	if err := duework.ValidateRoutes(routes); err != nil {
 		return err
 	}
-	m.mu.Lock()
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
 	defer m.mu.Unlock()
 	for _, r := range routes {
 		if u := m.users[r.UserID]; u != nil {
@@ -383,10 +374,9 @@ func (m *Model) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	if err := duework.ValidateTime("now", now); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
 	rows := m.byUser()
@@ -404,10 +394,9 @@ func (m *Model) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 	if err := duework.ValidateTime("heldUntil", heldUntil); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range userIDs {
 		if u := m.users[id]; u != nil && !u.heldUntil.IsZero() && u.heldUntil.Equal(heldUntil) {
@@ -428,10 +417,9 @@ func (m *Model) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if !until.After(now) {
 		return nil, fmt.Errorf("%w: until %v is not after now %v", duework.ErrInvalid, until, now)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []duework.Claim
 	for _, k := range keys {
