@@ -175,3 +175,20 @@ func ExampleBridge_RunDueItem_removed() {
 	// <nil> <nil>
 	// still scheduled: false
 }
+
+// PlanLanes is given the lanes of the dispatch.Config its LaneFor is for, and refuses a
+// table that routes a plan to a lane the dispatcher lacks.
+func ExamplePlanLanes() {
+	lanes := []dispatch.LaneCapacity{
+		{Lane: "paid", PerUserLimit: 10, PerCycleLimit: 100},
+		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 50},
+	}
+	_, err := bridge.PlanLanes(tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{
+		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "premium",
+	}, lanes)
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, bridge.ErrInvalidConfig))
+	// Output:
+	// bridge: invalid config: PlanLanes: plan "pro" maps to lane "premium", which is not one of the configured lanes ["paid" "free"]
+	// true
+}

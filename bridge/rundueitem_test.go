@@ -297,6 +297,36 @@ func TestRunDueItemRefusesAForgedItem(t *testing.T) {
 	}
 }
 
+// reschedulingWatchlist answers that every entry is gone, after the host rescheduled it in
+// the index (which ends the running item's claim).
+type reschedulingWatchlist struct {
+	tenancy.Watchlist
+	t     *testing.T
+	idx   duework.Index
+	entry duework.Entry
+}
+
+func (w reschedulingWatchlist) Get(ctx context.Context, tc tenancy.Context, slug string) (tenancy.WatchlistEntry, error) {
+	schedule(w.t, w.idx, w.entry)
+	return tenancy.WatchlistEntry{}, tenancy.ErrNotFound
+}
+
+// TestRunDueItemRemovesOnlyUnderItsClaim: with a ClaimGuard, an item whose claim was
+// replaced after it was checked does not remove the entry that replaced it.
+func TestRunDueItemRemovesOnlyUnderItsClaim(t *testing.T) {
+	f := newFixture()
+	f.dueEntry(t, "a", "hot", 0)
+	hosts := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "warm", DueAt: t0.Add(time.Hour)}
+	f.b.Watchlist = reschedulingWatchlist{Watchlist: f.wl, t: t, idx: f.idx, entry: hosts}
+	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
+	if res != nil || !errors.Is(err, duework.ErrClaimLost) {
+		t.Fatalf("RunDueItem = %v, %v; want ErrClaimLost", res, err)
+	}
+	if diff := cmp.Diff(hosts, get(t, f.idx, "u1", "a")); diff != "" {
+		t.Fatalf("the stale item removed or changed the host's entry (-want +got):\n%s", diff)
+	}
+}
+
 // readdingIndex plays the host just before the entry of a removed source is unscheduled:
 // the source is watched again and the tenant synced. The sync finds the entry still
 // scheduled (claimed by the running item) and adds nothing.
