@@ -276,15 +276,19 @@ var (
 	_ func(context.Context, string) (dispatch.Lane, error) = dispatch.LaneFor(nil)
 )
 
-// `Config{Lanes []LaneCapacity; GlobalBatchLimit int; LaneFor LaneFor; ClaimFor time.Duration}`;
+// `Config{Lanes []LaneCapacity; GlobalBatchLimit int; LaneFor LaneFor; ClaimFor, HoldFor, RetryAfter time.Duration; RouteLimit int}`;
 // `New(idx duework.Index, cfg Config) (*Dispatcher, error)`.
 var (
-	_ = dispatch.Config{Lanes: []dispatch.LaneCapacity(nil), GlobalBatchLimit: anInt, LaneFor: dispatch.LaneFor(nil), ClaimFor: aDuration}
-	_ = func(c dispatch.Config) ([]dispatch.LaneCapacity, int, dispatch.LaneFor, time.Duration) {
-		return c.Lanes, c.GlobalBatchLimit, c.LaneFor, c.ClaimFor
+	_ = dispatch.Config{Lanes: []dispatch.LaneCapacity(nil), GlobalBatchLimit: anInt, LaneFor: dispatch.LaneFor(nil),
+		ClaimFor: aDuration, HoldFor: aDuration, RetryAfter: aDuration, RouteLimit: anInt}
+	_ = func(c dispatch.Config) ([]dispatch.LaneCapacity, int, dispatch.LaneFor, time.Duration, time.Duration, time.Duration, int) {
+		return c.Lanes, c.GlobalBatchLimit, c.LaneFor, c.ClaimFor, c.HoldFor, c.RetryAfter, c.RouteLimit
 	}
 	_ func(duework.Index, dispatch.Config) (*dispatch.Dispatcher, error) = dispatch.New
 )
+
+// `(*Dispatcher).Reroute(ctx, userIDs ...string) error`.
+var _ func(*dispatch.Dispatcher, context.Context, ...string) error = (*dispatch.Dispatcher).Reroute
 
 // `(*Dispatcher).Dispatch(ctx, now) (Batch, error)`;
 // `Batch{Items []Item; ShedUserIDs []string; Unrouted []Unrouted; Lanes []LaneReport}`;
@@ -314,11 +318,12 @@ var (
 	_ = func(s dispatch.Selected) (duework.Entry, dispatch.Lane) { return s.Entry, s.Lane }
 )
 
-// `LaneReport{Lane Lane; Users, Dispatched, Shed, LostClaims int}`; `Unrouted{UserID string; Err error}`.
+// `LaneReport{Lane Lane; Users, Dispatched, Shed, LostClaims int; WaitingSince time.Time}`;
+// `Unrouted{UserID string; Err error}`.
 var (
-	_ = dispatch.LaneReport{Lane: dispatch.Lane(""), Users: anInt, Dispatched: anInt, Shed: anInt, LostClaims: anInt}
-	_ = func(r dispatch.LaneReport) (dispatch.Lane, int, int, int, int) {
-		return r.Lane, r.Users, r.Dispatched, r.Shed, r.LostClaims
+	_ = dispatch.LaneReport{Lane: dispatch.Lane(""), Users: anInt, Dispatched: anInt, Shed: anInt, LostClaims: anInt, WaitingSince: time.Time{}}
+	_ = func(r dispatch.LaneReport) (dispatch.Lane, int, int, int, int, time.Time) {
+		return r.Lane, r.Users, r.Dispatched, r.Shed, r.LostClaims, r.WaitingSince
 	}
 	_ = dispatch.Unrouted{UserID: aString, Err: anError}
 	_ = func(u dispatch.Unrouted) (string, error) { return u.UserID, u.Err }
@@ -362,9 +367,9 @@ var (
 )
 
 // `PlanLanes`: the wiring from `tenancy.Entitlements` to a `dispatch.LaneFor`. DESIGN.md
-// leaves its shape open; code's choice: a table from plan to lane, validated once, so the
-// result and a constructor error.
-var _ func(tenancy.Entitlements, map[tenancy.PlanID]dispatch.Lane) (dispatch.LaneFor, error) = bridge.PlanLanes
+// leaves its shape open; code's choice: a table from plan to lane, validated once against
+// the lanes of the dispatch.Config it is for, so the result and a constructor error.
+var _ func(tenancy.Entitlements, map[tenancy.PlanID]dispatch.Lane, []dispatch.LaneCapacity) (dispatch.LaneFor, error) = bridge.PlanLanes
 
 // `NewRunner(b *Bridge, d *dispatch.Dispatcher, cfg RunnerConfig) (*Runner, error)` with
 // `RunnerConfig{Interval time.Duration; Workers int; Clock Clock; Logger *slog.Logger}`.
@@ -376,15 +381,17 @@ var (
 	}
 )
 
-// Code's choice: the Clock a test passes in is the narrowest a loop needs.
+// Code's choice: the Clock a test passes in is the narrowest a loop needs, the method set
+// of maintenance.Clock.
 var _ bridge.Clock = (interface {
 	Now() time.Time
 	NewTicker(d time.Duration) (<-chan time.Time, func())
+	AfterFunc(d time.Duration, f func()) func() bool
 })(nil)
 
 // `Runner`: `Cycle(ctx, now)` runs exactly one cycle and returns its report; `Run(ctx)`
 // loops until ctx ends. Code's choice: Cycle also returns the report's failures joined as
-// an error, and Run returns ctx's error.
+// an error, and Run returns nil after a clean stop.
 var (
 	_ func(*bridge.Runner, context.Context, time.Time) (bridge.CycleReport, error) = (*bridge.Runner).Cycle
 	_ func(*bridge.Runner, context.Context) error                                  = (*bridge.Runner).Run

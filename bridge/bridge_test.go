@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -194,19 +195,143 @@ func TestSyncWatchlistRefusesBadInput(t *testing.T) {
 		field string
 		b     bridge.Bridge
 	}{
-		{"Index", bridge.Bridge{Watchlist: f.wl, Pipeline: f.pipe}},
-		{"Watchlist", bridge.Bridge{Index: f.idx, Pipeline: f.pipe}},
-		{"Pipeline", bridge.Bridge{Index: f.idx, Watchlist: f.wl}},
-		{"RetryDelay", bridge.Bridge{Index: f.idx, Watchlist: f.wl, Pipeline: f.pipe, RetryDelay: -time.Second}},
+		{"Bridge.Index", bridge.Bridge{Watchlist: f.wl, Pipeline: f.pipe}},
+		{"Bridge.Watchlist", bridge.Bridge{Index: f.idx, Pipeline: f.pipe}},
+		{"Bridge.RetryDelay", bridge.Bridge{Index: f.idx, Watchlist: f.wl, Pipeline: f.pipe, RetryDelay: -time.Second}},
 	} {
 		_, err := tc.b.SyncWatchlist(context.Background(), mustTC(t, "u1"), t0)
-		if !errors.Is(err, bridge.ErrInvalidBridge) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("Bridge without %s: SyncWatchlist err = %v, want ErrInvalidBridge naming it", tc.field, err)
+		if !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("Bridge without %s: SyncWatchlist err = %v, want ErrInvalidConfig naming it", tc.field, err)
 		}
 		_, err = tc.b.RunDueItem(context.Background(), claimless("u1", "a"), t0)
-		if !errors.Is(err, bridge.ErrInvalidBridge) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("Bridge without %s: RunDueItem err = %v, want ErrInvalidBridge naming it", tc.field, err)
+		if !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("Bridge without %s: RunDueItem err = %v, want ErrInvalidConfig naming it", tc.field, err)
 		}
+	}
+	noPipe := bridge.Bridge{Index: f.idx, Watchlist: f.wl}
+	if _, err := noPipe.RunDueItem(context.Background(), claimless("u1", "a"), t0); !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), "Bridge.Pipeline") {
+		t.Errorf("RunDueItem without a Pipeline: err = %v, want ErrInvalidConfig naming Bridge.Pipeline", err)
+	}
+}
+
+func TestSyncWatchlistNeedsNoPipeline(t *testing.T) {
+	f := newFixture()
+	b := &bridge.Bridge{Index: f.idx, Watchlist: f.wl}
+	watch(t, f.wl, "u1", "a", "hot")
+	if added, err := b.SyncWatchlist(context.Background(), mustTC(t, "u1"), t0); err != nil || added != 1 {
+		t.Fatalf("SyncWatchlist without a Pipeline = %d, %v; want 1, nil", added, err)
+	}
+	get(t, f.idx, "u1", "a")
+}
+
+// TestSyncWatchlistUsesMissingScheduler: with an Index that has it, a sync is one
+// ScheduleMissing per tenant and no per-entry read or write.
+func TestSyncWatchlistUsesMissingScheduler(t *testing.T) {
+	idx := newCountingIndex()
+	wl := tenancy.NewMemoryWatchlist()
+	b := &bridge.Bridge{Index: idx, Watchlist: wl}
+	for i := range 50 {
+		watch(t, wl, "u1", fmt.Sprintf("s%02d", i), "hot")
+	}
+	schedule(t, idx.Memory, duework.Entry{UserID: "u1", WorkKey: "s07", Tier: "hot", DueAt: t0.Add(time.Hour)})
+	added, err := b.SyncWatchlist(context.Background(), mustTC(t, "u1"), t0)
+	if err != nil || added != 49 {
+		t.Fatalf("SyncWatchlist = %d, %v; want 49", added, err)
+	}
+	if got := [...]int{idx.n("ScheduleMissing"), idx.n("Get"), idx.n("Schedule")}; got != [...]int{1, 0, 0} {
+		t.Fatalf("calls [ScheduleMissing Get Schedule] = %v, want one ScheduleMissing", got)
+	}
+}
+
+// racingIndex runs a concurrent sync and dispatch of "a" just before its ScheduleMissing:
+// the entry appears, and is claimed, between the sync's list and its write.
+type racingIndex struct {
+	*duework.Memory
+	claim duework.Claim
+}
+
+func (x *racingIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (int, error) {
+	if x.claim.Token == 0 {
+		e := duework.Entry{UserID: tc.UserID(), WorkKey: "a", Tier: "hot", DueAt: t0}
+		if err := x.Memory.Schedule(ctx, tc, e); err != nil {
+			return 0, err
+		}
+		cs, err := x.Memory.Claim(ctx, []duework.Key{e.Key()}, t0, t0.Add(time.Minute))
+		if err != nil || len(cs) != 1 {
+			return 0, fmt.Errorf("claim: %v", err)
+		}
+		x.claim = cs[0]
+	}
+	return x.Memory.ScheduleMissing(ctx, tc, es)
+}
+
+func TestSyncWatchlistNeverReplacesAnEntryThatAppearsMeanwhile(t *testing.T) {
+	idx := &racingIndex{Memory: duework.NewMemory()}
+	wl := tenancy.NewMemoryWatchlist()
+	b := &bridge.Bridge{Index: idx, Watchlist: wl}
+	watch(t, wl, "u1", "a", "hot")
+	watch(t, wl, "u1", "b", "hot")
+	tc := mustTC(t, "u1")
+	added, err := b.SyncWatchlist(context.Background(), tc, t0)
+	if err != nil || added != 1 {
+		t.Fatalf("SyncWatchlist = %d, %v; want 1 (b), nil", added, err)
+	}
+	// The claim taken meanwhile still holds: its run completes.
+	next := idx.claim.Entry
+	next.DueAt = t0.Add(time.Hour)
+	if err := idx.Memory.Complete(context.Background(), tc, idx.claim, next); err != nil {
+		t.Fatalf("the sync ended a claim it raced with: %v", err)
+	}
+}
+
+// invalidBatchIndex refuses a ScheduleMissing holding the entry "bad" as a whole, as the
+// contract says an Index does with invalid input.
+type invalidBatchIndex struct{ *duework.Memory }
+
+func (x invalidBatchIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (int, error) {
+	for _, e := range es {
+		if e.WorkKey == "bad" {
+			return 0, fmt.Errorf("%w: entry %q", duework.ErrInvalid, e.WorkKey)
+		}
+	}
+	return x.Memory.ScheduleMissing(ctx, tc, es)
+}
+
+func TestSyncWatchlistSyncsAroundAnInvalidEntry(t *testing.T) {
+	idx := invalidBatchIndex{duework.NewMemory()}
+	wl := tenancy.NewMemoryWatchlist()
+	b := &bridge.Bridge{Index: idx, Watchlist: wl}
+	for _, s := range []string{"a", "bad", "c"} {
+		watch(t, wl, "u1", s, "hot")
+	}
+	added, err := b.SyncWatchlist(context.Background(), mustTC(t, "u1"), t0)
+	if added != 2 || !errors.Is(err, duework.ErrInvalid) || !strings.Contains(err.Error(), `"bad"`) {
+		t.Fatalf("SyncWatchlist = %d, %v; want a and c added and the error naming bad", added, err)
+	}
+	get(t, idx.Memory, "u1", "a")
+	get(t, idx.Memory, "u1", "c")
+}
+
+func TestSyncTenants(t *testing.T) {
+	f := newFixture()
+	f.b.Pipeline = nil
+	watch(t, f.wl, "ann", "a1", "hot")
+	watch(t, f.wl, "ann", "a2", "warm")
+	watch(t, f.wl, "bob", "b1", "nightly") // an unknown tier
+	watch(t, f.wl, "cat", "c1", "cold")
+	tcs := []tenancy.Context{mustTC(t, "ann"), mustTC(t, "bob"), {}, mustTC(t, "cat")}
+	added, err := f.b.SyncTenants(context.Background(), tcs, t0)
+	if added != 3 || !errors.Is(err, cadence.ErrUnknownTier) || !errors.Is(err, tenancy.ErrNoTenant) || !strings.Contains(err.Error(), `"bob"`) {
+		t.Fatalf("SyncTenants = %d, %v; want 3 added and bob's and the zero Context's errors joined", added, err)
+	}
+	for _, k := range []duework.Key{{UserID: "ann", WorkKey: "a1"}, {UserID: "ann", WorkKey: "a2"}, {UserID: "cat", WorkKey: "c1"}} {
+		get(t, f.idx, k.UserID, k.WorkKey)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if added, err := f.b.SyncTenants(ctx, tcs, t0); added != 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("SyncTenants with an ended ctx = %d, %v; want 0 and ctx's error", added, err)
 	}
 }
 

@@ -4,92 +4,108 @@
 //
 // # The cycle
 //
-//	watchlist add ─► Bridge.SyncWatchlist ─► Index.Schedule
+//	watchlist add ─► Bridge.SyncWatchlist ─► Index.ScheduleMissing (or Get, Schedule)
 //	      … time passes …
-//	Dispatcher.Dispatch(now) ─► Batch
-//	worker, per item: Bridge.RunDueItem ─► Pipeline.Run ─► duework.Advance ─► Index.Complete
+//	Runner, every Interval: Dispatcher.Dispatch(now) ─► Batch
+//	worker, per item: Pipeline.Run ─► duework.Advance ─► completions, batched ─► Index.CompleteMany
 //	      … the entry is due again later: sooner after a hit, later after a miss
 //
 // The bridge adds no decisions of its own: fairness is dispatch's, cadence is cadence's,
-// isolation is tenancy's. What it decides is only what the others leave open: what counts
-// as a hit ([Result.FoundNew]), what happens to an item whose watchlist entry is gone, and
-// how a failure is retried without losing the entry.
+// isolation is tenancy's. It decides only what the others leave open: what counts as a
+// hit ([Result.FoundNew]), what happens to an item whose watchlist entry is gone, and how
+// a failure is retried without losing the entry.
 //
 // # Where to start
 //
 // Build a [Bridge] from an Index, a Watchlist, your [Pipeline] and a cadence.Registry.
-// Call [Bridge.SyncWatchlist] whenever a tenant's watchlist changes: it schedules what is
-// new and never resets a cadence, so calling it too often is harmless. Route tenants to
-// lanes with [PlanLanes], build a dispatch.Dispatcher, and hand both to [NewRunner]. A
-// daemon calls [Runner.Run]; a serverless handler on a timer calls [Runner.Cycle] once per
-// invocation. A host with its own worker pool calls dispatch and [Bridge.RunDueItem]
-// itself.
+// At start-up call [Bridge.SyncTenants] with every tenant, and [Bridge.SyncWatchlist]
+// whenever a tenant's watchlist changes: it schedules what is new and never touches what
+// is scheduled, so calling it too often is harmless. Route tenants with [PlanLanes], given
+// the lanes of the dispatch.Config it is for, build the dispatch.Dispatcher, and hand both
+// to [NewRunner]:
+//
+//	cfg.LaneFor, err = bridge.PlanLanes(entitlements, table, cfg.Lanes)
+//	d, err := dispatch.New(idx, cfg)
+//	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{})
+//	err = r.Run(ctx) // until ctx ends; nil after a clean stop
+//
+// A serverless handler on a timer calls [Runner.Cycle] once per invocation instead. A host
+// with its own worker pool calls Dispatch and [Bridge.RunDueItem] itself.
 //
 // # Hits, misses and removals
 //
 // A run whose [Result] holds any outcome that is not [StageAlreadySeen] is a hit: the
 // entry's miss streak resets and it comes due again after its tier's base interval. A run
 // that found only already-seen items, or nothing, is a miss: the streak grows and the
-// cadence backs off. The tier is read from the watchlist entry on every run, so a host
-// that moves a source to another tier changes its cadence from the next run on. When the
-// watchlist entry is gone by the time its due work is dispatched, RunDueItem unschedules
-// the due work and returns (nil, nil): there is nothing to retry.
+// cadence backs off. The tier is read from the watchlist entry on every run, so moving a
+// source to another tier changes its cadence from the next run on. An item whose
+// watchlist entry is gone unschedules its due work; should the source be watched again
+// meanwhile, it is scheduled anew.
 //
 // # Nothing is lost
 //
 // A pipeline error or panic, an unknown tier or a failing watchlist read reschedules the
-// entry after [Bridge.RetryDelay] ([DefaultRetryDelay] by default) with its streak
-// unchanged, and returns the error. If even that write fails, or a worker dies mid-item,
-// the entry stays claimed until its claim ends (dispatch.Config.ClaimFor) and is then
-// dispatched again. A run that ends after its claim was replaced — it ran too long and was
-// dispatched elsewhere, or the host rescheduled the entry — gets duework.ErrClaimLost and
-// writes nothing, so the newer state wins. SyncWatchlist is additive: it never unschedules.
+// entry after [Bridge.RetryDelay] with its streak and LastRunAt unchanged. Every write
+// completes the item's claim, so a run whose claim was replaced — the host rescheduled
+// the entry, or the run outlived its claim and the entry was dispatched again — writes
+// nothing and the newer state wins. If a write fails, or a worker dies, the entry stays
+// claimed until its claim ends and is then dispatched again.
 //
-// # The Runner
+// The Runner writes completions in batches, one Index.CompleteMany per
+// [RunnerConfig.FlushItems] items, per [RunnerConfig.FlushInterval] and at the end of
+// each cycle. A batch whose call fails is reported ([CycleReport.FlushErrs], one Warn
+// line) and tried once more; what the retry cannot write is left to its claim's end.
 //
-// A [Runner] runs one dispatch per cycle and then every dispatched item on a pool of
-// [RunnerConfig.Workers] goroutines shared by all its cycles, each item under a context
-// that ends with its claim. It reports each cycle in a [CycleReport] — dispatched, hits,
-// misses, removed, errors, lost claims, shed and unrouted users, and every item — and logs
-// one Info line per cycle and one Warn line per failed item through log/slog. Time comes
-// only from its [Clock], which tests replace; Cycle takes now explicitly, so a simulation
-// can drive it on a simulated clock. When Run's context ends, it stops dispatching, hands
-// back the claims of items that have not started, and waits for the items in flight.
+// # Items end with their claims
+//
+// An item's context ends [RunnerConfig.ClaimMargin] before its claim does, measured on the
+// Runner's [Clock], so that a pipeline that honours its context never runs on while the
+// entry is dispatched again. An item whose claim would end before a worker is free is not
+// started: its claim is handed back at once ([StatusLate]). Claims are not extended: the
+// Index has no renewal, and ClaimFor stays the one bound on how long a source is held —
+// a hung pipeline cannot keep a source from being polled. Choose ClaimFor longer than a
+// run takes, and Workers enough for a batch within ClaimFor.
+//
+// # Stopping
+//
+// When the context of [Runner.Run] ends, a dispatch under way finishes its claim on a
+// context of its own, items waiting for a worker are handed back in one CompleteMany
+// ([StatusReleased]), and items in flight run on. Those still running
+// [RunnerConfig.ShutdownTimeout] later are cancelled; their writes get ShutdownTimeout
+// more. A clean stop logs no warning and Run returns nil. Cycle stops the same way when
+// its context ends.
+//
+// # Index capabilities
+//
+// With an Index that implements duework.MissingScheduler, a sync costs one call and never
+// replaces an entry, even one a concurrent sync or dispatch has just written. With
+// duework.ClaimGuard, RunDueItem checks the item's claim before it runs anything, and
+// removes an entry only under that claim, so a forged or stale item can neither run a
+// tenant's pipeline nor remove its entry. duework.Memory and the postgres Index have both.
+// Without them the bridge falls back to Get and Schedule: a sync can then replace an entry
+// written between the two, and RunDueItem can check only that the entry is still the one
+// claimed, not that the claim is real.
 //
 // # Observing
 //
 // Every cycle logs one Info line, "rota: cycle", with its counts — dispatched, hits,
-// misses, removed, errors, lost_claims (claims gone when an item completed), released,
-// shed, unrouted, dispatch_lost_claims (entries another dispatcher claimed first),
-// shed_alarms — and its dispatch_duration and duration, both measured on the Runner's
-// [Clock] (the Dispatcher has none). Set [RunnerConfig.Observer] to get the same
-// [CycleReport] that Cycle returns, once per cycle, after its last item: that is how the
-// rota/otel module exports metrics. The Dispatcher's own dispatch.Observer, if its Config
-// has one, hears the dispatch half of the cycle.
+// misses, removed, errors, lost_claims, released, late, shed, unrouted,
+// dispatch_lost_claims (entries another dispatcher claimed first), alarms — and its
+// dispatch_duration and duration on the Runner's Clock, plus one line per failure. Set
+// [RunnerConfig.Observer] to get the same [CycleReport] Cycle returns; [Observers] fans it
+// out to several.
 //
-// The noisy-neighbour alarm: the Runner counts, per user, the consecutive cycles in which
-// the user was shed (a dispatch.ShedTracker, holding only the users shed in the last cycle).
-// In the cycle a user's streak reaches [RunnerConfig.ShedAlarmAfter] ([DefaultShedAlarmAfter]
-// when zero; negative turns it off), the report's [CycleReport.ShedAlarms] holds one
-// [ShedAlarm] per lane with such users, and a Warn line "rota: noisy neighbour" is logged
-// with the lane, shed_cycles, waiting (the users who crossed, with the items each got this
-// cycle) and crowding (the lane's [MaxCrowding] users with the most items this cycle). A
-// user is named once per streak; its streak ends in the first cycle it is not shed (fully
-// served, or nothing left due). A user with a backlog deeper than its lane's PerUserLimit
-// is shed in every cycle too, so it can be named as waiting with items > 0: read it with
-// the crowding list. An unrouted user's alarm has an empty lane and no crowding. A failed
-// dispatch neither extends nor ends any streak.
+// The noisy-neighbour alarm watches each lane's wait: how long the lane's longest-waiting
+// ready user has waited, from dispatch.LaneReport.WaitingSince to the cycle's now. When a
+// lane's wait passes [RunnerConfig.AlarmAfter] (ten Intervals by default), the cycle's
+// report holds a [WaitAlarm] and a Warn line "rota: noisy neighbour" names the lane, the
+// wait and its crowding users, those with the most items in the lane that cycle; an Info
+// line "rota: noisy neighbour recovered" follows when the wait is back within the
+// threshold. One alarm per episode.
 //
-// # Choices this package makes
+// # Cost
 //
-//   - New entries come due at now + cadence.Jitter(user and slug, now, base,
-//     [SyncJitterFraction]): anywhere within the tier's base interval. A host that wants a
-//     new source polled at once schedules it itself.
-//   - A failed run keeps the entry's LastRunAt: it records the last run that completed.
-//   - The writes after a pipeline run ignore the cancellation of the item's context (they
-//     keep its values), so a shutdown still records the retry.
-//   - A panicking pipeline is recovered and treated as a failed run ([ErrPipelinePanic]).
-//   - Items are advanced from the cycle's now, not from when each finished.
-//   - [PlanLanes] returns an error for a table it cannot route with, and its LaneFor an
-//     error ([ErrUnmappedPlan]) for a plan the table lacks.
+// Per item: one claim check (a Get without ClaimGuard), one Watchlist.Get, the pipeline,
+// and a share of one CompleteMany. Per sync: one Watchlist.List and one ScheduleMissing
+// (a Get per entry and a Schedule per new one without it).
 package bridge

@@ -14,66 +14,91 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// A pro tenant with forty feeds fills the global batch every cycle, so under strict
-// priority the free tenant's one feed waits. After three consecutive shed cycles the
-// noisy-neighbour alarm names both: the free tenant waiting with nothing dispatched, the
-// pro tenant crowding its lane (and shed too: its backlog is deeper than its cap). A
-// MinShare on the free lane would cure it. The Observer here prints; the rota/otel module
-// has one that exports metrics.
+// A pro tenant with six feeds fills the global batch of two under strict priority, so
+// the free tenant's one feed waits. Once it has waited longer than AlarmAfter, the
+// noisy-neighbour alarm names the free lane and the wait; when the pro backlog is done
+// and the free tenant is served, the alarm ends. A MinShare on the free lane would have
+// served it at once. The Observer here prints; a metrics exporter would count.
 func ExampleObserver() {
 	ctx := context.Background()
 	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 	idx := duework.NewMemory()
 	watchlist := tenancy.NewMemoryWatchlist()
 	plans := tenancy.NewMemoryEntitlements()
-	feeds := map[string]int{"flood": 40, "ana": 1}
-	for user, n := range feeds {
-		tc, _ := tenancy.NewContext(user)
-		for i := range n {
-			slug := fmt.Sprintf("feed-%02d", i)
-			_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: cadence.NameHot})
-			_ = idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: cadence.NameHot, DueAt: start})
+	for user, feeds := range map[string]int{"flood": 6, "ana": 1} {
+		tc, err := tenancy.NewContext(user)
+		if err != nil {
+			panic(err)
+		}
+		for i := range feeds {
+			slug := fmt.Sprintf("feed-%d", i)
+			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: cadence.NameHot}); err != nil {
+				panic(err)
+			}
+			if err := idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: cadence.NameHot, DueAt: start}); err != nil {
+				panic(err)
+			}
 		}
 	}
-	flood, _ := tenancy.NewContext("flood")
-	_ = plans.SetPlan(ctx, flood, tenancy.PlanPro)
+	flood, err := tenancy.NewContext("flood")
+	if err != nil {
+		panic(err)
+	}
+	if err := plans.SetPlan(ctx, flood, tenancy.PlanPro); err != nil {
+		panic(err)
+	}
 
-	pipeline := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
-		return bridge.Result{}, nil // nothing new
-	})
-	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: pipeline, Tiers: cadence.NewRegistry()}
-	laneFor, _ := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "pro", tenancy.PlanPro: "pro",
-	})
-	d, _ := dispatch.New(idx, dispatch.Config{
+	cfg := dispatch.Config{
 		Lanes: []dispatch.LaneCapacity{
 			{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10},
 			{Lane: "free", PerUserLimit: 2, PerCycleLimit: 10},
 		},
-		GlobalBatchLimit: 2, LaneFor: laneFor, ClaimFor: time.Minute,
+		GlobalBatchLimit: 2,
+		ClaimFor:         time.Minute,
+	}
+	cfg.LaneFor, err = bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
+		tenancy.PlanFree: "free", tenancy.PlanPlus: "pro", tenancy.PlanPro: "pro",
+	}, cfg.Lanes)
+	if err != nil {
+		panic(err)
+	}
+	d, err := dispatch.New(idx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	pipeline := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+		return bridge.Result{}, nil // nothing new
 	})
 	observer := bridge.ObserverFunc(func(rep bridge.CycleReport) {
-		fmt.Printf("%s dispatched %d, shed %v\n", rep.Now.Format("15:04"), rep.Dispatched, rep.Shed)
-		for _, a := range rep.ShedAlarms {
-			fmt.Printf("  alarm in lane %s: waiting %v, crowding %v\n", a.Lane, a.Waiting, a.Crowding)
+		fmt.Printf("%s dispatched %d\n", rep.Now.Format("15:04"), rep.Dispatched)
+		for _, a := range rep.Alarms {
+			fmt.Printf("  alarm: lane %s kept a user waiting %v\n", a.Lane, a.Wait)
+		}
+		for _, lane := range rep.Recovered {
+			fmt.Printf("  recovered: lane %s\n", lane)
 		}
 	})
-	r, _ := bridge.NewRunner(b, d, bridge.RunnerConfig{
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)), // the alarm is also a Warn line
-		Observer:       observer,
-		ShedAlarmAfter: 3,
+	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: pipeline}
+	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{
+		Interval:   time.Minute,
+		AlarmAfter: 90 * time.Second,
+		Observer:   observer,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)), // the alarm is a Warn line too
 	})
-	for i := range 4 {
+	if err != nil {
+		panic(err)
+	}
+	for i := range 5 {
 		if _, err := r.Cycle(ctx, start.Add(time.Duration(i)*time.Minute)); err != nil {
-			fmt.Println(err)
-			return
+			panic(err)
 		}
 	}
 	// Output:
-	// 09:00 dispatched 2, shed [ana flood]
-	// 09:01 dispatched 2, shed [ana flood]
-	// 09:02 dispatched 2, shed [ana flood]
-	//   alarm in lane pro: waiting [{flood 2}], crowding [{flood 2}]
-	//   alarm in lane free: waiting [{ana 0}], crowding []
-	// 09:03 dispatched 2, shed [ana flood]
+	// 09:00 dispatched 2
+	// 09:01 dispatched 2
+	// 09:02 dispatched 2
+	//   alarm: lane free kept a user waiting 2m0s
+	// 09:03 dispatched 1
+	//   recovered: lane free
+	// 09:04 dispatched 0
 }

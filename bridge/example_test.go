@@ -37,38 +37,58 @@ func (p *seenPipeline) Run(ctx context.Context, tc tenancy.Context, e tenancy.Wa
 
 // The whole cycle for one tenant and one source on the hot tier: sync schedules it, each
 // Runner cycle dispatches it when due, and the cadence snaps to 5 minutes after the hit,
-// then backs off after each run that found only what it had already seen.
+// then backs off after each run that found only what it had already seen. A daemon calls
+// r.Run(ctx) instead of the loop of Cycles.
 func Example() {
 	ctx := context.Background()
 	idx := duework.NewMemory()
 	watchlist := tenancy.NewMemoryWatchlist()
 	plans := tenancy.NewMemoryEntitlements()
-	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: &seenPipeline{seen: map[string]bool{}}, Tiers: cadence.NewRegistry()}
+	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: &seenPipeline{seen: map[string]bool{}}}
 
-	tc, _ := tenancy.NewContext("ana")
-	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot})
-	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	added, _ := b.SyncWatchlist(ctx, tc, start)
-	fmt.Println("sync added", added)
-
-	laneFor, _ := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
-	})
-	d, _ := dispatch.New(idx, dispatch.Config{
+	cfg := dispatch.Config{
 		Lanes: []dispatch.LaneCapacity{
 			{Lane: "paid", PerUserLimit: 10, PerCycleLimit: 100},
 			{Lane: "free", PerUserLimit: 2, PerCycleLimit: 50},
 		},
-		GlobalBatchLimit: 100, LaneFor: laneFor, ClaimFor: time.Minute,
-	})
-	r, _ := bridge.NewRunner(b, d, bridge.RunnerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		GlobalBatchLimit: 100,
+		ClaimFor:         time.Minute,
+	}
+	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
+		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+	}, cfg.Lanes)
+	if err != nil {
+		panic(err)
+	}
+	cfg.LaneFor = laneFor
+	d, err := dispatch.New(idx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+
+	tc, err := tenancy.NewContext("ana")
+	if err != nil {
+		panic(err)
+	}
+	if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot}); err != nil {
+		panic(err)
+	}
+	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	added, err := b.SyncTenants(ctx, []tenancy.Context{tc}, start)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("sync added", added)
 
 	for i := 1; i <= 8; i++ {
 		now := start.Add(time.Duration(i) * 5 * time.Minute)
 		rep, err := r.Cycle(ctx, now)
 		if err != nil {
-			fmt.Println(err)
-			return
+			panic(err)
 		}
 		for _, it := range rep.Items {
 			fmt.Printf("%s %s: %s, streak %d, due again %s\n", now.Format("15:04"), it.Item.Lane,
@@ -89,22 +109,36 @@ func ExampleBridge_SyncWatchlist() {
 	ctx := context.Background()
 	idx := duework.NewMemory()
 	watchlist := tenancy.NewMemoryWatchlist()
-	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: &seenPipeline{seen: map[string]bool{}}}
-	tc, _ := tenancy.NewContext("ben")
+	b := &bridge.Bridge{Index: idx, Watchlist: watchlist}
+	tc, err := tenancy.NewContext("ben")
+	if err != nil {
+		panic(err)
+	}
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	for _, e := range []tenancy.WatchlistEntry{
+		{UserID: "ben", Slug: "news", Tier: cadence.NameHot},
+		{UserID: "ben", Slug: "forum", Tier: cadence.NameWarm},
+	} {
+		if err := watchlist.Add(ctx, tc, e); err != nil {
+			panic(err)
+		}
+	}
 
-	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ben", Slug: "news", Tier: cadence.NameHot})
-	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ben", Slug: "forum", Tier: cadence.NameWarm})
 	added, err := b.SyncWatchlist(ctx, tc, now)
 	fmt.Println("first sync:", added, err)
 	added, err = b.SyncWatchlist(ctx, tc, now.Add(time.Minute))
 	fmt.Println("again:", added, err)
 
-	_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ben", Slug: "blog", Tier: "nightly"})
+	if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ben", Slug: "blog", Tier: "nightly"}); err != nil {
+		panic(err)
+	}
 	added, err = b.SyncWatchlist(ctx, tc, now)
 	fmt.Println("unknown tier:", added, err)
 
-	e, _ := idx.Get(ctx, tc, "forum")
+	e, err := idx.Get(ctx, tc, "forum")
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("forum due within the warm base:", e.DueAt.Sub(now) < cadence.TierWarm.Base)
 	// Output:
 	// first sync: 2 <nil>
@@ -120,11 +154,19 @@ func ExampleBridge_RunDueItem_removed() {
 	idx := duework.NewMemory()
 	watchlist := tenancy.NewMemoryWatchlist()
 	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: &seenPipeline{seen: map[string]bool{}}}
-	tc, _ := tenancy.NewContext("ana")
+	tc, err := tenancy.NewContext("ana")
+	if err != nil {
+		panic(err)
+	}
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	_ = idx.Schedule(ctx, tc, duework.Entry{UserID: "ana", WorkKey: "old-feed", Tier: cadence.NameHot, DueAt: now})
+	if err := idx.Schedule(ctx, tc, duework.Entry{UserID: "ana", WorkKey: "old-feed", Tier: cadence.NameHot, DueAt: now}); err != nil {
+		panic(err)
+	}
+	claims, err := idx.Claim(ctx, []duework.Key{{UserID: "ana", WorkKey: "old-feed"}}, now, now.Add(time.Minute))
+	if err != nil {
+		panic(err)
+	}
 
-	claims, _ := idx.Claim(ctx, []duework.Key{{UserID: "ana", WorkKey: "old-feed"}}, now, now.Add(time.Minute))
 	res, err := b.RunDueItem(ctx, dispatch.Item{Claim: claims[0], Lane: "free"}, now)
 	fmt.Println(res, err)
 	_, err = idx.Get(ctx, tc, "old-feed")
@@ -132,4 +174,21 @@ func ExampleBridge_RunDueItem_removed() {
 	// Output:
 	// <nil> <nil>
 	// still scheduled: false
+}
+
+// PlanLanes is given the lanes of the dispatch.Config its LaneFor is for, and refuses a
+// table that routes a plan to a lane the dispatcher lacks.
+func ExamplePlanLanes() {
+	lanes := []dispatch.LaneCapacity{
+		{Lane: "paid", PerUserLimit: 10, PerCycleLimit: 100},
+		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 50},
+	}
+	_, err := bridge.PlanLanes(tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{
+		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "premium",
+	}, lanes)
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, bridge.ErrInvalidConfig))
+	// Output:
+	// bridge: invalid config: PlanLanes: plan "pro" maps to lane "premium", which is not one of the configured lanes ["paid" "free"]
+	// true
 }

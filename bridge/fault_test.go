@@ -26,8 +26,9 @@ func (e *injectedError) Error() string {
 	return fmt.Sprintf("injected failure of index call %d (%s)", e.call, e.method)
 }
 
-// faultyIndex fails its failAt-th call. With after set, the call is made first and only
-// its answer is lost (a write that happened although the caller hears it failed).
+// faultyIndex fails its failAt-th call. With after set, a write is made first and only
+// its answer is lost (a write that happened although the caller hears it failed). It
+// hides the optional capabilities of the Index it wraps; faultyGuardedIndex keeps them.
 type faultyIndex struct {
 	duework.Index
 	mu       sync.Mutex
@@ -48,73 +49,103 @@ func (f *faultyIndex) fault(method string) (*injectedError, bool) {
 	return f.injected, true
 }
 
-func (f *faultyIndex) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entry) error {
-	ie, fail := f.fault("Schedule")
+// read fails a read before it is made.
+func (f *faultyIndex) read(method string, call func() error) error {
+	if ie, fail := f.fault(method); fail {
+		return ie
+	}
+	return call()
+}
+
+// write fails a write before it is made, or after it when f.after is set.
+func (f *faultyIndex) write(method string, call func() error) error {
+	ie, fail := f.fault(method)
 	if fail && !f.after {
 		return ie
 	}
-	err := f.Index.Schedule(ctx, tc, e)
+	err := call()
 	if fail {
 		return ie
 	}
 	return err
+}
+
+func (f *faultyIndex) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entry) error {
+	return f.write("Schedule", func() error { return f.Index.Schedule(ctx, tc, e) })
 }
 
 func (f *faultyIndex) Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error {
-	ie, fail := f.fault("Unschedule")
-	if fail && !f.after {
-		return ie
-	}
-	err := f.Index.Unschedule(ctx, tc, workKey)
-	if fail {
-		return ie
-	}
-	return err
+	return f.write("Unschedule", func() error { return f.Index.Unschedule(ctx, tc, workKey) })
 }
 
-func (f *faultyIndex) Get(ctx context.Context, tc tenancy.Context, workKey string) (duework.Entry, error) {
-	if ie, fail := f.fault("Get"); fail {
-		return duework.Entry{}, ie
-	}
-	return f.Index.Get(ctx, tc, workKey)
+func (f *faultyIndex) Get(ctx context.Context, tc tenancy.Context, workKey string) (e duework.Entry, err error) {
+	err = f.read("Get", func() error { e, err = f.Index.Get(ctx, tc, workKey); return err })
+	return e, err
 }
 
-func (f *faultyIndex) DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error) {
-	if ie, fail := f.fault("DueBefore"); fail {
-		return nil, ie
-	}
-	return f.Index.DueBefore(ctx, now, limit)
+func (f *faultyIndex) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
+	return f.write("Complete", func() error { return f.Index.Complete(ctx, tc, c, next) })
 }
 
-func (f *faultyIndex) DueHeads(ctx context.Context, now time.Time, perUser int) ([]duework.Head, error) {
-	if ie, fail := f.fault("DueHeads"); fail {
-		return nil, ie
+func (f *faultyIndex) CompleteMany(ctx context.Context, done []duework.Done) (errs []error, err error) {
+	err = f.write("CompleteMany", func() error { errs, err = f.Index.CompleteMany(ctx, done); return err })
+	if err != nil {
+		errs = nil
 	}
-	return f.Index.DueHeads(ctx, now, perUser)
+	return errs, err
 }
 
-func (f *faultyIndex) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
-	ie, fail := f.fault("Claim")
-	if fail && !f.after {
-		return nil, ie
-	}
-	cs, err := f.Index.Claim(ctx, keys, now, until)
-	if fail {
-		return nil, ie
+func (f *faultyIndex) DueBefore(ctx context.Context, now time.Time, limit int) (es []duework.Entry, err error) {
+	err = f.read("DueBefore", func() error { es, err = f.Index.DueBefore(ctx, now, limit); return err })
+	return es, err
+}
+
+func (f *faultyIndex) Ready(ctx context.Context, q duework.ReadyQuery) (p duework.ReadyPage, err error) {
+	err = f.write("Ready", func() error { p, err = f.Index.Ready(ctx, q); return err })
+	return p, err
+}
+
+func (f *faultyIndex) Route(ctx context.Context, routes []duework.Route) error {
+	return f.write("Route", func() error { return f.Index.Route(ctx, routes) })
+}
+
+func (f *faultyIndex) Groups(ctx context.Context, now time.Time) (gs []string, err error) {
+	err = f.read("Groups", func() error { gs, err = f.Index.Groups(ctx, now); return err })
+	return gs, err
+}
+
+func (f *faultyIndex) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
+	return f.write("Release", func() error { return f.Index.Release(ctx, userIDs, heldUntil) })
+}
+
+func (f *faultyIndex) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) (cs []duework.Claim, err error) {
+	err = f.write("Claim", func() error { cs, err = f.Index.Claim(ctx, keys, now, until); return err })
+	if err != nil {
+		cs = nil
 	}
 	return cs, err
 }
 
-func (f *faultyIndex) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
-	ie, fail := f.fault("Complete")
-	if fail && !f.after {
-		return ie
+// faultyGuardedIndex is a faultyIndex that keeps the optional capabilities of its Index.
+type faultyGuardedIndex struct {
+	*faultyIndex
+	full interface {
+		duework.MissingScheduler
+		duework.ClaimGuard
 	}
-	err := f.Index.Complete(ctx, tc, c, next)
-	if fail {
-		return ie
-	}
-	return err
+}
+
+func (f faultyGuardedIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (n int, err error) {
+	err = f.write("ScheduleMissing", func() error { n, err = f.full.ScheduleMissing(ctx, tc, es); return err })
+	return n, err
+}
+
+func (f faultyGuardedIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	return f.read("CheckClaim", func() error { return f.full.CheckClaim(ctx, tc, c) })
+}
+
+func (f faultyGuardedIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	return f.write("UnscheduleClaimed", func() error { return f.full.UnscheduleClaimed(ctx, tc, c) })
 }
 
 // injectedIn returns every injectedError in err's tree (wrapped and joined errors).
@@ -177,12 +208,23 @@ type faultRun struct {
 	errs    []error
 }
 
+// newFaulty returns a faultyIndex over a new Index, and the Index the bridge is to use:
+// the faultyIndex itself, or with guarded a faultyGuardedIndex over it.
+func newFaulty(guarded bool) (*faultyIndex, duework.Index) {
+	mem := duework.NewMemory()
+	fi := &faultyIndex{Index: mem}
+	if guarded {
+		return fi, faultyGuardedIndex{faultyIndex: fi, full: mem}
+	}
+	return fi, fi
+}
+
 // runFaulty sets up many tenants without faults, then runs several cycles with the
 // failAt-th index call failing, and returns what it saw.
-func runFaulty(t *testing.T, failAt int, after bool) *faultRun {
+func runFaulty(t *testing.T, failAt int, after, guarded bool) *faultRun {
 	t.Helper()
-	fi := &faultyIndex{Index: newIndex()}
-	w := newWorld(t, worldConfig{idx: fi, pipe: &seededPipeline{runs: map[string]int{}}, global: 18, lanes: []dispatch.LaneCapacity{
+	fi, idx := newFaulty(guarded)
+	w := newWorld(t, worldConfig{idx: idx, pipe: &seededPipeline{runs: map[string]int{}}, global: 18, lanes: []dispatch.LaneCapacity{
 		{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 8},
 		{Lane: "plus", PerUserLimit: 2, PerCycleLimit: 8},
 		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 4, MinShare: 3},
@@ -221,7 +263,7 @@ func runFaulty(t *testing.T, failAt int, after bool) *faultRun {
 	fi.mu.Lock()
 	fi.calls, fi.failAt, fi.after = 0, failAt, after
 	fi.mu.Unlock()
-	r := w.runner(t, bridge.RunnerConfig{Workers: 3})
+	r := w.runner(t, bridge.RunnerConfig{Workers: 3, FlushItems: 4})
 	for i := range faultCycles {
 		rep, err := r.Cycle(ctx, t0.Add(time.Duration(i)*faultEvery))
 		fr.errs = append(fr.errs, err)
@@ -304,8 +346,21 @@ func cmpString(a, b string) int {
 	return 0
 }
 
+// TestFaultInjectionLosesNothing fails the n-th index call of several cycles, for every
+// n, before and after the call's write, with and without the optional capabilities:
+// every failure is reported, no watched source is lost or scheduled twice, and fault-free
+// cycles afterwards leave exactly the watched sources.
 func TestFaultInjectionLosesNothing(t *testing.T) {
-	clean := runFaulty(t, 0, false)
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
+			t.Parallel()
+			faultEveryCall(t, guarded)
+		})
+	}
+}
+
+func faultEveryCall(t *testing.T, guarded bool) {
+	clean := runFaulty(t, 0, false, guarded)
 	total := clean.fi.calls
 	if total < 5*faultCycles {
 		t.Fatalf("the clean run made only %d index calls", total)
@@ -317,10 +372,22 @@ func TestFaultInjectionLosesNothing(t *testing.T) {
 	}
 	clean.check(t, "clean run")
 
+	failed := map[string]bool{}
+	defer func() {
+		want := []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "Get", "Unschedule"}
+		if guarded {
+			want = []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "CheckClaim", "UnscheduleClaimed"}
+		}
+		for _, m := range want {
+			if !failed[m] && !t.Failed() {
+				t.Errorf("no %s call was failed: the run does not exercise it", m)
+			}
+		}
+	}()
 	for _, after := range []bool{false, true} {
 		for n := 1; n <= total; n++ {
 			label := fmt.Sprintf("failing call %d (after=%v)", n, after)
-			fr := runFaulty(t, n, after)
+			fr := runFaulty(t, n, after, guarded)
 			if fr.fi.injected == nil {
 				if fr.fi.calls >= n {
 					t.Fatalf("%s: not injected in %d calls", label, fr.fi.calls)
@@ -339,6 +406,7 @@ func TestFaultInjectionLosesNothing(t *testing.T) {
 			if !reported {
 				t.Fatalf("%s: the failure of %s was not reported", label, fr.fi.injected.method)
 			}
+			failed[fr.fi.injected.method] = true
 			fr.check(t, label)
 		}
 	}
@@ -346,36 +414,46 @@ func TestFaultInjectionLosesNothing(t *testing.T) {
 
 func TestSyncWatchlistUnderFaults(t *testing.T) {
 	ctx := context.Background()
-	for _, after := range []bool{false, true} {
-		for n := 1; n <= 20; n++ {
-			fi := &faultyIndex{Index: newIndex(), failAt: n, after: after}
-			wl := tenancy.NewMemoryWatchlist()
-			b := &bridge.Bridge{Index: fi, Watchlist: wl, Pipeline: newStub()}
-			for s := range 10 {
-				watch(t, wl, "u1", fmt.Sprintf("s%d", s), "hot")
-			}
-			tc := mustTC(t, "u1")
-			added, err := b.SyncWatchlist(ctx, tc, t0)
-			if fi.injected == nil {
-				t.Fatalf("n=%d: no call failed", n)
-			}
-			if got := injectedIn(err); len(got) != 1 || got[0] != fi.injected {
-				t.Fatalf("n=%d after=%v: err = %v, want the injected failure", n, after, err)
-			}
-			fi.failAt = 0
-			more, err := b.SyncWatchlist(ctx, tc, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			scheduledAnyway := 0
-			if after && fi.injected.method == "Schedule" {
-				scheduledAnyway = 1
-			}
-			if added+more+scheduledAnyway != 10 {
-				t.Fatalf("n=%d after=%v: added %d then %d (+%d unreported), want 10 in all", n, after, added, more, scheduledAnyway)
-			}
-			for s := range 10 {
-				get(t, fi.Index, "u1", fmt.Sprintf("s%d", s))
+	for _, guarded := range []bool{false, true} {
+		for _, after := range []bool{false, true} {
+			for n := 1; n <= 20; n++ {
+				fi, idx := newFaulty(guarded)
+				fi.failAt, fi.after = n, after
+				wl := tenancy.NewMemoryWatchlist()
+				b := &bridge.Bridge{Index: idx, Watchlist: wl}
+				for s := range 10 {
+					watch(t, wl, "u1", fmt.Sprintf("s%d", s), "hot")
+				}
+				tc := mustTC(t, "u1")
+				added, err := b.SyncWatchlist(ctx, tc, t0)
+				if fi.injected == nil {
+					if guarded && n > 1 {
+						break // one call per sync
+					}
+					t.Fatalf("n=%d: no call failed", n)
+				}
+				label := fmt.Sprintf("guarded=%v n=%d after=%v", guarded, n, after)
+				if got := injectedIn(err); len(got) != 1 || got[0] != fi.injected {
+					t.Fatalf("%s: err = %v, want the injected failure", label, err)
+				}
+				fi.failAt = 0
+				more, err := b.SyncWatchlist(ctx, tc, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				unreported := 0
+				switch {
+				case after && fi.injected.method == "Schedule":
+					unreported = 1
+				case after && fi.injected.method == "ScheduleMissing":
+					unreported = 10
+				}
+				if added+more+unreported != 10 {
+					t.Fatalf("%s: added %d then %d (+%d unreported), want 10 in all", label, added, more, unreported)
+				}
+				for s := range 10 {
+					get(t, fi.Index, "u1", fmt.Sprintf("s%d", s))
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +17,96 @@ import (
 // t0 is the fixed instant the tests count from.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// newIndex returns the Index the tests run against.
+// newIndex returns the Index the tests run against: it has every optional capability.
 func newIndex() duework.Index { return duework.NewMemory() }
+
+// plainIndex hides an Index's optional capabilities (duework.MissingScheduler,
+// duework.ClaimGuard): the bridge sees only the plain contract.
+type plainIndex struct{ duework.Index }
+
+// withAndWithoutCapabilities runs f against an Index with every optional capability and
+// against the same hidden behind the plain contract.
+func withAndWithoutCapabilities(t *testing.T, f func(t *testing.T, wrap func(duework.Index) duework.Index)) {
+	t.Run("capabilities", func(t *testing.T) { f(t, func(x duework.Index) duework.Index { return x }) })
+	t.Run("plain", func(t *testing.T) { f(t, func(x duework.Index) duework.Index { return plainIndex{x} }) })
+}
+
+// countingIndex counts the calls of each method and records the size of every
+// CompleteMany; it keeps the capabilities of the Index it wraps.
+type countingIndex struct {
+	*duework.Memory
+	mu        sync.Mutex
+	calls     map[string]int
+	sizes     []int
+	completed chan int // when not nil, receives the size of every CompleteMany
+}
+
+func newCountingIndex() *countingIndex {
+	return &countingIndex{Memory: duework.NewMemory(), calls: map[string]int{}}
+}
+
+func (x *countingIndex) count(method string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.calls[method]++
+}
+
+func (x *countingIndex) n(method string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.calls[method]
+}
+
+func (x *countingIndex) batchSizes() []int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return slices.Clone(x.sizes)
+}
+
+func (x *countingIndex) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entry) error {
+	x.count("Schedule")
+	return x.Memory.Schedule(ctx, tc, e)
+}
+
+func (x *countingIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (int, error) {
+	x.count("ScheduleMissing")
+	return x.Memory.ScheduleMissing(ctx, tc, es)
+}
+
+func (x *countingIndex) Get(ctx context.Context, tc tenancy.Context, workKey string) (duework.Entry, error) {
+	x.count("Get")
+	return x.Memory.Get(ctx, tc, workKey)
+}
+
+func (x *countingIndex) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
+	x.count("Complete")
+	return x.Memory.Complete(ctx, tc, c, next)
+}
+
+func (x *countingIndex) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
+	x.mu.Lock()
+	x.calls["CompleteMany"]++
+	x.sizes = append(x.sizes, len(done))
+	x.mu.Unlock()
+	errs, err := x.Memory.CompleteMany(ctx, done)
+	if x.completed != nil {
+		x.completed <- len(done)
+	}
+	return errs, err
+}
+
+// recv returns the next value from ch, failing the test if none comes within ten seconds
+// of real time (a bound on a hang, not a wait: the value is normally there at once).
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
 
 func mustTC(t testing.TB, user string) tenancy.Context {
 	t.Helper()

@@ -16,37 +16,37 @@ import (
 // due and every other tenant is dispatched as usual.
 var ErrUnmappedPlan = errors.New("bridge: plan has no lane")
 
-// ErrInvalidLanes is returned by [PlanLanes] for a nil Entitlements, an empty table or a
-// plan mapped to an empty lane.
-var ErrInvalidLanes = errors.New("bridge: invalid plan lanes")
-
-// PlanLanes returns the dispatch.LaneFor that routes each tenant by its plan: it validates
-// the user ID (tenancy.NewContext), asks ent for the tenant's plan and looks the plan up in
-// lanes. An invalid user ID, a failing Entitlements and a plan missing from the table
-// ([ErrUnmappedPlan], naming the plan and the user) are errors, which the dispatcher reports
-// as unrouted.
+// PlanLanes returns the dispatch.LaneFor that routes each tenant by its plan: it asks ent
+// for the tenant's plan and looks it up in table. An invalid user ID, a failing
+// Entitlements and a plan missing from the table ([ErrUnmappedPlan]) are errors, which
+// the dispatcher reports as unrouted. Pass the lanes of the dispatch.Config the LaneFor is
+// for: PlanLanes refuses a table that maps a plan to a lane they lack, as well as a nil
+// ent and an empty table, wrapping [ErrInvalidConfig]. The table is copied.
 //
-// The table is copied: changing lanes afterwards does not change the routing. PlanLanes
-// refuses a nil ent, an empty table and an empty lane, wrapping [ErrInvalidLanes]; that
-// every lane of the table is one of the dispatcher's is checked by the dispatcher, which
-// reports a tenant routed to an unknown lane as unrouted.
-func PlanLanes(ent tenancy.Entitlements, lanes map[tenancy.PlanID]dispatch.Lane) (dispatch.LaneFor, error) {
+//	cfg.LaneFor, err = bridge.PlanLanes(ent, table, cfg.Lanes)
+func PlanLanes(ent tenancy.Entitlements, table map[tenancy.PlanID]dispatch.Lane, lanes []dispatch.LaneCapacity) (dispatch.LaneFor, error) {
 	var errs []error
 	if ent == nil {
-		errs = append(errs, fmt.Errorf("%w: Entitlements is nil", ErrInvalidLanes))
+		errs = append(errs, fmt.Errorf("%w: PlanLanes: the Entitlements must not be nil", ErrInvalidConfig))
 	}
-	if len(lanes) == 0 {
-		errs = append(errs, fmt.Errorf("%w: the plan→lane table is empty", ErrInvalidLanes))
+	if len(table) == 0 {
+		errs = append(errs, fmt.Errorf("%w: PlanLanes: the plan table must not be empty", ErrInvalidConfig))
 	}
-	for _, plan := range slices.Sorted(maps.Keys(lanes)) {
-		if lanes[plan] == "" {
-			errs = append(errs, fmt.Errorf("%w: plan %q maps to an empty lane", ErrInvalidLanes, plan))
+	configured := make(map[dispatch.Lane]bool, len(lanes))
+	names := make([]dispatch.Lane, len(lanes))
+	for i, lc := range lanes {
+		configured[lc.Lane], names[i] = true, lc.Lane
+	}
+	for _, plan := range slices.Sorted(maps.Keys(table)) {
+		if lane := table[plan]; !configured[lane] {
+			errs = append(errs, fmt.Errorf("%w: PlanLanes: plan %q maps to lane %q, which is not one of the configured lanes %q",
+				ErrInvalidConfig, plan, lane, names))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	table := maps.Clone(lanes)
+	table = maps.Clone(table)
 	return func(ctx context.Context, userID string) (dispatch.Lane, error) {
 		tc, err := tenancy.NewContext(userID)
 		if err != nil {

@@ -11,6 +11,12 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
+// configured are the lanes of the dispatch.Config the tests' LaneFor is for.
+var configured = []dispatch.LaneCapacity{
+	{Lane: "paid", PerUserLimit: 1, PerCycleLimit: 1},
+	{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1},
+}
+
 func planTable() map[tenancy.PlanID]dispatch.Lane {
 	return map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid"}
 }
@@ -29,7 +35,7 @@ func entitlements(t testing.TB, plans map[string]tenancy.PlanID) *tenancy.Memory
 func TestPlanLanesRoutesByPlan(t *testing.T) {
 	ent := entitlements(t, map[string]tenancy.PlanID{"p": tenancy.PlanPlus, "q": tenancy.PlanPro, "f": tenancy.PlanFree})
 	table := planTable()
-	laneFor, err := bridge.PlanLanes(ent, table)
+	laneFor, err := bridge.PlanLanes(ent, table, configured)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +50,7 @@ func TestPlanLanesRoutesByPlan(t *testing.T) {
 
 func TestPlanLanesUnmappedPlanIsAnErrorNamingIt(t *testing.T) {
 	ent := entitlements(t, map[string]tenancy.PlanID{"q": tenancy.PlanPro})
-	laneFor, err := bridge.PlanLanes(ent, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free"})
+	laneFor, err := bridge.PlanLanes(ent, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free"}, configured)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +67,7 @@ func (failingEntitlements) Plan(context.Context, tenancy.Context) (tenancy.PlanI
 }
 
 func TestPlanLanesErrors(t *testing.T) {
-	laneFor, err := bridge.PlanLanes(failingEntitlements{}, planTable())
+	laneFor, err := bridge.PlanLanes(failingEntitlements{}, planTable(), configured)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +88,17 @@ func TestPlanLanesErrors(t *testing.T) {
 	}{
 		{"nil entitlements", "Entitlements", nil, planTable()},
 		{"empty table", "empty", tenancy.NewMemoryEntitlements(), nil},
-		{"empty lane", `"plus"`, tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPlus: ""}},
+		{"empty lane", `plan "plus" maps to lane ""`, tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPlus: ""}},
+		{"unknown lane", `plan "pro" maps to lane "gold", which is not one of the configured lanes ["paid" "free"]`,
+			tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPro: "gold"}},
 	} {
-		laneFor, err := bridge.PlanLanes(tc.ent, tc.table)
-		if laneFor != nil || !errors.Is(err, bridge.ErrInvalidLanes) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: PlanLanes err = %v, want ErrInvalidLanes naming %s", tc.name, err, tc.want)
+		laneFor, err := bridge.PlanLanes(tc.ent, tc.table, configured)
+		if laneFor != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: PlanLanes err = %v, want ErrInvalidConfig naming %s", tc.name, err, tc.want)
 		}
+	}
+	if _, err := bridge.PlanLanes(tenancy.NewMemoryEntitlements(), planTable(), nil); !errors.Is(err, bridge.ErrInvalidConfig) {
+		t.Errorf("PlanLanes with no configured lanes: err = %v, want ErrInvalidConfig", err)
 	}
 }
 
@@ -97,7 +108,7 @@ func FuzzPlanLanes(f *testing.F) {
 	for _, s := range []string{"u1", "", "a\x00b", "\xff", strings.Repeat("x", 300), "ünï"} {
 		f.Add(s)
 	}
-	laneFor, err := bridge.PlanLanes(tenancy.NewMemoryEntitlements(), planTable())
+	laneFor, err := bridge.PlanLanes(tenancy.NewMemoryEntitlements(), planTable(), configured)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -6,31 +6,21 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/rotaworks/rota/dispatch"
 )
 
-// Observer defaults, used for the zero values of [RunnerConfig].
-const (
-	// DefaultShedAlarmAfter is the number of consecutive cycles a user may be shed before
-	// the noisy-neighbour alarm names it (RunnerConfig.ShedAlarmAfter zero).
-	DefaultShedAlarmAfter = 10
-	// MaxCrowding is how many of a lane's users a noisy-neighbour alarm names as crowding
-	// it: those that got the most items in the lane in the alarm's cycle.
-	MaxCrowding = 3
-)
+// MaxCrowding is how many of a lane's users a noisy-neighbour alarm names as crowding it:
+// those that got the most items in the lane in the alarm's cycle.
+const MaxCrowding = 3
 
 // Observer is told about every cycle of a Runner whose RunnerConfig.Observer it is: a
-// metrics exporter (the rota/otel module has one), a test's recorder, a host's own alarm.
-//
-// ObserveCycle is called once per cycle, after the cycle's last item finished and its
-// Info line was logged, with the same report Cycle returns. Cycles of Run overlap when
-// items are slow and each reports from its own goroutine, so an Observer must be safe for
-// concurrent use. It must not modify the report's slices and must copy what it keeps.
-//
-// The Runner's dispatch cycle is reported to the Dispatcher's own dispatch.Observer, if its
-// Config has one; the two do not repeat each other: CycleReport carries the dispatch's
-// counts for convenience, but an exporter should take dispatch figures from one of them.
+// metrics exporter, a test's recorder, a host's own alarm. ObserveCycle is called once per
+// cycle, after its last completion was written and its Info line logged, with the report
+// Cycle returns. Cycles of Run overlap when items are slow, so an Observer must be safe
+// for concurrent use; it must not modify the report's slices and must copy what it keeps.
 type Observer interface {
 	ObserveCycle(CycleReport)
 }
@@ -41,19 +31,26 @@ type ObserverFunc func(CycleReport)
 // ObserveCycle calls f(rep).
 func (f ObserverFunc) ObserveCycle(rep CycleReport) { f(rep) }
 
-// ShedAlarm is one lane's noisy-neighbour alarm: users who have waited too long, and the
-// users who got the most of the lane meanwhile.
-type ShedAlarm struct {
-	// Lane is the waiting users' lane this cycle; empty for users who are shed because
-	// their lane could not be resolved (see CycleReport.Unrouted), for whom no lane is
-	// crowded.
+// Observers returns an Observer that tells each of obs, in order, about every cycle. Nil
+// Observers are skipped.
+func Observers(obs ...Observer) Observer {
+	list := slices.DeleteFunc(slices.Clone(obs), func(o Observer) bool { return o == nil })
+	return ObserverFunc(func(rep CycleReport) {
+		for _, o := range list {
+			o.ObserveCycle(rep)
+		}
+	})
+}
+
+// WaitAlarm is a noisy-neighbour alarm: a lane kept a ready user waiting longer than
+// RunnerConfig.AlarmAfter, measured from the lane's dispatch.LaneReport.WaitingSince to
+// the cycle's now. A lane raises it once per episode; the episode ends in the first cycle
+// whose wait is within the threshold again (CycleReport.Recovered). A failed dispatch
+// neither raises nor ends one.
+type WaitAlarm struct {
 	Lane dispatch.Lane
-	// Waiting are the lane's users whose shed streak reached RunnerConfig.ShedAlarmAfter
-	// consecutive cycles in this cycle, sorted by UserID, each with the items it got this
-	// cycle. A user with a backlog deeper than its lane's PerUserLimit is shed in every
-	// cycle in which it still has more due; such a user waits with items > 0 and usually
-	// crowds the lane too.
-	Waiting []UserItems
+	// Wait is how long the lane's longest-waiting ready user has waited.
+	Wait time.Duration
 	// Crowding are the lane's users with the most items this cycle, at most MaxCrowding,
 	// most first, then by UserID; empty when the lane dispatched nothing.
 	Crowding []UserItems
@@ -65,78 +62,99 @@ type UserItems struct {
 	Items  int
 }
 
-// shedAlarms builds the alarms of one cycle: crossed are the users whose shed streak
-// reached the threshold (sorted), info the cycle's dispatch. Lanes go in Config order,
-// then the unrouted users. Pure.
-func shedAlarms(info dispatch.CycleInfo, crossed []string) []ShedAlarm {
-	if len(crossed) == 0 {
-		return nil
+// alarmState holds the lanes whose alarm is raised.
+type alarmState struct {
+	mu sync.Mutex
+	on map[dispatch.Lane]bool
+}
+
+// update raises and ends alarms for the dispatched batch b at now. Cycles are counted in
+// the order their dispatches return.
+func (a *alarmState) update(after time.Duration, now time.Time, b dispatch.Batch) (raised []WaitAlarm, recovered []dispatch.Lane) {
+	if after < 0 {
+		return nil, nil
 	}
-	laneOf := make(map[string]dispatch.Lane, len(crossed))
-	for _, s := range info.Shed {
-		laneOf[s.UserID] = s.Lane
-	}
-	items := map[dispatch.Lane]map[string]int{}
-	for _, it := range info.Batch.Items {
-		m := items[it.Lane]
-		if m == nil {
-			m = map[string]int{}
-			items[it.Lane] = m
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, l := range b.Lanes {
+		var wait time.Duration
+		if !l.WaitingSince.IsZero() {
+			wait = now.Sub(l.WaitingSince)
 		}
-		m[it.Claim.Entry.UserID]++
-	}
-	lanes := make([]dispatch.Lane, 0, len(info.Batch.Lanes)+1)
-	for _, l := range info.Batch.Lanes {
-		lanes = append(lanes, l.Lane)
-	}
-	lanes = append(lanes, "")
-	var out []ShedAlarm
-	for _, lane := range lanes {
-		var a ShedAlarm
-		for _, u := range crossed {
-			if laneOf[u] == lane {
-				a.Waiting = append(a.Waiting, UserItems{UserID: u, Items: items[lane][u]})
+		switch {
+		case wait > after && !a.on[l.Lane]:
+			if a.on == nil {
+				a.on = map[dispatch.Lane]bool{}
 			}
+			a.on[l.Lane] = true
+			raised = append(raised, WaitAlarm{Lane: l.Lane, Wait: wait, Crowding: crowding(b.Items, l.Lane)})
+		case wait <= after && a.on[l.Lane]:
+			delete(a.on, l.Lane)
+			recovered = append(recovered, l.Lane)
 		}
-		if len(a.Waiting) == 0 {
+	}
+	return raised, recovered
+}
+
+// crowding returns lane's users with the most of items, at most MaxCrowding. Pure.
+func crowding(items []dispatch.Item, lane dispatch.Lane) []UserItems {
+	count := map[string]int{}
+	for _, it := range items {
+		if it.Lane == lane {
+			count[it.Claim.Entry.UserID]++
+		}
+	}
+	out := make([]UserItems, 0, len(count))
+	for u, n := range count {
+		out = append(out, UserItems{UserID: u, Items: n})
+	}
+	slices.SortFunc(out, func(x, y UserItems) int {
+		return cmp.Or(cmp.Compare(y.Items, x.Items), cmp.Compare(x.UserID, y.UserID))
+	})
+	return out[:min(len(out), MaxCrowding)]
+}
+
+// logReport writes one line per failure and alarm, then the cycle's Info line.
+func (r *Runner) logReport(rep CycleReport) {
+	ctx, log := context.Background(), r.cfg.Logger
+	if rep.DispatchErr != nil {
+		log.LogAttrs(ctx, slog.LevelError, "rota: dispatch failed", slog.Any("error", rep.DispatchErr))
+	}
+	for _, u := range rep.Unrouted {
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: user unrouted", slog.String("user", u.UserID), slog.Any("error", u.Err))
+	}
+	for _, it := range rep.Items {
+		if it.Err == nil || rep.isFlushErr(it.Err) {
 			continue
 		}
-		a.Lane = lane
-		if lane != "" {
-			for u, n := range items[lane] {
-				a.Crowding = append(a.Crowding, UserItems{UserID: u, Items: n})
-			}
-			slices.SortFunc(a.Crowding, func(x, y UserItems) int {
-				return cmp.Or(cmp.Compare(y.Items, x.Items), cmp.Compare(x.UserID, y.UserID))
-			})
-			a.Crowding = a.Crowding[:min(len(a.Crowding), MaxCrowding)]
-		}
-		out = append(out, a)
+		e := it.Item.Claim.Entry
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: item failed",
+			slog.String("user", e.UserID), slog.String("work_key", e.WorkKey), slog.String("lane", string(it.Item.Lane)),
+			slog.String("status", it.Status.String()), slog.Any("error", it.Err))
 	}
-	return out
-}
-
-// recordShed feeds a dispatched cycle's shed users to the Runner's ShedTracker and returns
-// the cycle's alarms. Cycles are recorded in the order their dispatches return.
-func (r *Runner) recordShed(info dispatch.CycleInfo) []ShedAlarm {
-	if r.shed.Threshold < 1 {
-		return nil
+	for _, a := range rep.Alarms {
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: noisy neighbour",
+			slog.String("lane", string(a.Lane)), slog.Duration("wait", a.Wait), slog.Any("crowding", userItemsStrings(a.Crowding)))
 	}
-	r.shedMu.Lock()
-	crossed := r.shed.Record(info.Batch.ShedUserIDs)
-	r.shedMu.Unlock()
-	return shedAlarms(info, crossed)
-}
-
-// logShedAlarms writes one Warn line per alarm.
-func (r *Runner) logShedAlarms(rep CycleReport) {
-	for _, a := range rep.ShedAlarms {
-		r.log.LogAttrs(context.Background(), slog.LevelWarn, "rota: noisy neighbour",
-			slog.String("lane", string(a.Lane)),
-			slog.Int("shed_cycles", r.shed.Threshold),
-			slog.Any("waiting", userItemsStrings(a.Waiting)),
-			slog.Any("crowding", userItemsStrings(a.Crowding)))
+	for _, l := range rep.Recovered {
+		log.LogAttrs(ctx, slog.LevelInfo, "rota: noisy neighbour recovered", slog.String("lane", string(l)))
 	}
+	log.LogAttrs(ctx, slog.LevelInfo, "rota: cycle",
+		slog.Time("now", rep.Now),
+		slog.Int("dispatched", rep.Dispatched),
+		slog.Int("hits", rep.Hits),
+		slog.Int("misses", rep.Misses),
+		slog.Int("removed", rep.Removed),
+		slog.Int("errors", rep.Errors),
+		slog.Int("lost_claims", rep.LostClaims),
+		slog.Int("released", rep.Released),
+		slog.Int("late", rep.Late),
+		slog.Int("shed", len(rep.Shed)),
+		slog.Int("unrouted", len(rep.Unrouted)),
+		slog.Int("dispatch_lost_claims", dispatchLostClaims(rep.Lanes)),
+		slog.Int("alarms", len(rep.Alarms)),
+		slog.Duration("dispatch_duration", rep.DispatchDuration),
+		slog.Duration("duration", rep.Duration))
 }
 
 // userItemsStrings renders users as "user:items".

@@ -234,25 +234,163 @@ func TestRunDueItemLostClaimWritesNothing(t *testing.T) {
 		{"after a pipeline error", errBoom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture()
-			f.dueEntry(t, "a", "hot", 0)
-			f.pipe.results["a"] = hit
-			f.pipe.errs["a"] = tc.err
-			item := claim(t, f.idx, "u1", "a", t0)
-			// The host reschedules the entry while the item runs: its change wins.
-			hosts := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "warm", DueAt: t0.Add(42 * time.Hour), MissStreak: 5}
-			schedule(t, f.idx, hosts)
-			_, err := f.b.RunDueItem(context.Background(), item, t0.Add(time.Minute))
-			if !errors.Is(err, duework.ErrClaimLost) {
-				t.Fatalf("err = %v, want ErrClaimLost", err)
-			}
-			if tc.err != nil && !errors.Is(err, tc.err) {
-				t.Fatalf("err = %v, want the pipeline's error too", err)
-			}
-			if diff := cmp.Diff(hosts, get(t, f.idx, "u1", "a")); diff != "" {
-				t.Fatalf("a lost claim wrote over the host's entry (-want +got):\n%s", diff)
-			}
+			withAndWithoutCapabilities(t, func(t *testing.T, wrap func(duework.Index) duework.Index) {
+				f := newFixture()
+				f.b.Index = wrap(f.idx)
+				f.dueEntry(t, "a", "hot", 0)
+				// The host reschedules the entry while the item runs: its change wins.
+				hosts := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "warm", DueAt: t0.Add(42 * time.Hour), MissStreak: 5}
+				f.b.Pipeline = bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+					schedule(t, f.idx, hosts)
+					return hit, tc.err
+				})
+				_, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0.Add(time.Minute))
+				if !errors.Is(err, duework.ErrClaimLost) {
+					t.Fatalf("err = %v, want ErrClaimLost", err)
+				}
+				if tc.err != nil && !errors.Is(err, tc.err) {
+					t.Fatalf("err = %v, want the pipeline's error too", err)
+				}
+				if diff := cmp.Diff(hosts, get(t, f.idx, "u1", "a")); diff != "" {
+					t.Fatalf("a lost claim wrote over the host's entry (-want +got):\n%s", diff)
+				}
+			})
 		})
+	}
+}
+
+// TestRunDueItemRefusesAForgedItem: an item that was never claimed — or whose claim was
+// replaced — runs nothing and writes nothing, whether the victim's entry is watched (its
+// pipeline would run) or not (its entry would be removed). Without a ClaimGuard the check
+// is weaker (see the plain row): it catches an item whose entry differs from the stored
+// one.
+func TestRunDueItemRefusesAForgedItem(t *testing.T) {
+	withAndWithoutCapabilities(t, func(t *testing.T, wrap func(duework.Index) duework.Index) {
+		for _, watched := range []bool{true, false} {
+			f := newFixture()
+			f.b.Index = wrap(f.idx)
+			victim := duework.Entry{UserID: "victim", WorkKey: "feed", Tier: "hot", DueAt: t0, MissStreak: 3}
+			schedule(t, f.idx, victim)
+			if watched {
+				watch(t, f.wl, "victim", "feed", "hot")
+			}
+			forged := victim
+			forged.MissStreak = 0 // what a forger would guess
+			item := dispatch.Item{Claim: duework.Claim{Entry: forged, Token: 7, Until: t0.Add(time.Hour)}, Lane: "free"}
+			res, err := f.b.RunDueItem(context.Background(), item, t0)
+			if res != nil || !errors.Is(err, duework.ErrClaimLost) || f.pipe.ncalls() != 0 {
+				t.Fatalf("watched=%v: forged item: %v, %v, %d pipeline runs; want ErrClaimLost and nothing run", watched, res, err, f.pipe.ncalls())
+			}
+			if diff := cmp.Diff(victim, get(t, f.idx, "victim", "feed")); diff != "" {
+				t.Fatalf("watched=%v: the forged item changed the victim's entry (-want +got):\n%s", watched, diff)
+			}
+		}
+	})
+	// With a ClaimGuard even an exact copy of the entry is refused: the token is checked.
+	f := newFixture()
+	victim := duework.Entry{UserID: "victim", WorkKey: "feed", Tier: "hot", DueAt: t0}
+	schedule(t, f.idx, victim)
+	watch(t, f.wl, "victim", "feed", "hot")
+	item := dispatch.Item{Claim: duework.Claim{Entry: victim, Token: 7, Until: t0.Add(time.Hour)}}
+	if _, err := f.b.RunDueItem(context.Background(), item, t0); !errors.Is(err, duework.ErrClaimLost) || f.pipe.ncalls() != 0 {
+		t.Fatalf("forged copy with a ClaimGuard: %v, %d pipeline runs; want ErrClaimLost and nothing run", err, f.pipe.ncalls())
+	}
+}
+
+// reschedulingWatchlist answers that every entry is gone, after the host rescheduled it in
+// the index (which ends the running item's claim).
+type reschedulingWatchlist struct {
+	tenancy.Watchlist
+	t     *testing.T
+	idx   duework.Index
+	entry duework.Entry
+}
+
+func (w reschedulingWatchlist) Get(ctx context.Context, tc tenancy.Context, slug string) (tenancy.WatchlistEntry, error) {
+	schedule(w.t, w.idx, w.entry)
+	return tenancy.WatchlistEntry{}, tenancy.ErrNotFound
+}
+
+// TestRunDueItemRemovesOnlyUnderItsClaim: with a ClaimGuard, an item whose claim was
+// replaced after it was checked does not remove the entry that replaced it.
+func TestRunDueItemRemovesOnlyUnderItsClaim(t *testing.T) {
+	f := newFixture()
+	f.dueEntry(t, "a", "hot", 0)
+	hosts := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "warm", DueAt: t0.Add(time.Hour)}
+	f.b.Watchlist = reschedulingWatchlist{Watchlist: f.wl, t: t, idx: f.idx, entry: hosts}
+	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
+	if res != nil || !errors.Is(err, duework.ErrClaimLost) {
+		t.Fatalf("RunDueItem = %v, %v; want ErrClaimLost", res, err)
+	}
+	if diff := cmp.Diff(hosts, get(t, f.idx, "u1", "a")); diff != "" {
+		t.Fatalf("the stale item removed or changed the host's entry (-want +got):\n%s", diff)
+	}
+}
+
+// readdingIndex plays the host just before the entry of a removed source is unscheduled:
+// the source is watched again and the tenant synced. The sync finds the entry still
+// scheduled (claimed by the running item) and adds nothing.
+type readdingIndex struct {
+	duework.Index
+	t     *testing.T
+	f     *fixture
+	added int
+}
+
+func (x *readdingIndex) readd(tc tenancy.Context, workKey string) {
+	watch(x.t, x.f.wl, tc.UserID(), workKey, "warm")
+	n, err := x.f.b.SyncWatchlist(context.Background(), tc, t0)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	x.added += n
+}
+
+func (x *readdingIndex) Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error {
+	x.readd(tc, workKey)
+	return x.Index.Unschedule(ctx, tc, workKey)
+}
+
+type readdingGuardedIndex struct{ *readdingIndex }
+
+func (x readdingGuardedIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (int, error) {
+	return x.Index.(duework.MissingScheduler).ScheduleMissing(ctx, tc, es)
+}
+
+func (x readdingGuardedIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	return x.Index.(duework.ClaimGuard).CheckClaim(ctx, tc, c)
+}
+
+func (x readdingGuardedIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	x.readd(tc, c.Entry.WorkKey)
+	return x.Index.(duework.ClaimGuard).UnscheduleClaimed(ctx, tc, c)
+}
+
+// TestRunDueItemRemovedAndReAddedStaysScheduled: a source removed and watched again while
+// its item runs ends up scheduled, with its new tier, never watched and unpolled.
+func TestRunDueItemRemovedAndReAddedStaysScheduled(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		f := newFixture()
+		x := &readdingIndex{Index: f.idx, t: t, f: f}
+		f.b.Index = x
+		if guarded {
+			f.b.Index = readdingGuardedIndex{x}
+		}
+		f.dueEntry(t, "a", "hot", 0)
+		if err := f.wl.Remove(context.Background(), mustTC(t, "u1"), "a"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
+		if res != nil || err != nil || x.added != 0 {
+			t.Fatalf("guarded=%v: RunDueItem = %v, %v (the racing sync added %d); want nil, nil and a sync that added nothing", guarded, res, err, x.added)
+		}
+		e, err := f.idx.Get(context.Background(), mustTC(t, "u1"), "a")
+		if err != nil {
+			t.Fatalf("guarded=%v: the re-added source is watched but no longer scheduled: %v", guarded, err)
+		}
+		if e.Tier != "warm" || e.DueAt.Before(t0) || !e.DueAt.Before(t0.Add(cadence.TierWarm.Base)) {
+			t.Fatalf("guarded=%v: re-added entry %+v, want a new warm entry as a sync makes it", guarded, e)
+		}
 	}
 }
 

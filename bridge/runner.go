@@ -13,293 +13,167 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Runner defaults, used for the zero values of [RunnerConfig].
-const (
-	// DefaultInterval is how often Run starts a cycle.
-	DefaultInterval = time.Minute
-	// DefaultWorkers is how many pipelines run at once. Pipelines usually wait on the
-	// network, so this is not tied to the number of CPUs.
-	DefaultWorkers = 8
-)
+// ErrClaimEnded is the cause (see context.Cause) of an item's context when the item's
+// claim is about to end: past it, the entry may be dispatched again elsewhere.
+var ErrClaimEnded = errors.New("bridge: the item's claim is ending")
 
-// ErrInvalidConfig is returned by [NewRunner] for a nil Bridge or Dispatcher or a negative
-// Interval or Workers. The wrapping error names the field.
-var ErrInvalidConfig = errors.New("bridge: invalid runner config")
+// ErrShutdownTimeout is the cause of an item's context when the context of Run or Cycle
+// ended RunnerConfig.ShutdownTimeout ago and the item still ran. Run returns it, wrapped,
+// after such a stop.
+var ErrShutdownTimeout = errors.New("bridge: shutdown timeout")
 
-// Clock is the Runner's only source of time: the narrowest interface that a loop needs.
-// A nil Clock in [RunnerConfig] means the real one; tests pass a fake or run the Runner
-// inside a testing/synctest bubble.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// NewTicker returns a channel that receives a value every d, and a function that
-	// stops the ticker. Like time.Ticker, it drops ticks for a slow receiver.
-	NewTicker(d time.Duration) (c <-chan time.Time, stop func())
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}
-
-// RunnerConfig holds the Runner's knobs; the zero value means the defaults.
-type RunnerConfig struct {
-	// Interval is how often Run starts a cycle; zero means DefaultInterval.
-	Interval time.Duration
-	// Workers bounds how many items run at once, across all cycles of the Runner; zero
-	// means DefaultWorkers.
-	Workers int
-	// Clock is the Runner's clock; nil means the real clock.
-	Clock Clock
-	// Logger receives one Info line per cycle, a Warn or Error line per failure and a
-	// Warn line per noisy-neighbour alarm; nil means slog.Default() at the time NewRunner
-	// is called.
-	Logger *slog.Logger
-	// Observer, when not nil, is told about every cycle (see Observer).
-	Observer Observer
-	// ShedAlarmAfter is the noisy-neighbour alarm's threshold: a user shed for this many
-	// consecutive cycles is named in CycleReport.ShedAlarms and a Warn line, once per
-	// streak. Zero means DefaultShedAlarmAfter; a negative value turns the alarm off.
-	ShedAlarmAfter int
-}
-
-// batcher is what the Runner needs of a *dispatch.Dispatcher.
-type batcher interface {
-	Cycle(ctx context.Context, now time.Time) (dispatch.CycleInfo, error)
+// dispatcher is what the Runner needs of a *dispatch.Dispatcher.
+type dispatcher interface {
+	Dispatch(ctx context.Context, now time.Time) (dispatch.Batch, error)
 }
 
 // Runner drives the cycle: every interval one dispatch, then each dispatched item through
-// [Bridge.RunDueItem] on a bounded pool of workers. [Runner.Run] is the long-running loop of
-// a daemon; [Runner.Cycle] runs exactly one cycle, for a serverless handler on a timer or a
-// test on a simulated clock. A Runner is safe for concurrent use; Cycle and Run calls share
-// its pool of workers.
+// the Bridge on a bounded pool of workers, its completion written in a batch. [Runner.Run]
+// is the long-running loop of a daemon; [Runner.Cycle] runs exactly one cycle, for a
+// serverless handler on a timer or a test on a simulated clock. A Runner is safe for
+// concurrent use; Cycle and Run calls share its pool of workers.
 type Runner struct {
-	b        *Bridge
-	d        batcher
-	interval time.Duration
-	clock    Clock
-	log      *slog.Logger
-	sem      chan struct{} // one slot per worker
-	obs      Observer
-
-	shedMu sync.Mutex
-	shed   dispatch.ShedTracker // Threshold 0: the alarm is off
+	b               *Bridge
+	d               dispatcher
+	cfg             RunnerConfig // with defaults
+	intervalDefault bool
+	sem             chan struct{} // one slot per worker
+	alarms          alarmState
 }
 
-// NewRunner returns a Runner that dispatches with d and runs items through b. It refuses a
-// nil or incomplete Bridge (see [ErrInvalidBridge]), a nil Dispatcher and a negative
-// Interval or Workers, wrapping [ErrInvalidConfig] and naming the field; zero values mean
-// [DefaultInterval], [DefaultWorkers], the real clock and slog.Default().
-//
-// b's Index should be the one d dispatches from: the Runner completes d's claims in it.
+// NewRunner returns a Runner that dispatches with d and runs items through b, whose Index
+// should be the one d dispatches from. It refuses a nil or incomplete Bridge, a nil
+// Dispatcher and a knob out of range, wrapping [ErrInvalidConfig] and naming the field.
 func NewRunner(b *Bridge, d *dispatch.Dispatcher, cfg RunnerConfig) (*Runner, error) {
-	var bt batcher
+	var dd dispatcher
 	if d != nil {
-		bt = d
+		dd = d
 	}
-	return newRunner(b, bt, cfg)
+	return newRunner(b, dd, cfg)
 }
 
-func newRunner(b *Bridge, d batcher, cfg RunnerConfig) (*Runner, error) {
-	var errs []error
-	if b == nil {
-		errs = append(errs, fmt.Errorf("%w: Bridge is nil", ErrInvalidConfig))
-	} else if err := b.check(); err != nil {
-		errs = append(errs, err)
-	}
+func newRunner(b *Bridge, d dispatcher, cfg RunnerConfig) (*Runner, error) {
+	errs := []error{b.check(true), cfg.validate()}
 	if d == nil {
-		errs = append(errs, fmt.Errorf("%w: Dispatcher is nil", ErrInvalidConfig))
-	}
-	if cfg.Interval < 0 {
-		errs = append(errs, fmt.Errorf("%w: Interval must not be negative, got %v", ErrInvalidConfig, cfg.Interval))
-	}
-	if cfg.Workers < 0 {
-		errs = append(errs, fmt.Errorf("%w: Workers must not be negative, got %d", ErrInvalidConfig, cfg.Workers))
+		errs = append(errs, fmt.Errorf("%w: the Dispatcher must not be nil", ErrInvalidConfig))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r := &Runner{b: b, d: d, interval: cfg.Interval, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer}
-	switch {
-	case cfg.ShedAlarmAfter == 0:
-		r.shed.Threshold = DefaultShedAlarmAfter
-	case cfg.ShedAlarmAfter > 0:
-		r.shed.Threshold = cfg.ShedAlarmAfter
-	}
-	if r.interval == 0 {
-		r.interval = DefaultInterval
-	}
-	workers := cfg.Workers
-	if workers == 0 {
-		workers = DefaultWorkers
-	}
-	r.sem = make(chan struct{}, workers)
-	if r.clock == nil {
-		r.clock = realClock{}
-	}
-	if r.log == nil {
-		r.log = slog.Default()
-	}
+	r := &Runner{b: b, d: d, cfg: cfg.withDefaults(), intervalDefault: cfg.Interval == 0}
+	r.sem = make(chan struct{}, r.cfg.Workers)
 	return r, nil
 }
 
-// CycleReport is what one cycle did. Counts are of items; lists are in dispatch order.
-type CycleReport struct {
-	// Now is the cycle's time.
-	Now time.Time
-	// Dispatched is the number of items the dispatch handed out.
-	Dispatched int
-	// Hits, Misses and Removed count the items that ended so (see ItemStatus).
-	Hits, Misses, Removed int
-	// Errors counts the items that failed (StatusError); their errors are in Items and
-	// in the error Cycle returns.
-	Errors int
-	// LostClaims counts items whose claim was gone when they completed: they ran past
-	// their claim, or the host rescheduled them meanwhile. Nothing of theirs was written.
-	// Claims lost to another dispatcher at dispatch time are in Lanes instead.
-	LostClaims int
-	// Released counts items that were never started because ctx ended first.
-	Released int
-	// Shed names the users who had due work this cycle and did not get all of it
-	// dispatched (dispatch.Batch.ShedUserIDs); their work stays due.
-	Shed []string
-	// Unrouted lists the users whose lane could not be resolved; their work stays due.
-	Unrouted []dispatch.Unrouted
-	// Lanes reports each lane of the dispatch.
-	Lanes []dispatch.LaneReport
-	// Items reports every dispatched item, in dispatch order.
-	Items []ItemReport
-	// DispatchErr is the dispatch's error, if it failed.
-	DispatchErr error
-	// ShedAlarms are this cycle's noisy-neighbour alarms, one per lane with a user whose
-	// shed streak reached RunnerConfig.ShedAlarmAfter in this cycle (see ShedAlarm).
-	ShedAlarms []ShedAlarm
-	// DispatchDuration is how long the dispatch took and Duration how long the whole
-	// cycle took, dispatch to the last item's end, both on the Runner's Clock.
-	DispatchDuration, Duration time.Duration
+// Cycle runs exactly one cycle at now: one dispatch, then every dispatched item on the
+// Runner's workers. It returns when every item has ended and its completion is written,
+// with the report and [CycleReport.Err]. Items advance from now, so a simulation can
+// drive it on simulated time. When ctx ends, Cycle stops as Run does.
+func (r *Runner) Cycle(ctx context.Context, now time.Time) (CycleReport, error) {
+	st := r.newStopper(ctx)
+	rep := r.finish(r.start(ctx, st, now))
+	st.close()
+	return rep, rep.Err()
 }
 
-// ItemReport is how one dispatched item ended.
-type ItemReport struct {
-	Item   dispatch.Item
-	Status ItemStatus
-	// Next is the due-work entry as written back, for hits, misses and failed items that
-	// were rescheduled for a retry; zero when nothing was written.
-	Next duework.Entry
-	// Err is the item's error, for StatusError and StatusLostClaim.
-	Err error
-}
-
-// Err returns the cycle's failures joined: the dispatch error and every failed item's
-// error. Lost claims are not failures (the entry was handled elsewhere) and are left out;
-// they are in Items.
-func (r CycleReport) Err() error {
-	var errs []error
-	if r.DispatchErr != nil {
-		errs = append(errs, r.DispatchErr)
-	}
-	for _, it := range r.Items {
-		if it.Status == StatusError && it.Err != nil {
-			errs = append(errs, it.Err)
+// Run starts a cycle now and then every Interval until ctx ends, and returns nil after a
+// clean stop. When ctx ends, a dispatch under way still finishes its claim, items waiting
+// for a worker are handed back at once, and items in flight run on for up to
+// ShutdownTimeout before their contexts are cancelled; Run returns an error wrapping
+// [ErrShutdownTimeout] if it had to. Cycles overlap when items are slow, sharing the
+// Workers; a dispatch waits until the previous cycle's items have all started.
+func (r *Runner) Run(ctx context.Context) error {
+	r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: runner started",
+		slog.Duration("interval", r.cfg.Interval), slog.Bool("interval_default", r.intervalDefault),
+		slog.Int("workers", r.cfg.Workers), slog.Duration("alarm_after", r.cfg.AlarmAfter))
+	st := r.newStopper(ctx)
+	ticks, stopTicker := r.cfg.Clock.NewTicker(r.cfg.Interval)
+	var cycles sync.WaitGroup
+	for ctx.Err() == nil {
+		c := r.start(ctx, st, r.cfg.Clock.Now())
+		cycles.Go(func() { r.finish(c) })
+		select {
+		case <-ctx.Done():
+		case <-ticks:
 		}
 	}
-	return errors.Join(errs...)
+	stopTicker()
+	cycles.Wait()
+	if st.close() {
+		err := fmt.Errorf("bridge: Run: items cancelled or writes cut short after %v: %w", r.cfg.ShutdownTimeout, ErrShutdownTimeout)
+		r.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: runner stopped", slog.Any("error", err))
+		return err
+	}
+	r.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "rota: runner stopped")
+	return nil
 }
 
 // cycle is one cycle in progress.
 type cycle struct {
+	r       *Runner
+	st      *stopper
+	now     time.Time // the cycle's now, the claims' time
+	started time.Time // on the Runner's Clock
 	report  CycleReport
-	wg      sync.WaitGroup // the cycle's started items
-	started time.Time      // on the Runner's Clock
+	wg      sync.WaitGroup // one per item, until its outcome is final
+	batch   batcher
+
+	mu       sync.Mutex
+	running  int  // items started whose write is not queued yet
+	starting bool // start is still handing out items
 }
 
-// Cycle runs exactly one cycle at now: one dispatch, then every dispatched item on the
-// Runner's pool of workers, each item under a context that ends with its claim. It returns
-// when every item has finished, with the report and [CycleReport.Err].
-//
-// Items are advanced from now, so a test or simulation can drive the Runner on a
-// simulated clock. If ctx ends while items wait for a worker, those items are released:
-// their claims are handed back with the entries unchanged, so they are due again at once.
-// Running items see ctx end through their own context.
-func (r *Runner) Cycle(ctx context.Context, now time.Time) (CycleReport, error) {
-	c := r.start(ctx, ctx, now)
-	rep := r.finish(c)
-	return rep, rep.Err()
-}
-
-// Run starts a cycle now and then every Interval, until ctx ends. Then it stops
-// dispatching, releases the items of the current cycle that have not started (see Cycle),
-// and waits for the items in flight before it returns ctx.Err(). Items in flight are not
-// cancelled when ctx ends — a shutdown drains — but each item's context ends with its
-// claim, so a pipeline that honours its context finishes within ClaimFor.
-//
-// Cycles may overlap: a cycle starts on schedule while slow items of the previous one are
-// still running, and the pool of Workers bounds them together. When every worker is busy,
-// the dispatch of the next cycle waits, so work is not claimed faster than it is done.
-func (r *Runner) Run(ctx context.Context) error {
-	ticks, stop := r.clock.NewTicker(r.interval)
-	defer stop()
-	var cycles sync.WaitGroup
-	defer cycles.Wait()
-	for {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c := r.start(ctx, context.WithoutCancel(ctx), r.clock.Now())
-		cycles.Add(1)
-		go func() {
-			defer cycles.Done()
-			r.finish(c)
-		}()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticks:
-		}
-	}
-}
-
-// start dispatches and starts every item on a worker, waiting for free workers; items
-// still waiting when ctx ends are released. Items run under itemBase.
-func (r *Runner) start(ctx, itemBase context.Context, now time.Time) *cycle {
-	c := &cycle{report: CycleReport{Now: now}, started: r.clock.Now()}
-	info, err := r.d.Cycle(ctx, now)
-	c.report.DispatchDuration = r.clock.Now().Sub(c.started)
-	batch := info.Batch
-	if err != nil {
-		c.report.DispatchErr = fmt.Errorf("bridge: dispatch at %v: %w", now, err)
-	} else {
-		c.report.ShedAlarms = r.recordShed(info)
-	}
-	// A failed dispatch may still have claimed items; run whatever it handed out.
-	c.report.Dispatched = len(batch.Items)
-	c.report.Shed = batch.ShedUserIDs
-	c.report.Unrouted = batch.Unrouted
-	c.report.Lanes = batch.Lanes
-	c.report.Items = make([]ItemReport, len(batch.Items))
-	for i, it := range batch.Items {
-		c.report.Items[i].Item = it
+// start dispatches and starts every item on a worker, waiting for free workers. Items
+// still waiting when ctx ends are handed back in one write, items whose claim would end
+// before they start are handed back as late.
+func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
+	c := &cycle{r: r, st: st, now: now, started: r.cfg.Clock.Now(), starting: true}
+	c.batch.c = c
+	c.report.Now = now
+	batch, err := r.d.Dispatch(st.drain, now)
+	c.report.DispatchDuration = r.cfg.Clock.Now().Sub(c.started)
+	r.dispatched(&c.report, batch, err)
+	items := batch.Items
+	c.wg.Add(len(items))
+	for i, it := range items {
 		if !r.acquire(ctx) {
-			for j := i; j < len(batch.Items); j++ {
-				c.report.Items[j] = r.release(ctx, batch.Items[j])
-			}
+			c.write(handBacks(items[i:], i, StatusReleased))
 			break
 		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			defer func() { <-r.sem }()
-			ictx, cancel := context.WithTimeout(itemBase, it.Claim.Until.Sub(now))
-			defer cancel()
-			ir := r.b.run(ictx, it, now)
-			c.report.Items[i] = ItemReport{Item: it, Status: ir.status, Next: ir.next, Err: ir.err}
-		}()
+		end := c.claimEnd(it.Claim)
+		if !r.cfg.Clock.Now().Before(end) {
+			<-r.sem
+			c.queue(handBacks(items[i:i+1], i, StatusLate)[0])
+			continue
+		}
+		c.mu.Lock()
+		c.running++
+		c.mu.Unlock()
+		go r.runItem(c, i, it, end)
+	}
+	c.mu.Lock()
+	c.starting = false
+	last := c.running == 0
+	c.mu.Unlock()
+	if last {
+		c.batch.flush()
 	}
 	return c
+}
+
+// dispatched fills the report with the dispatch's outcome and the alarms it raises.
+func (r *Runner) dispatched(rep *CycleReport, b dispatch.Batch, err error) {
+	if err != nil {
+		rep.DispatchErr = fmt.Errorf("bridge: dispatch at %v: %w", rep.Now, err)
+	} else {
+		rep.Alarms, rep.Recovered = r.alarms.update(r.cfg.AlarmAfter, rep.Now, b)
+	}
+	// A failed dispatch may still have claimed items; run whatever it handed out.
+	rep.Dispatched = len(b.Items)
+	rep.Shed = b.ShedUserIDs
+	rep.Unrouted = b.Unrouted
+	rep.Lanes = b.Lanes
+	rep.Items = make([]ItemReport, len(b.Items))
 }
 
 // acquire takes a worker slot, or reports false once ctx has ended.
@@ -315,30 +189,88 @@ func (r *Runner) acquire(ctx context.Context) bool {
 	}
 }
 
-// release hands an unstarted item's claim back with its entry unchanged, so that it is due
-// again at once instead of when the claim ends.
-func (r *Runner) release(ctx context.Context, it dispatch.Item) ItemReport {
-	rep := ItemReport{Item: it, Status: StatusReleased}
-	e := it.Claim.Entry
-	tc, err := tenancy.NewContext(e.UserID)
-	if err == nil {
-		err = r.b.Index.Complete(context.WithoutCancel(ctx), tc, it.Claim, e)
-	}
-	if err != nil {
-		rep.Status = StatusError
-		if errors.Is(err, duework.ErrClaimLost) {
-			rep.Status = StatusLostClaim
-		}
-		rep.Err = fmt.Errorf("bridge: user %q entry %q: release unstarted item: %w", e.UserID, e.WorkKey, err)
-	}
-	return rep
+// claimEnd is when, on the Runner's Clock, an item claimed until c.Until must end: the
+// claim's length counted from the cycle's start, less the margin.
+func (c *cycle) claimEnd(cl duework.Claim) time.Time {
+	length := cl.Until.Sub(c.now)
+	return c.started.Add(length - min(c.r.cfg.ClaimMargin, length/4))
 }
 
-// finish waits for the cycle's items, counts them and logs the cycle.
+// runItem runs one item on the worker slot it holds, under a context that ends at end,
+// and queues its write.
+func (r *Runner) runItem(c *cycle, i int, it dispatch.Item, end time.Time) {
+	ctx, cancel := r.itemContext(c.st.drain, end)
+	ir := r.b.run(ctx, it, c.now)
+	if cause := context.Cause(ctx); ir.status == StatusError && ctx.Err() != nil && !errors.Is(ir.err, cause) {
+		ir.err = fmt.Errorf("%w (%w)", ir.err, cause)
+	}
+	cancel()
+	<-r.sem
+	c.queue(pending{i: i, item: it, ir: ir})
+	c.mu.Lock()
+	c.running--
+	last := c.running == 0 && !c.starting
+	c.mu.Unlock()
+	if last {
+		c.batch.flush()
+	}
+}
+
+// itemContext returns a context under parent that ends at end on the Runner's Clock,
+// with ErrClaimEnded as its cause. On the real clock it carries end as its deadline.
+func (r *Runner) itemContext(parent context.Context, end time.Time) (context.Context, context.CancelFunc) {
+	d := end.Sub(r.cfg.Clock.Now())
+	if _, ok := r.cfg.Clock.(realClock); ok {
+		return context.WithDeadlineCause(parent, time.Now().Add(d), ErrClaimEnded)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := r.cfg.Clock.AfterFunc(d, func() { cancel(ErrClaimEnded) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// handBacks returns the writes that hand back the claims of items not run, the first
+// being item first of the cycle.
+func handBacks(items []dispatch.Item, first int, st ItemStatus) []pending {
+	ps := make([]pending, len(items))
+	for k, it := range items {
+		c := it.Claim
+		ir := itemRun{status: st, next: c.Entry, write: true}
+		tc, err := tenancy.NewContext(c.Entry.UserID)
+		if err != nil {
+			ir = itemRun{status: StatusError, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
+		}
+		ir.tc = tc
+		ps[k] = pending{i: first + k, item: it, ir: ir}
+	}
+	return ps
+}
+
+// queue hands p's write to the cycle's batch, or settles it when there is none.
+func (c *cycle) queue(p pending) {
+	if !p.ir.write {
+		c.settle(p)
+		return
+	}
+	c.batch.add(p)
+}
+
+// settle records p's final outcome.
+func (c *cycle) settle(p pending) {
+	it := p.item
+	c.report.Items[p.i] = ItemReport{Item: it, Status: p.ir.status, Next: p.ir.next, Err: p.ir.err}
+	c.wg.Done()
+}
+
+// finish waits for the cycle's items, counts them, logs the cycle and tells the Observer.
 func (r *Runner) finish(c *cycle) CycleReport {
 	c.wg.Wait()
+	c.mu.Lock()
 	rep := c.report
-	rep.Duration = r.clock.Now().Sub(c.started)
+	c.mu.Unlock()
+	rep.Duration = r.cfg.Clock.Now().Sub(c.started)
 	for _, it := range rep.Items {
 		switch it.Status {
 		case StatusHit:
@@ -353,49 +285,13 @@ func (r *Runner) finish(c *cycle) CycleReport {
 			rep.LostClaims++
 		case StatusReleased:
 			rep.Released++
+		case StatusLate:
+			rep.Late++
 		}
 	}
 	r.logReport(rep)
-	if r.obs != nil {
-		r.obs.ObserveCycle(rep)
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.ObserveCycle(rep)
 	}
 	return rep
-}
-
-func (r *Runner) logReport(rep CycleReport) {
-	ctx := context.Background()
-	if rep.DispatchErr != nil {
-		r.log.LogAttrs(ctx, slog.LevelError, "rota: dispatch failed", slog.Any("error", rep.DispatchErr))
-	}
-	for _, u := range rep.Unrouted {
-		r.log.LogAttrs(ctx, slog.LevelWarn, "rota: user unrouted",
-			slog.String("user", u.UserID), slog.Any("error", u.Err))
-	}
-	for _, it := range rep.Items {
-		if it.Err == nil {
-			continue
-		}
-		r.log.LogAttrs(ctx, slog.LevelWarn, "rota: item failed",
-			slog.String("user", it.Item.Claim.Entry.UserID),
-			slog.String("work_key", it.Item.Claim.Entry.WorkKey),
-			slog.String("lane", string(it.Item.Lane)),
-			slog.String("status", it.Status.String()),
-			slog.Any("error", it.Err))
-	}
-	r.logShedAlarms(rep)
-	r.log.LogAttrs(ctx, slog.LevelInfo, "rota: cycle",
-		slog.Time("now", rep.Now),
-		slog.Int("dispatched", rep.Dispatched),
-		slog.Int("hits", rep.Hits),
-		slog.Int("misses", rep.Misses),
-		slog.Int("removed", rep.Removed),
-		slog.Int("errors", rep.Errors),
-		slog.Int("lost_claims", rep.LostClaims),
-		slog.Int("released", rep.Released),
-		slog.Int("shed", len(rep.Shed)),
-		slog.Int("unrouted", len(rep.Unrouted)),
-		slog.Int("dispatch_lost_claims", dispatchLostClaims(rep.Lanes)),
-		slog.Int("shed_alarms", len(rep.ShedAlarms)),
-		slog.Duration("dispatch_duration", rep.DispatchDuration),
-		slog.Duration("duration", rep.Duration))
 }

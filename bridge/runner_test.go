@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,13 +31,15 @@ type world struct {
 	b    *bridge.Bridge
 	d    *dispatch.Dispatcher
 	logs *bytes.Buffer
+	out  *syncWriter // the one writer of logs, shared by the world's Runners
 }
 
 type worldConfig struct {
-	idx    duework.Index // nil: newIndex()
-	lanes  []dispatch.LaneCapacity
-	global int
-	pipe   bridge.Pipeline
+	idx      duework.Index // nil: newIndex()
+	lanes    []dispatch.LaneCapacity
+	global   int
+	pipe     bridge.Pipeline
+	claimFor time.Duration // 0: claimFor
 }
 
 func defaultLanes() []dispatch.LaneCapacity {
@@ -50,6 +53,7 @@ func defaultLanes() []dispatch.LaneCapacity {
 func newWorld(t testing.TB, cfg worldConfig) *world {
 	t.Helper()
 	w := &world{idx: cfg.idx, wl: tenancy.NewMemoryWatchlist(), ent: tenancy.NewMemoryEntitlements(), logs: &bytes.Buffer{}}
+	w.out = &syncWriter{w: w.logs}
 	if w.idx == nil {
 		w.idx = newIndex()
 	}
@@ -59,16 +63,26 @@ func newWorld(t testing.TB, cfg worldConfig) *world {
 	if cfg.global == 0 {
 		cfg.global = 1000
 	}
+	if cfg.claimFor == 0 {
+		cfg.claimFor = claimFor
+	}
 	tiers := cadence.NewRegistry()
 	if err := tiers.Register("fast", cadence.Backoff{Base: time.Minute, Max: 4 * time.Minute, Factor: 2}); err != nil {
 		t.Fatal(err)
 	}
 	w.b = &bridge.Bridge{Index: w.idx, Watchlist: w.wl, Pipeline: cfg.pipe, Tiers: tiers}
-	laneFor, err := bridge.PlanLanes(w.ent, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPlus: "plus", tenancy.PlanPro: "pro"})
+	// Each plan whose lane is configured is routed to it; the others are unmapped.
+	table := map[tenancy.PlanID]dispatch.Lane{}
+	for plan, lane := range map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPlus: "plus", tenancy.PlanPro: "pro"} {
+		if slices.ContainsFunc(cfg.lanes, func(lc dispatch.LaneCapacity) bool { return lc.Lane == lane }) {
+			table[plan] = lane
+		}
+	}
+	laneFor, err := bridge.PlanLanes(w.ent, table, cfg.lanes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.d, err = dispatch.New(w.idx, dispatch.Config{Lanes: cfg.lanes, GlobalBatchLimit: cfg.global, LaneFor: laneFor, ClaimFor: claimFor})
+	w.d, err = dispatch.New(w.idx, dispatch.Config{Lanes: cfg.lanes, GlobalBatchLimit: cfg.global, LaneFor: laneFor, ClaimFor: cfg.claimFor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +92,7 @@ func newWorld(t testing.TB, cfg worldConfig) *world {
 func (w *world) runner(t testing.TB, cfg bridge.RunnerConfig) *bridge.Runner {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: w.logs}, nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(w.out, nil))
 	}
 	r, err := bridge.NewRunner(w.b, w.d, cfg)
 	if err != nil {
@@ -115,18 +129,31 @@ func TestNewRunnerRefusesBadConfig(t *testing.T) {
 		b           *bridge.Bridge
 		d           *dispatch.Dispatcher
 		cfg         bridge.RunnerConfig
-		want        error
 	}{
-		{"nil bridge", "Bridge", nil, w.d, bridge.RunnerConfig{}, bridge.ErrInvalidConfig},
-		{"nil dispatcher", "Dispatcher", w.b, nil, bridge.RunnerConfig{}, bridge.ErrInvalidConfig},
-		{"negative interval", "Interval", w.b, w.d, bridge.RunnerConfig{Interval: -1}, bridge.ErrInvalidConfig},
-		{"negative workers", "Workers", w.b, w.d, bridge.RunnerConfig{Workers: -1}, bridge.ErrInvalidConfig},
-		{"bridge without pipeline", "Pipeline", &bridge.Bridge{Index: w.idx, Watchlist: w.wl}, w.d, bridge.RunnerConfig{}, bridge.ErrInvalidBridge},
+		{"nil bridge", "Bridge", nil, w.d, bridge.RunnerConfig{}},
+		{"nil dispatcher", "Dispatcher", w.b, nil, bridge.RunnerConfig{}},
+		{"bridge without pipeline", "Bridge.Pipeline", &bridge.Bridge{Index: w.idx, Watchlist: w.wl}, w.d, bridge.RunnerConfig{}},
+		{"negative interval", "RunnerConfig.Interval must not be negative, got -1ns", w.b, w.d, bridge.RunnerConfig{Interval: -1}},
+		{"negative workers", "RunnerConfig.Workers must not be negative, got -1", w.b, w.d, bridge.RunnerConfig{Workers: -1}},
+		{"negative flush items", "RunnerConfig.FlushItems", w.b, w.d, bridge.RunnerConfig{FlushItems: -1}},
+		{"negative flush interval", "RunnerConfig.FlushInterval", w.b, w.d, bridge.RunnerConfig{FlushInterval: -1}},
+		{"negative claim margin", "RunnerConfig.ClaimMargin", w.b, w.d, bridge.RunnerConfig{ClaimMargin: -1}},
+		{"negative shutdown timeout", "RunnerConfig.ShutdownTimeout", w.b, w.d, bridge.RunnerConfig{ShutdownTimeout: -1}},
 	} {
 		r, err := bridge.NewRunner(tc.b, tc.d, tc.cfg)
-		if r != nil || !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("%s: NewRunner = %v, %v; want %v naming %s", tc.name, r, err, tc.want, tc.field)
+		if r != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: NewRunner = %v, %v; want ErrInvalidConfig naming %s", tc.name, r, err, tc.field)
 		}
+	}
+	// Every problem at once.
+	_, err := bridge.NewRunner(nil, nil, bridge.RunnerConfig{Workers: -1})
+	for _, field := range []string{"Bridge", "Dispatcher", "Workers"} {
+		if !strings.Contains(fmt.Sprint(err), field) {
+			t.Errorf("NewRunner with three problems: %v, want each named (%s)", err, field)
+		}
+	}
+	if _, err := bridge.NewRunner(w.b, w.d, bridge.RunnerConfig{AlarmAfter: -1}); err != nil {
+		t.Errorf("a negative AlarmAfter turns the alarm off, it is not refused: %v", err)
 	}
 	if _, err := bridge.NewRunner(w.b, w.d, bridge.RunnerConfig{}); err != nil {
 		t.Errorf("zero RunnerConfig: %v", err)
@@ -146,7 +173,7 @@ func TestCycleReportsEveryOutcome(t *testing.T) {
 	w.add(t, "alice", tenancy.PlanPro, "oddtier", "nightly", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b1", "hot", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b2", "hot", t0.Add(time.Second)) // shed: free allows one per user
-	w.add(t, "carol", tenancy.PlanPlus, "c1", "hot", t0)                // unrouted: no plus lane
+	w.add(t, "carol", tenancy.PlanPlus, "c1", "hot", t0)                // unrouted: no lane for plus
 	if err := w.wl.Remove(context.Background(), mustTC(t, "alice"), "gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -161,11 +188,11 @@ func TestCycleReportsEveryOutcome(t *testing.T) {
 		t.Errorf("Cycle err = %v, want the pipeline error and the unknown tier joined", err)
 	}
 	got := [...]int{rep.Dispatched, rep.Hits, rep.Misses, rep.Removed, rep.Errors, rep.LostClaims, rep.Released, len(rep.Shed), len(rep.Unrouted)}
-	want := [...]int{6, 2, 1, 1, 2, 0, 0, 2, 1}
+	want := [...]int{6, 2, 1, 1, 2, 0, 0, 1, 1}
 	if got != want {
 		t.Errorf("counts [dispatched hits misses removed errors lost released shed unrouted] = %v, want %v", got, want)
 	}
-	if strings.Join(rep.Shed, ",") != "bob,carol" || rep.Unrouted[0].UserID != "carol" || !errors.Is(rep.Unrouted[0].Err, dispatch.ErrUnknownLane) {
+	if strings.Join(rep.Shed, ",") != "bob" || len(rep.Unrouted) != 1 || rep.Unrouted[0].UserID != "carol" || !errors.Is(rep.Unrouted[0].Err, bridge.ErrUnmappedPlan) {
 		t.Errorf("shed %v, unrouted %+v", rep.Shed, rep.Unrouted)
 	}
 	statuses := map[string]bridge.ItemStatus{}
@@ -183,7 +210,7 @@ func TestCycleReportsEveryOutcome(t *testing.T) {
 		t.Errorf("hit not advanced from the cycle's now: %+v", e)
 	}
 	logs := w.logs.String()
-	for _, s := range []string{"level=INFO msg=\"rota: cycle\"", "dispatched=6 hits=2 misses=1 removed=1 errors=2 lost_claims=0 released=0 shed=2 unrouted=1",
+	for _, s := range []string{"level=INFO msg=\"rota: cycle\"", "dispatched=6 hits=2 misses=1 removed=1 errors=2 lost_claims=0 released=0 late=0 shed=1 unrouted=1",
 		"level=WARN msg=\"rota: item failed\" user=alice work_key=broken lane=pro status=error", "level=WARN msg=\"rota: user unrouted\" user=carol"} {
 		if !strings.Contains(logs, s) {
 			t.Errorf("logs lack %q:\n%s", s, logs)
@@ -311,8 +338,8 @@ func TestRunWaitsForItemsInFlight(t *testing.T) {
 		}
 		close(gate.release)
 		synctest.Wait()
-		if !done.Load() || !errors.Is(runErr, context.Canceled) {
-			t.Fatalf("Run did not return after its item finished: done=%v err=%v", done.Load(), runErr)
+		if !done.Load() || runErr != nil {
+			t.Fatalf("Run did not return nil after its item finished: done=%v err=%v", done.Load(), runErr)
 		}
 		// The in-flight item was not cancelled by the shutdown: its hit was recorded.
 		if e := get(t, w.idx, "u1", "a"); e.MissStreak != 0 || !e.DueAt.Equal(start.Add(cadence.TierHot.Base)) {
@@ -342,8 +369,8 @@ func TestRunCyclesEveryInterval(t *testing.T) {
 		r := w.runner(t, bridge.RunnerConfig{Interval: 30 * time.Second})
 		ctx, cancel := context.WithTimeout(context.Background(), 140*time.Second)
 		defer cancel()
-		if err := r.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Run = %v", err)
+		if err := r.Run(ctx); err != nil {
+			t.Fatalf("Run = %v, want nil after a clean stop", err)
 		}
 		want := []time.Duration{0, time.Minute, 2 * time.Minute}
 		if len(runs) != len(want) {
@@ -358,65 +385,6 @@ func TestRunCyclesEveryInterval(t *testing.T) {
 			t.Fatalf("%d cycles logged in 140s at a 30s interval, want 5 (0, 30, 60, 90, 120s)", n)
 		}
 	})
-}
-
-func TestRunReleasesUnstartedItemsOnShutdown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		gate := newGate()
-		w := newWorld(t, worldConfig{pipe: gate})
-		for _, s := range []string{"a", "b", "c"} {
-			w.add(t, "u1", tenancy.PlanFree, s, "hot", start)
-		}
-		r := w.runner(t, bridge.RunnerConfig{Workers: 1})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- r.Run(ctx) }()
-		if got := <-gate.started; got != "a" {
-			t.Fatalf("started %q first", got)
-		}
-		cancel()
-		synctest.Wait()
-		// b and c were handed back at once: unclaimed and due, unchanged.
-		due, err := w.idx.DueBefore(context.Background(), start, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(due) != 2 || due[0].WorkKey != "b" || due[1].WorkKey != "c" || due[0].MissStreak != 0 {
-			t.Fatalf("due after shutdown = %+v, want b and c released unchanged", due)
-		}
-		close(gate.release)
-		<-done
-		if !strings.Contains(w.logs.String(), "released=2") {
-			t.Fatalf("release not reported:\n%s", w.logs)
-		}
-	})
-}
-
-func TestCycleCancelledWhileWaitingReleases(t *testing.T) {
-	gate := newGate()
-	gate.honour = true
-	w := newWorld(t, worldConfig{pipe: gate})
-	for _, s := range []string{"a", "b"} {
-		w.add(t, "u1", tenancy.PlanFree, s, "hot", t0)
-	}
-	r := w.runner(t, bridge.RunnerConfig{Workers: 1})
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-gate.started
-		cancel()
-	}()
-	rep, err := r.Cycle(ctx, t0)
-	if rep.Released != 1 || rep.Errors != 1 || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Cycle = %+v, %v; want a released and a cancelled item", rep, err)
-	}
-	// Neither is lost: a is rescheduled for a retry, b is due at once.
-	if e := get(t, w.idx, "u1", "a"); !e.DueAt.Equal(t0.Add(bridge.DefaultRetryDelay)) {
-		t.Errorf("a after cancellation: %+v", e)
-	}
-	if e := get(t, w.idx, "u1", "b"); !e.DueAt.Equal(t0) {
-		t.Errorf("b after release: %+v", e)
-	}
 }
 
 func TestCrashedWorkerDoesNotLoseTheEntry(t *testing.T) {
@@ -465,86 +433,16 @@ func TestCrashedWorkerDoesNotLoseTheEntry(t *testing.T) {
 	}
 }
 
-// fakeClock is a Clock whose time and ticks the test controls.
-type fakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	ticks chan time.Time
-	every time.Duration
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	c.every = d
-	return c.ticks, func() {}
-}
-
-func (c *fakeClock) tick(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	now := c.now
-	c.mu.Unlock()
-	c.ticks <- now
-}
-
-// notifyIndex reports every completed claim.
-type notifyIndex struct {
-	duework.Index
-	completed chan duework.Entry
-}
-
-func (n *notifyIndex) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
-	err := n.Index.Complete(ctx, tc, c, next)
-	n.completed <- next
-	return err
-}
-
-func TestRunUsesItsClock(t *testing.T) {
-	idx := &notifyIndex{Index: newIndex(), completed: make(chan duework.Entry, 10)}
-	w := newWorld(t, worldConfig{idx: idx, pipe: bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
-		return miss, nil
-	})})
-	w.add(t, "u1", tenancy.PlanFree, "a", "fast", t0)
-	clk := &fakeClock{now: t0, ticks: make(chan time.Time)}
-	r := w.runner(t, bridge.RunnerConfig{Clock: clk, Interval: 45 * time.Second})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
-	// The first cycle runs at once, at the clock's now: a miss, due again at t0+2m.
-	if e := <-idx.completed; !e.LastRunAt.Equal(t0) || !e.DueAt.Equal(t0.Add(2*time.Minute)) {
-		t.Fatalf("first run: %+v", e)
-	}
-	clk.tick(time.Minute) // not due yet: nothing runs
-	clk.tick(time.Minute) // due
-	if e := <-idx.completed; !e.LastRunAt.Equal(t0.Add(2*time.Minute)) || e.MissStreak != 2 || !e.DueAt.Equal(t0.Add(6*time.Minute)) {
-		t.Fatalf("second run: %+v, want a second miss at the clock's t0+2m", e)
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if clk.every != 45*time.Second {
-		t.Errorf("ticker interval %v, want the configured 45s", clk.every)
-	}
-	if len(idx.completed) != 0 {
-		t.Errorf("%d unexpected runs", len(idx.completed))
-	}
-}
-
 func TestCycleReportsAndLogsADispatchFailure(t *testing.T) {
-	fi := &faultyIndex{Index: newIndex(), failAt: 1} // the cycle's first call, DueHeads, fails
+	fi := &faultyIndex{Index: newIndex(), failAt: 1} // the cycle's first call fails
 	w := newWorld(t, worldConfig{idx: fi, pipe: newStub()})
 	rep, err := w.runner(t, bridge.RunnerConfig{}).Cycle(context.Background(), t0)
 	var ie *injectedError
-	if !errors.As(err, &ie) || ie.method != "DueHeads" || !errors.As(rep.DispatchErr, &ie) {
-		t.Fatalf("Cycle = %+v, %v; want the DueHeads failure", rep, err)
+	if !errors.As(err, &ie) || ie != fi.injected || !errors.As(rep.DispatchErr, &ie) {
+		t.Fatalf("Cycle = %+v, %v; want the injected failure", rep, err)
 	}
-	if logs := w.logs.String(); !strings.Contains(logs, `level=ERROR msg="rota: dispatch failed"`) || !strings.Contains(logs, "dispatched=0") {
-		t.Fatalf("logs:\n%s", logs)
+	logs := w.logs.String()
+	if n := strings.Count(logs, "level=ERROR"); n != 1 || !strings.Contains(logs, `level=ERROR msg="rota: dispatch failed"`) || !strings.Contains(logs, "dispatched=0") {
+		t.Fatalf("want one Error line for the failure, then the cycle line:\n%s", logs)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,60 +11,13 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
 )
 
-// model is the reference Index: a map and a sort, written straight from the contract.
-type model struct {
-	rows   map[duework.Key]*row
-	served map[string]time.Time
-	tokens map[duework.Key]map[uint64]bool // every token ever handed out, per entry
-}
+const modelRule = "the Index agrees with the reference Model over any sequence of calls"
 
-type row struct {
-	e       duework.Entry
-	claimed bool
-	token   uint64
-	until   time.Time
-}
-
-func newModel() *model {
-	return &model{rows: map[duework.Key]*row{}, served: map[string]time.Time{}, tokens: map[duework.Key]map[uint64]bool{}}
-}
-
-// visible reports whether r is due and unclaimed at now.
-func (r *row) visible(now time.Time) bool {
-	return !r.e.DueAt.After(now) && (!r.claimed || !r.until.After(now))
-}
-
-// due returns the visible entries at now in DueBefore's order.
-func (m *model) due(now time.Time) []duework.Entry {
-	var out []duework.Entry
-	for _, r := range m.rows {
-		if r.visible(now) {
-			out = append(out, r.e)
-		}
-	}
-	sortDue(out)
-	return out
-}
-
-func (m *model) dueHeads(now time.Time, perUser int) []duework.Head {
-	byUser := map[string][]duework.Entry{}
-	for _, e := range m.due(now) {
-		byUser[e.UserID] = append(byUser[e.UserID], e)
-	}
-	var heads []duework.Head
-	for u, es := range byUser {
-		heads = append(heads, duework.Head{UserID: u, LastServed: m.served[u], Due: es[:min(perUser, len(es))], More: len(es) > perUser})
-	}
-	slices.SortFunc(heads, func(a, b duework.Head) int { return strings.Compare(a.UserID, b.UserID) })
-	return heads
-}
-
-const modelRule = "the Index agrees with a reference model (a map and a sort) over any sequence of calls"
-
-// stateMachine runs at least MinSequences generated sequences of at most 30 calls, each on a
-// fresh index from newIndex, comparing every result with the model.
+// stateMachine runs at least MinSequences generated sequences of at most 40 calls, each on a
+// fresh index from newIndex, comparing every result with a fresh Model.
 func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 	var runs atomic.Int64
 	for batch := 0; runs.Load() < MinSequences; batch++ {
@@ -77,7 +29,7 @@ func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 				if x == nil {
 					rt.Fatalf("newIndex returned nil")
 				}
-				runSequence(rt, x)
+				newSequence(rt, x).run()
 			})
 		})
 		if !ok {
@@ -90,9 +42,10 @@ func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 }
 
 var (
-	genUser = rapid.SampledFrom([]string{"amy", "bo", "cy"})
-	genWork = rapid.SampledFrom([]string{"a", "b", "c", "d"})
-	genKey  = rapid.Custom(func(t *rapid.T) duework.Key {
+	genUser  = rapid.SampledFrom([]string{"amy", "bo", "cy", "di"})
+	genWork  = rapid.SampledFrom([]string{"a", "b", "c"})
+	genGroup = rapid.SampledFrom([]string{"", "", "pro", "free"})
+	genKey   = rapid.Custom(func(t *rapid.T) duework.Key {
 		return duework.Key{UserID: genUser.Draw(t, "user"), WorkKey: genWork.Draw(t, "work")}
 	})
 	// Instants are whole seconds in a small window, so that ties are common, plus now and
@@ -115,129 +68,318 @@ var (
 	})
 )
 
-// runSequence drives x and a model with the same calls and compares every answer.
-func runSequence(t *rapid.T, x duework.Index) {
-	m := newModel()
-	var claims []duework.Claim
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("rule %q broken: %s", modelRule, fmt.Sprintf(format, args...))
+// claimPair is one claim as the index under test and the model each handed it out: their
+// tokens differ, so the sequence completes each side with its own.
+type claimPair struct{ x, m duework.Claim }
+
+// hold is what a Ready with a Hold held: the users it read and until when.
+type hold struct {
+	users []string
+	until time.Time
+}
+
+// sequence is one generated run: the index under test, the model and what both handed out.
+type sequence struct {
+	t      *rapid.T
+	x      duework.Index
+	m      *Model
+	claims []claimPair
+	holds  []hold // every Ready with a hold that read someone, for Release
+	tokens map[duework.Key]map[uint64]bool
+	// cover, when not nil, counts the cases of the contract the run met (see note).
+	cover map[string]bool
+}
+
+func newSequence(t *rapid.T, x duework.Index) *sequence {
+	return &sequence{t: t, x: x, m: NewModel(), tokens: map[duework.Key]map[uint64]bool{}}
+}
+
+// note records that the run met case when cover is on.
+func (s *sequence) note(c string, met bool) {
+	if s.cover != nil && met {
+		s.cover[c] = true
 	}
-	ops := map[string]func(){
-		"Schedule": func() {
-			e := genEntry.Draw(t, "entry")
-			if err := x.Schedule(bg, tenant(t, e.UserID), e); err != nil {
-				fail("Schedule(%s): %v", show(e), err)
-			}
-			m.rows[e.Key()] = &row{e: e}
-		},
-		"Unschedule": func() {
-			k := genKey.Draw(t, "key")
-			if err := x.Unschedule(bg, tenant(t, k.UserID), k.WorkKey); err != nil {
-				fail("Unschedule(%v): %v", k, err)
-			}
-			delete(m.rows, k)
-		},
-		"Get": func() {
-			k := genKey.Draw(t, "key")
-			got, err := x.Get(bg, tenant(t, k.UserID), k.WorkKey)
-			r, ok := m.rows[k]
-			switch {
-			case !ok && !errors.Is(err, duework.ErrNotFound):
-				fail("Get(%v) = %s, %v; want duework.ErrNotFound", k, show(got), err)
-			case ok && err != nil:
-				fail("Get(%v): %v, want %s", k, err, show(r.e))
-			case ok && !sameEntry(got, r.e):
-				fail("Get(%v) = %s, want %s", k, show(got), show(r.e))
-			}
-		},
-		"DueBefore": func() {
-			now, limit := genAt.Draw(t, "now"), rapid.IntRange(1, 8).Draw(t, "limit")
-			got, err := x.DueBefore(bg, now, limit)
-			if err != nil {
-				fail("DueBefore: %v", err)
-			}
-			want := m.due(now)
-			want = want[:min(limit, len(want))]
-			if !sameEntries(got, want) {
-				fail("DueBefore(t0%+v, %d) =\n%s\nwant\n%s", now.Sub(t0), limit, showAll(got), showAll(want))
-			}
-		},
-		"DueHeads": func() {
-			now, perUser := genAt.Draw(t, "now"), rapid.IntRange(1, 3).Draw(t, "perUser")
-			got, err := x.DueHeads(bg, now, perUser)
-			if err != nil {
-				fail("DueHeads: %v", err)
-			}
-			if want := m.dueHeads(now, perUser); !sameHeads(got, want) {
-				fail("DueHeads(t0%+v, %d) =\n%s\nwant\n%s", now.Sub(t0), perUser, showHeads(got), showHeads(want))
-			}
-		},
-		"Claim": func() {
-			keys := rapid.SliceOfN(genKey, 0, 5).Draw(t, "keys")
-			now := genAt.Draw(t, "now")
-			until := now.Add(time.Duration(rapid.IntRange(1, 15).Draw(t, "for")) * time.Second)
-			got, err := x.Claim(bg, keys, now, until)
-			if err != nil {
-				fail("Claim: %v", err)
-			}
-			var want []duework.Entry
-			for _, k := range keys {
-				if r, ok := m.rows[k]; ok && r.visible(now) {
-					want = append(want, r.e)
-					r.claimed, r.until = true, until // a repeated key is no longer visible
-				}
-			}
-			gotEntries := make([]duework.Entry, len(got))
-			for i, c := range got {
-				gotEntries[i] = c.Entry
-			}
-			if !sameEntries(gotEntries, want) {
-				fail("Claim(%v, t0%+v) claimed\n%s\nwant\n%s", keys, now.Sub(t0), showAll(gotEntries), showAll(want))
-			}
-			for _, c := range got {
-				k := c.Entry.Key()
-				if !c.Until.Equal(until) {
-					fail("claim of %v has Until %v, want %v", k, c.Until, until)
-				}
-				if m.tokens[k][c.Token] {
-					fail("claim of %v has token %d, which an earlier claim of it had", k, c.Token)
-				}
-				if m.tokens[k] == nil {
-					m.tokens[k] = map[uint64]bool{}
-				}
-				m.tokens[k][c.Token] = true
-				m.rows[k].token = c.Token
-				m.served[k.UserID] = now
-			}
-			claims = append(claims, got...)
-		},
-		"Complete": func() {
-			if len(claims) == 0 {
-				return
-			}
-			c := rapid.SampledFrom(claims).Draw(t, "claim")
-			next := genEntry.Draw(t, "next")
-			next.UserID, next.WorkKey = c.Entry.UserID, c.Entry.WorkKey
-			err := x.Complete(bg, tenant(t, c.Entry.UserID), c, next)
-			r, ok := m.rows[c.Entry.Key()]
-			if current := ok && r.claimed && r.token == c.Token; current {
-				if err != nil {
-					fail("Complete of %v with its current claim #%d: %v", c.Entry.Key(), c.Token, err)
-				}
-				m.rows[next.Key()] = &row{e: next}
-			} else if !errors.Is(err, duework.ErrClaimLost) {
-				fail("Complete of %v with a claim #%d that is not its current one: %v, want duework.ErrClaimLost", c.Entry.Key(), c.Token, err)
-			}
-		},
+}
+
+func (s *sequence) fail(format string, args ...any) {
+	s.t.Helper()
+	s.t.Fatalf("rule %q broken: %s", modelRule, fmt.Sprintf(format, args...))
+}
+
+// sameErr checks that the index under test failed exactly when the model did, with the
+// model's sentinel.
+func (s *sequence) sameErr(call string, got, want error) {
+	s.t.Helper()
+	for _, sentinel := range []error{duework.ErrClaimLost, duework.ErrInvalid, duework.ErrNotFound, tenancy.ErrNoTenant} {
+		if errors.Is(want, sentinel) && !errors.Is(got, sentinel) {
+			s.fail("%s: %v, want an error wrapping %v", call, got, sentinel)
+		}
 	}
-	names := make([]string, 0, len(ops))
-	for name := range ops {
-		names = append(names, name)
+	if want == nil && got != nil {
+		s.fail("%s: %v, want nil", call, got)
 	}
-	slices.Sort(names)
-	genOp := rapid.SampledFrom(names)
-	for range rapid.IntRange(1, 30).Draw(t, "calls") {
-		ops[genOp.Draw(t, "call")]()
+	if want != nil && got == nil {
+		s.fail("%s: nil, want %v", call, want)
 	}
+}
+
+// run drives x and the Model with the same calls, about 30 on average, and compares every
+// answer.
+func (s *sequence) run() {
+	// A few entries first, so that most sequences have users to read, hold and route.
+	for range rapid.IntRange(1, 5).Draw(s.t, "first") {
+		s.schedule()
+	}
+	op := func(f func()) func(*rapid.T) { return func(*rapid.T) { f() } }
+	s.t.Repeat(map[string]func(*rapid.T){
+		"Schedule":        op(s.schedule),
+		"ScheduleMissing": op(s.scheduleMissing),
+		"Unschedule":      op(s.unschedule),
+		"Get":             op(s.get),
+		"DueBefore":       op(s.dueBefore),
+		"Ready":           op(s.ready),
+		"Route":           op(s.route),
+		"Groups":          op(s.groups),
+		"Release":         op(s.release),
+		"Claim":           op(s.claim),
+		"Complete":        op(s.complete),
+		"CompleteMany":    op(s.completeMany),
+		"ClaimGuard":      op(s.claimGuard),
+	})
+}
+
+func (s *sequence) schedule() {
+	e := genEntry.Draw(s.t, "entry")
+	tc := tenant(s.t, e.UserID)
+	s.sameErr(fmt.Sprintf("Schedule(%s)", show(e)), s.x.Schedule(bg, tc, e), s.m.Schedule(bg, tc, e))
+}
+
+func (s *sequence) scheduleMissing() {
+	ms, ok := s.x.(duework.MissingScheduler)
+	if !ok {
+		s.t.Skip("no MissingScheduler")
+	}
+	user := genUser.Draw(s.t, "user")
+	es := rapid.SliceOfN(genEntry, 0, 4).Draw(s.t, "entries")
+	for i := range es {
+		es[i].UserID = user
+	}
+	tc := tenant(s.t, user)
+	got, gerr := ms.ScheduleMissing(bg, tc, es)
+	want, werr := s.m.ScheduleMissing(bg, tc, es)
+	s.sameErr(fmt.Sprintf("ScheduleMissing(%s)", showAll(es)), gerr, werr)
+	if got != want {
+		s.fail("ScheduleMissing(%s) added %d, want %d", showAll(es), got, want)
+	}
+}
+
+func (s *sequence) unschedule() {
+	k := genKey.Draw(s.t, "key")
+	tc := tenant(s.t, k.UserID)
+	s.sameErr(fmt.Sprintf("Unschedule(%v)", k), s.x.Unschedule(bg, tc, k.WorkKey), s.m.Unschedule(bg, tc, k.WorkKey))
+}
+
+func (s *sequence) get() {
+	k := genKey.Draw(s.t, "key")
+	tc := tenant(s.t, k.UserID)
+	got, gerr := s.x.Get(bg, tc, k.WorkKey)
+	want, werr := s.m.Get(bg, tc, k.WorkKey)
+	s.sameErr(fmt.Sprintf("Get(%v)", k), gerr, werr)
+	if werr == nil && !sameEntry(got, want) {
+		s.fail("Get(%v) = %s, want %s", k, show(got), show(want))
+	}
+}
+
+func (s *sequence) dueBefore() {
+	now, limit := genAt.Draw(s.t, "now"), rapid.IntRange(1, 8).Draw(s.t, "limit")
+	got, gerr := s.x.DueBefore(bg, now, limit)
+	want, werr := s.m.DueBefore(bg, now, limit)
+	s.sameErr("DueBefore", gerr, werr)
+	if !sameEntries(got, want) {
+		s.fail("DueBefore(t0%+v, %d) =\n%s\nwant\n%s", now.Sub(t0), limit, showAll(got), showAll(want))
+	}
+}
+
+func (s *sequence) ready() {
+	q := duework.ReadyQuery{
+		Group:   s.group(),
+		Now:     genAt.Draw(s.t, "now"),
+		Users:   rapid.IntRange(1, 4).Draw(s.t, "users"),
+		PerUser: rapid.IntRange(1, 3).Draw(s.t, "perUser"),
+	}
+	if rapid.Bool().Draw(s.t, "hold") {
+		q.Hold = time.Duration(rapid.IntRange(1, 10).Draw(s.t, "holdFor")) * time.Second
+	}
+	s.note("Ready passes over a held user", s.m.heldIn(q.Group, q.Now) > 0)
+	got, gerr := s.x.Ready(bg, q)
+	want, werr := s.m.Ready(bg, q)
+	s.sameErr("Ready", gerr, werr)
+	if !samePage(got, want) {
+		s.fail("Ready(%s) =\n%s\nwant\n%s", showQuery(q), showPage(got), showPage(want))
+	}
+	if q.Hold > 0 && len(want.Heads) > 0 {
+		s.holds = append(s.holds, hold{users: userIDs(want.Heads), until: q.Now.Add(q.Hold)})
+	}
+	s.note("Ready holds", q.Hold > 0 && len(want.Heads) > 0)
+	s.note("Ready reads a routed group", q.Group != "" && len(want.Heads) > 0)
+	s.note("Ready cuts at Users and sets Next", !want.Next.IsZero())
+	s.note("Ready cuts at PerUser", slices.ContainsFunc(want.Heads, func(h duework.Head) bool { return h.More }))
+	s.note("Ready reads a served user", slices.ContainsFunc(want.Heads, func(h duework.Head) bool { return !h.LastServed.IsZero() }))
+}
+
+// group draws a group, most often one a stored user is in.
+func (s *sequence) group() string {
+	var in []string
+	for _, u := range s.m.users {
+		in = append(in, u.group)
+	}
+	if len(in) == 0 || rapid.IntRange(0, 3).Draw(s.t, "anyGroup") == 0 {
+		return genGroup.Draw(s.t, "group")
+	}
+	slices.Sort(in)
+	return rapid.SampledFrom(in).Draw(s.t, "groupInUse")
+}
+
+func (s *sequence) route() {
+	routes := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) duework.Route {
+		return duework.Route{UserID: genUser.Draw(t, "user"), Group: genGroup.Draw(t, "group")}
+	}), 0, 3).Draw(s.t, "routes")
+	if len(s.holds) > 0 && rapid.Bool().Draw(s.t, "routeHeld") {
+		// A dispatcher routing users it read and holds.
+		h := rapid.SampledFrom(s.holds).Draw(s.t, "held")
+		for _, id := range h.users {
+			routes = append(routes, duework.Route{UserID: id, Group: genGroup.Draw(s.t, "heldTo")})
+		}
+	}
+	s.note("Route moves a held user", slices.ContainsFunc(routes, func(r duework.Route) bool {
+		u := s.m.users[r.UserID]
+		return u != nil && u.group != r.Group && !u.heldUntil.IsZero()
+	}))
+	s.sameErr(fmt.Sprintf("Route(%v)", routes), s.x.Route(bg, routes), s.m.Route(bg, routes))
+}
+
+func (s *sequence) groups() {
+	now := genAt.Draw(s.t, "now")
+	got, gerr := s.x.Groups(bg, now)
+	want, werr := s.m.Groups(bg, now)
+	s.sameErr("Groups", gerr, werr)
+	if !slices.Equal(got, want) {
+		s.fail("Groups(t0%+v) = %q, want %q", now.Sub(t0), got, want)
+	}
+}
+
+func (s *sequence) release() {
+	users := rapid.SliceOfN(genUser, 0, 3).Draw(s.t, "users")
+	heldUntil := genAt.Draw(s.t, "heldUntil")
+	if len(s.holds) > 0 && rapid.IntRange(0, 3).Draw(s.t, "ownHold") > 0 {
+		// A reader handing back what it read, and maybe others.
+		h := rapid.SampledFrom(s.holds).Draw(s.t, "held")
+		users, heldUntil = append(slices.Clone(h.users), users...), h.until
+		if rapid.Bool().Draw(s.t, "others") {
+			// Naming users another read holds too, perhaps since.
+			users = append(users, rapid.SampledFrom(s.holds).Draw(s.t, "other").users...)
+		}
+	}
+	s.note("Release ends a hold", slices.ContainsFunc(users, func(id string) bool {
+		u := s.m.users[id]
+		return u != nil && !u.heldUntil.IsZero() && u.heldUntil.Equal(heldUntil)
+	}))
+	s.note("Release passes over another reader's hold", slices.ContainsFunc(users, func(id string) bool {
+		u := s.m.users[id]
+		return u != nil && !u.heldUntil.IsZero() && !u.heldUntil.Equal(heldUntil)
+	}))
+	s.sameErr(fmt.Sprintf("Release(%v, t0%+v)", users, heldUntil.Sub(t0)),
+		s.x.Release(bg, users, heldUntil), s.m.Release(bg, users, heldUntil))
+}
+
+func (s *sequence) claim() {
+	keys := rapid.SliceOfN(genKey, 0, 5).Draw(s.t, "keys")
+	now := genAt.Draw(s.t, "now")
+	until := now.Add(time.Duration(rapid.IntRange(1, 15).Draw(s.t, "for")) * time.Second)
+	s.note("Claim ends a hold", slices.ContainsFunc(keys, func(k duework.Key) bool {
+		r, u := s.m.rows[k], s.m.users[k.UserID]
+		return r != nil && r.visible(now) && u.heldUntil.After(now)
+	}))
+	got, gerr := s.x.Claim(bg, keys, now, until)
+	want, werr := s.m.Claim(bg, keys, now, until)
+	s.sameErr("Claim", gerr, werr)
+	if len(got) != len(want) {
+		s.fail("Claim(%v, t0%+v) claimed\n%s\nwant\n%s", keys, now.Sub(t0), showClaims(got), showClaims(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		k := g.Entry.Key()
+		if !sameEntry(g.Entry, w.Entry) || !g.Until.Equal(w.Until) {
+			s.fail("Claim(%v, t0%+v) claimed\n%s\nwant\n%s", keys, now.Sub(t0), showClaims(got), showClaims(want))
+		}
+		if s.tokens[k][g.Token] {
+			s.fail("claim of %v has token %d, which an earlier claim of it had", k, g.Token)
+		}
+		if s.tokens[k] == nil {
+			s.tokens[k] = map[uint64]bool{}
+		}
+		s.tokens[k][g.Token] = true
+		s.claims = append(s.claims, claimPair{x: g, m: w})
+	}
+}
+
+// next draws the entry a completion writes for c.
+func (s *sequence) next(c duework.Claim) duework.Entry {
+	next := genEntry.Draw(s.t, "next")
+	next.UserID, next.WorkKey = c.Entry.UserID, c.Entry.WorkKey
+	return next
+}
+
+func (s *sequence) complete() {
+	if len(s.claims) == 0 {
+		s.t.Skip("no claims")
+	}
+	c := rapid.SampledFrom(s.claims).Draw(s.t, "claim")
+	next := s.next(c.x)
+	tc := tenant(s.t, c.x.Entry.UserID)
+	s.sameErr(fmt.Sprintf("Complete(%v #%d)", c.x.Entry.Key(), c.x.Token),
+		s.x.Complete(bg, tc, c.x, next), s.m.Complete(bg, tc, c.m, next))
+}
+
+func (s *sequence) completeMany() {
+	if len(s.claims) == 0 {
+		s.t.Skip("no claims")
+	}
+	picks := rapid.SliceOfN(rapid.SampledFrom(s.claims), 1, 4).Draw(s.t, "claims")
+	var xs, ms []duework.Done
+	for i, c := range picks {
+		tc := tenant(s.t, c.x.Entry.UserID)
+		next := s.next(c.x)
+		if rapid.IntRange(0, 9).Draw(s.t, fmt.Sprintf("bad%d", i)) == 0 {
+			next.WorkKey = "" // one invalid item among good ones
+		}
+		xs = append(xs, duework.Done{Tenant: tc, Claim: c.x, Next: next})
+		ms = append(ms, duework.Done{Tenant: tc, Claim: c.m, Next: next})
+	}
+	got, gerr := s.x.CompleteMany(bg, xs)
+	want, werr := s.m.CompleteMany(bg, ms)
+	s.note("CompleteMany writes some items and refuses others",
+		slices.ContainsFunc(want, func(err error) bool { return err == nil }) && slices.ContainsFunc(want, func(err error) bool { return err != nil }))
+	s.sameErr("CompleteMany", gerr, werr)
+	if len(got) != len(want) {
+		s.fail("CompleteMany of %d items returned %d outcomes, want %d", len(xs), len(got), len(want))
+	}
+	for i := range got {
+		s.sameErr(fmt.Sprintf("CompleteMany item %d (%v #%d)", i, xs[i].Claim.Entry.Key(), xs[i].Claim.Token), got[i], want[i])
+	}
+}
+
+func (s *sequence) claimGuard() {
+	g, ok := s.x.(duework.ClaimGuard)
+	if !ok || len(s.claims) == 0 {
+		s.t.Skip("no ClaimGuard or no claims")
+	}
+	c := rapid.SampledFrom(s.claims).Draw(s.t, "claim")
+	tc := tenant(s.t, c.x.Entry.UserID)
+	call := fmt.Sprintf("(%v #%d)", c.x.Entry.Key(), c.x.Token)
+	if rapid.Bool().Draw(s.t, "unschedule") {
+		s.sameErr("UnscheduleClaimed"+call, g.UnscheduleClaimed(bg, tc, c.x), s.m.UnscheduleClaimed(bg, tc, c.m))
+		return
+	}
+	s.sameErr("CheckClaim"+call, g.CheckClaim(bg, tc, c.x), s.m.CheckClaim(bg, tc, c.m))
 }

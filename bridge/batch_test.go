@@ -1,0 +1,86 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// TestRunnerCompletesInBatchesOfFlushItems: seven items on one worker with FlushItems 3
+// are written in CompleteMany calls of 3, 3 and, when the cycle's last item ends, 1 —
+// never one Complete each.
+func TestRunnerCompletesInBatchesOfFlushItems(t *testing.T) {
+	idx := newCountingIndex()
+	pipe := newStub()
+	w := newWorld(t, worldConfig{idx: idx, pipe: pipe})
+	for i := range 7 {
+		k := fmt.Sprintf("s%d", i)
+		w.add(t, "u1", tenancy.PlanFree, k, "hot", t0)
+		pipe.results[k] = hit
+	}
+	r := w.runner(t, bridge.RunnerConfig{Workers: 1, FlushItems: 3, Clock: newFakeClock(t0)})
+	rep, err := r.Cycle(context.Background(), t0)
+	if err != nil || rep.Hits != 7 {
+		t.Fatalf("Cycle = %d hits, %v; want 7", rep.Hits, err)
+	}
+	if diff := cmp.Diff([]int{3, 3, 1}, idx.batchSizes()); diff != "" {
+		t.Errorf("CompleteMany sizes (-want +got):\n%s", diff)
+	}
+	if n := idx.n("Complete"); n != 0 {
+		t.Errorf("%d single Completes, want none", n)
+	}
+	for i := range 7 {
+		if e := get(t, idx.Memory, "u1", fmt.Sprintf("s%d", i)); !e.DueAt.Equal(t0.Add(cadence.TierHot.Base)) {
+			t.Errorf("s%d not completed: %+v", i, e)
+		}
+	}
+}
+
+// TestRunnerFlushesAfterFlushInterval: a completion waits for its batch at most
+// FlushInterval on the Runner's clock, even while other items of its cycle still run.
+func TestRunnerFlushesAfterFlushInterval(t *testing.T) {
+	idx := newCountingIndex()
+	idx.completed = make(chan int, 10)
+	gate := newGate()
+	quick := bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+		if e.Slug == "quick" {
+			return hit, nil
+		}
+		return gate.Run(ctx, tc, e)
+	})
+	w := newWorld(t, worldConfig{idx: idx, pipe: quick})
+	w.add(t, "u1", tenancy.PlanFree, "quick", "hot", t0)
+	w.add(t, "u1", tenancy.PlanFree, "slow", "hot", t0)
+	clk := newFakeClock(t0)
+	r := w.runner(t, bridge.RunnerConfig{Workers: 2, FlushInterval: time.Second, Clock: clk})
+	done := make(chan bridge.CycleReport)
+	go func() {
+		rep, _ := r.Cycle(context.Background(), t0)
+		done <- rep
+	}()
+	recv(t, gate.started, "the slow item to start")
+	clk.waitTimerAt(t, t0.Add(time.Second)) // the quick item's completion waits for its batch
+	select {
+	case n := <-idx.completed:
+		t.Fatalf("a batch of %d was written before FlushInterval passed", n)
+	default:
+	}
+	clk.Advance(time.Second)
+	if n := recv(t, idx.completed, "the timed flush"); n != 1 {
+		t.Fatalf("timed flush wrote %d, want the quick item alone", n)
+	}
+	close(gate.release)
+	if n := recv(t, idx.completed, "the last flush"); n != 1 {
+		t.Fatalf("last flush wrote %d, want the slow item", n)
+	}
+	if rep := recv(t, done, "the cycle"); rep.Hits != 2 {
+		t.Fatalf("cycle: %+v", rep)
+	}
+}
