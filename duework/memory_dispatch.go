@@ -1,7 +1,6 @@
 package duework
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -134,9 +133,13 @@ func (m *Memory) route(routes []Route) {
 		if u == nil || u.group == r.Group {
 			continue
 		}
-		m.unlink(u, false)
+		if u.entries == nil {
+			u.group = r.Group
+			continue
+		}
+		m.dequeue(u)
 		u.group = r.Group
-		m.link(u, false)
+		m.enqueue(u)
 	}
 }
 
@@ -210,7 +213,6 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		if n == nil || !n.visibleBy(sec, nsec) {
 			continue
 		}
-		m.unlink(u, false)
 		m.tokens++
 		n.token = m.tokens
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
@@ -219,7 +221,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 			u.servedSec, u.servedNsec = sec, nsec
 		}
 		u.heldSec, u.heldNsec = 0, 0
-		m.link(u, false)
+		m.requeue(u, true)
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
 		}
@@ -249,7 +251,7 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 	for len(out) < limit {
 		// Bring in every user whose first entry may come before the heap's top.
 		for u != nil && cmpTime(u.first.dueSec, u.first.dueNsec, sec, nsec) <= 0 &&
-			(len(h) == 0 || cmp.Or(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), strings.Compare(u.id, h[0].u.id)) < 0) {
+			(len(h) == 0 || thenID(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), u.id, h[0].u.id) < 0) {
 			if n := visibleAfter(u.entries, nil, sec, nsec); n != nil {
 				h.push(dueItem{n, u})
 			}
@@ -309,8 +311,10 @@ type dueItem struct {
 
 // cmpDue orders by (DueAt, UserID, WorkKey), DueBefore's order.
 func cmpDue(a, b dueItem) int {
-	return cmp.Or(cmpTime(a.n.dueSec, a.n.dueNsec, b.n.dueSec, b.n.dueNsec),
-		strings.Compare(a.u.id, b.u.id), strings.Compare(a.n.workKey, b.n.workKey))
+	if c := thenID(cmpTime(a.n.dueSec, a.n.dueNsec, b.n.dueSec, b.n.dueNsec), a.u.id, b.u.id); c != 0 {
+		return c
+	}
+	return strings.Compare(a.n.workKey, b.n.workKey)
 }
 
 // dueHeap is a binary min-heap in DueBefore's order.

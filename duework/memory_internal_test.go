@@ -226,6 +226,11 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 	if u.first != entryTree.min(u.entries) {
 		return errors.New("first is not the entries tree's first node")
 	}
+	if u.entries != nil {
+		if ts, tn := u.turn(); ts != u.turnSec || tn != u.turnNsec {
+			return errors.New("filed under a Turn that is not its own")
+		}
+	}
 	group, listed := inGroups[u]
 	if has := u.entries != nil; listed != has || inDue[u] != has || (listed && group != u.group) {
 		return fmt.Errorf("has entries %v, in group tree %q %v (its group %q), in byDue %v", has, group, listed, u.group, inDue[u])
