@@ -38,10 +38,10 @@ type Memory struct {
 	tokens uint64           // the last token handed out; only grows
 
 	// Ready's working space, kept between calls so that a read allocates only its result.
-	users1 cursor[user]
-	nodes1 cursor[node]
-	picks  []pick
-	found  []*node
+	queue cursor[user]
+	walk  cursor[node]
+	picks []pick
+	found []*node
 }
 
 var (
@@ -55,8 +55,8 @@ func NewMemory() *Memory {
 	return &Memory{
 		users:  map[string]*user{},
 		groups: map[string]*user{},
-		users1: cursor[user]{t: &groupTree},
-		nodes1: cursor[node]{t: &entryTree, prune: laterThan},
+		queue:  cursor[user]{t: &groupTree},
+		walk:   cursor[node]{t: &entryTree, prune: laterThan},
 	}
 }
 

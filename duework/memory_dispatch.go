@@ -30,10 +30,10 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 
 	var page ReadyPage
 	picks, found := m.picks[:0], m.found[:0]
-	c := &m.users1
+	c := &m.queue
 	c.start(m.groups[q.Group])
 	for u := c.next(); u != nil; u = c.next() {
-		ts, tn := u.turn()
+		ts, tn := u.turnSec, u.turnNsec
 		if cmpTime(ts, tn, sec, nsec) > 0 {
 			break
 		}
@@ -74,7 +74,7 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 		for j := start; j < p.end; j++ {
 			all[j] = found[j].entry(p.u)
 		}
-		ts, tn := p.u.turn()
+		ts, tn := p.u.turnSec, p.u.turnNsec
 		heads[i] = Head{
 			UserID:     p.u.id,
 			LastServed: joinTime(p.u.servedSec, p.u.servedNsec),
@@ -94,7 +94,7 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 // WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
 // least visible-at is after now, so it visits O(limit · log n) nodes.
 func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, limit int) ([]*node, bool) {
-	c := &m.nodes1
+	c := &m.walk
 	c.sec, c.nsec = sec, nsec
 	c.start(u.entries)
 	n, more := 0, false
@@ -153,7 +153,8 @@ func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	defer m.mu.Unlock()
 	var out []string
 	for name, root := range m.groups {
-		ts, tn := groupTree.min(root).turn()
+		first := groupTree.min(root)
+		ts, tn := first.turnSec, first.turnNsec
 		if cmpTime(ts, tn, sec, nsec) <= 0 {
 			out = append(out, name)
 		}
