@@ -225,7 +225,7 @@ type Head struct {
 	LastServed time.Time
 	// Turn is the user's place in its queue: max(ReadyAt, LastServed).
 	Turn time.Time
-	// Due holds the user's first visible entries in (DueAt, WorkKey) order.
+	// Due holds the user's first visible entries, in the order Index.Ready reads them.
 	Due []Entry
 	// More is true when the user has further visible entries beyond Due.
 	More bool

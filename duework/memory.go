@@ -38,10 +38,10 @@ type Memory struct {
 	tokens uint64           // the last token handed out; only grows
 
 	// Ready's working space, kept between calls so that a read allocates only its result.
-	users1 cursor[user]
-	nodes1 cursor[node]
-	picks  []pick
-	found  []*node
+	queue cursor[user]
+	walk  cursor[node]
+	picks []pick
+	found []*node
 }
 
 var (
@@ -55,8 +55,8 @@ func NewMemory() *Memory {
 	return &Memory{
 		users:  map[string]*user{},
 		groups: map[string]*user{},
-		users1: cursor[user]{t: &groupTree},
-		nodes1: cursor[node]{t: &entryTree, prune: laterThan},
+		queue:  cursor[user]{t: &groupTree},
+		walk:   cursor[node]{t: &entryTree, prune: laterThan},
 	}
 }
 
@@ -84,7 +84,7 @@ type node struct {
 }
 
 // user is one tenant's part of the index. It is in its group's tree and in Memory.byDue
-// exactly when it has entries.
+// exactly when it has entries. It fills one 128-byte size class.
 type user struct {
 	id      string
 	group   string
@@ -94,11 +94,14 @@ type user struct {
 	gkid    [2]*user // links in the group's tree
 	dkid    [2]*user // links in Memory.byDue
 	// servedSec and servedNsec are LastServed, heldSec and heldNsec the hold's end; zero
-	// for never and none.
+	// for never and none. turnSec and turnNsec are the Turn the user is filed under in its
+	// group's tree, while it is there.
 	servedSec  int64
 	heldSec    int64
+	turnSec    int64
 	servedNsec int32
 	heldNsec   int32
+	turnNsec   int32
 	prio       uint32
 }
 
@@ -121,7 +124,19 @@ func joinTime(sec int64, nsec int32) time.Time {
 }
 
 func cmpTime(as int64, an int32, bs int64, bn int32) int {
-	return cmp.Or(cmp.Compare(as, bs), cmp.Compare(an, bn))
+	if as != bs {
+		return cmp.Compare(as, bs)
+	}
+	return cmp.Compare(an, bn)
+}
+
+// thenID orders by c, a comparison of times, then by the two IDs: cheaper than cmp.Or,
+// which would compare the strings every time.
+func thenID(c int, a, b string) int {
+	if c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
 }
 
 // laterThan reports whether every entry of n's subtree is visible only after now: a
@@ -156,7 +171,7 @@ func (n *node) entry(u *user) Entry {
 	}
 }
 
-// turn returns the user's Turn, max(ReadyAt, LastServed); the user must have entries.
+// turn computes the user's Turn, max(ReadyAt, LastServed); the user must have entries.
 func (u *user) turn() (int64, int32) {
 	r := u.entries
 	if cmpTime(u.servedSec, u.servedNsec, r.minSec, r.minNsec) > 0 {
@@ -176,7 +191,7 @@ func (u *user) lookup(workKey string) *node {
 var (
 	entryTree = treap[node]{
 		cmp: func(a, b *node) int {
-			return cmp.Or(cmpTime(a.dueSec, a.dueNsec, b.dueSec, b.dueNsec), strings.Compare(a.workKey, b.workKey))
+			return thenID(cmpTime(a.dueSec, a.dueNsec, b.dueSec, b.dueNsec), a.workKey, b.workKey)
 		},
 		kids: func(n *node) *[2]*node { return &n.kid },
 		prio: func(n *node) uint32 { return n.prio },
@@ -194,12 +209,10 @@ var (
 		kids: func(n *node) *[2]*node { return &n.keyKid },
 		prio: func(n *node) uint32 { return n.prio },
 	}
-	// groupTree orders a group's users by (Turn, UserID).
+	// groupTree orders a group's users by (Turn, UserID), the Turn each is filed under.
 	groupTree = treap[user]{
 		cmp: func(a, b *user) int {
-			as, an := a.turn()
-			bs, bn := b.turn()
-			return cmp.Or(cmpTime(as, an, bs, bn), strings.Compare(a.id, b.id))
+			return thenID(cmpTime(a.turnSec, a.turnNsec, b.turnSec, b.turnNsec), a.id, b.id)
 		},
 		kids: func(u *user) *[2]*user { return &u.gkid },
 		prio: func(u *user) uint32 { return u.prio },
@@ -209,37 +222,41 @@ var (
 	// in its own (DueAt, UserID, WorkKey) order.
 	dueTree = treap[user]{
 		cmp: func(a, b *user) int {
-			return cmp.Or(cmpTime(a.first.dueSec, a.first.dueNsec, b.first.dueSec, b.first.dueNsec), strings.Compare(a.id, b.id))
+			return thenID(cmpTime(a.first.dueSec, a.first.dueNsec, b.first.dueSec, b.first.dueNsec), a.id, b.id)
 		},
 		kids: func(u *user) *[2]*user { return &u.dkid },
 		prio: func(u *user) uint32 { return u.prio },
 	}
 )
 
-// unlink takes u out of its group's tree and, with due, out of byDue, before a write
-// changes its place there; link puts it back after. Both do nothing for a user without
-// entries, which is in neither.
-func (m *Memory) unlink(u *user, due bool) {
-	if u.entries == nil {
-		return
-	}
+// dequeue takes u, which has entries, out of its group's tree.
+func (m *Memory) dequeue(u *user) {
 	if root := groupTree.remove(m.groups[u.group], u); root != nil {
 		m.groups[u.group] = root
 	} else {
 		delete(m.groups, u.group)
 	}
-	if due {
-		m.byDue = dueTree.remove(m.byDue, u)
-	}
 }
 
-func (m *Memory) link(u *user, due bool) {
-	if u.entries == nil {
-		return
-	}
+// enqueue files u, which has entries, in its group's tree under its Turn.
+func (m *Memory) enqueue(u *user) {
+	u.turnSec, u.turnNsec = u.turn()
 	m.groups[u.group] = groupTree.insert(m.groups[u.group], u)
-	if due {
-		m.byDue = dueTree.insert(m.byDue, u)
+}
+
+// requeue moves u to where its Turn now puts it after a write, had telling whether it had
+// entries before: a write that leaves the Turn as it was costs nothing here.
+func (m *Memory) requeue(u *user, had bool) {
+	if had && u.entries != nil {
+		if ts, tn := u.turn(); ts == u.turnSec && tn == u.turnNsec {
+			return
+		}
+	}
+	if had {
+		m.dequeue(u)
+	}
+	if u.entries != nil {
+		m.enqueue(u)
 	}
 }
 
@@ -255,26 +272,44 @@ func (m *Memory) user(id string) *user {
 
 // put stores e as u's entry n (nil: a new one), unclaimed. O(log n).
 func (m *Memory) put(u *user, n *node, e Entry) {
-	m.unlink(u, true)
-	if n != nil {
-		u.entries = entryTree.remove(u.entries, n)
-	} else {
+	had, first := u.entries != nil, u.first
+	if n == nil {
 		n = &node{workKey: e.WorkKey, prio: rand.Uint32()}
 		u.keys = keyTree.insert(u.keys, n)
+	} else {
+		u.entries = entryTree.remove(u.entries, n)
+	}
+	// u's place in byDue, filed under its first entry, moves only when that changes.
+	if first == n {
+		m.byDue = dueTree.remove(m.byDue, u)
 	}
 	n.set(e)
+	moved := first == nil || first == n || entryTree.cmp(n, first) < 0
+	if moved && first != nil && first != n {
+		m.byDue = dueTree.remove(m.byDue, u)
+	}
 	u.entries = entryTree.insert(u.entries, n)
-	u.first = entryTree.min(u.entries)
-	m.link(u, true)
+	if moved {
+		u.first = entryTree.min(u.entries)
+		m.byDue = dueTree.insert(m.byDue, u)
+	}
+	m.requeue(u, had)
 }
 
 // drop removes u's entry n. O(log n).
 func (m *Memory) drop(u *user, n *node) {
-	m.unlink(u, true)
+	if n == u.first {
+		m.byDue = dueTree.remove(m.byDue, u)
+	}
 	u.entries = entryTree.remove(u.entries, n)
 	u.keys = keyTree.remove(u.keys, n)
-	u.first = entryTree.min(u.entries)
-	m.link(u, true)
+	if n == u.first {
+		u.first = entryTree.min(u.entries)
+		if u.first != nil {
+			m.byDue = dueTree.insert(m.byDue, u)
+		}
+	}
+	m.requeue(u, true)
 }
 
 // current returns tc's entry named by c while c is its current claim, or nil.

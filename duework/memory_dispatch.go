@@ -1,7 +1,6 @@
 package duework
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -31,10 +30,10 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 
 	var page ReadyPage
 	picks, found := m.picks[:0], m.found[:0]
-	c := &m.users1
+	c := &m.queue
 	c.start(m.groups[q.Group])
 	for u := c.next(); u != nil; u = c.next() {
-		ts, tn := u.turn()
+		ts, tn := u.turnSec, u.turnNsec
 		if cmpTime(ts, tn, sec, nsec) > 0 {
 			break
 		}
@@ -75,7 +74,7 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 		for j := start; j < p.end; j++ {
 			all[j] = found[j].entry(p.u)
 		}
-		ts, tn := p.u.turn()
+		ts, tn := p.u.turnSec, p.u.turnNsec
 		heads[i] = Head{
 			UserID:     p.u.id,
 			LastServed: joinTime(p.u.servedSec, p.u.servedNsec),
@@ -95,7 +94,7 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 // WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
 // least visible-at is after now, so it visits O(limit · log n) nodes.
 func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, limit int) ([]*node, bool) {
-	c := &m.nodes1
+	c := &m.walk
 	c.sec, c.nsec = sec, nsec
 	c.start(u.entries)
 	n, more := 0, false
@@ -134,9 +133,13 @@ func (m *Memory) route(routes []Route) {
 		if u == nil || u.group == r.Group {
 			continue
 		}
-		m.unlink(u, false)
+		if u.entries == nil {
+			u.group = r.Group
+			continue
+		}
+		m.dequeue(u)
 		u.group = r.Group
-		m.link(u, false)
+		m.enqueue(u)
 	}
 }
 
@@ -150,7 +153,8 @@ func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	defer m.mu.Unlock()
 	var out []string
 	for name, root := range m.groups {
-		ts, tn := groupTree.min(root).turn()
+		first := groupTree.min(root)
+		ts, tn := first.turnSec, first.turnNsec
 		if cmpTime(ts, tn, sec, nsec) <= 0 {
 			out = append(out, name)
 		}
@@ -210,7 +214,6 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		if n == nil || !n.visibleBy(sec, nsec) {
 			continue
 		}
-		m.unlink(u, false)
 		m.tokens++
 		n.token = m.tokens
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
@@ -219,7 +222,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 			u.servedSec, u.servedNsec = sec, nsec
 		}
 		u.heldSec, u.heldNsec = 0, 0
-		m.link(u, false)
+		m.requeue(u, true)
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
 		}
@@ -249,7 +252,7 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 	for len(out) < limit {
 		// Bring in every user whose first entry may come before the heap's top.
 		for u != nil && cmpTime(u.first.dueSec, u.first.dueNsec, sec, nsec) <= 0 &&
-			(len(h) == 0 || cmp.Or(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), strings.Compare(u.id, h[0].u.id)) < 0) {
+			(len(h) == 0 || thenID(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), u.id, h[0].u.id) < 0) {
 			if n := visibleAfter(u.entries, nil, sec, nsec); n != nil {
 				h.push(dueItem{n, u})
 			}
@@ -309,8 +312,10 @@ type dueItem struct {
 
 // cmpDue orders by (DueAt, UserID, WorkKey), DueBefore's order.
 func cmpDue(a, b dueItem) int {
-	return cmp.Or(cmpTime(a.n.dueSec, a.n.dueNsec, b.n.dueSec, b.n.dueNsec),
-		strings.Compare(a.u.id, b.u.id), strings.Compare(a.n.workKey, b.n.workKey))
+	if c := thenID(cmpTime(a.n.dueSec, a.n.dueNsec, b.n.dueSec, b.n.dueNsec), a.u.id, b.u.id); c != 0 {
+		return c
+	}
+	return strings.Compare(a.n.workKey, b.n.workKey)
 }
 
 // dueHeap is a binary min-heap in DueBefore's order.

@@ -14,7 +14,7 @@ import (
 )
 
 // Model is a reference duework.Index: maps and sorts written straight from the contract,
-// so that it is obviously right and every call costs O(n log n) in everything stored. The
+// so that it is obviously right, and every call costs O(n log n) in everything stored. The
 // state-machine rule compares the Index under test with it, and tests of code built on an
 // Index (a dispatcher, a runner) can use it as the Index whose answers they trust. It is
 // not for production. It implements duework.MissingScheduler and duework.ClaimGuard too.
@@ -81,56 +81,48 @@ func (r *modelRow) visibleAt() time.Time {
 	return r.e.DueAt
 }
 
-// byUser groups the rows by user, for reads that look at every user: one pass over the rows
-// instead of one per user.
-func (m *Model) byUser() map[string][]*modelRow {
-	out := map[string][]*modelRow{}
+// turns returns the Turn of every user with entries: max(ReadyAt, LastServed), ReadyAt
+// the least visible-at instant of its entries.
+func (m *Model) turns() map[string]time.Time {
+	readyAt := map[string]time.Time{}
 	for k, r := range m.rows {
-		out[k.UserID] = append(out[k.UserID], r)
-	}
-	return out
-}
-
-// turn returns the Turn of a user whose rows are rows, and false when it has none.
-func (m *Model) turn(id string, rows []*modelRow) (time.Time, bool) {
-	if len(rows) == 0 {
-		return time.Time{}, false
-	}
-	readyAt := rows[0].visibleAt()
-	for _, r := range rows[1:] {
-		if v := r.visibleAt(); v.Before(readyAt) {
-			readyAt = v
+		if v, ok := readyAt[k.UserID]; !ok || r.visibleAt().Before(v) {
+			readyAt[k.UserID] = r.visibleAt()
 		}
 	}
-	if u := m.users[id]; u != nil && u.lastServed.After(readyAt) {
-		return u.lastServed, true
+	for id, t := range readyAt {
+		if served := m.users[id].lastServed; served.After(t) {
+			readyAt[id] = served
+		}
 	}
-	return readyAt, true
+	return readyAt
 }
 
 // heldIn counts the users of group that are ready and held at now.
 func (m *Model) heldIn(group string, now time.Time) int {
 	n := 0
-	rows := m.byUser()
-	for id, u := range m.users {
-		if turn, ok := m.turn(id, rows[id]); ok && u.group == group && !turn.After(now) && u.heldUntil.After(now) {
+	for id, turn := range m.turns() {
+		if u := m.users[id]; u.group == group && !turn.After(now) && u.heldUntil.After(now) {
 			n++
 		}
 	}
 	return n
 }
 
-// visibleOf returns those of rows that are visible at now, in (DueAt, WorkKey) order.
-func visibleOf(rows []*modelRow, now time.Time) []duework.Entry {
-	var out []duework.Entry
-	for _, r := range rows {
-		if r.visible(now) {
-			out = append(out, normEntry(r.e))
+// visibleOf returns the entries visible at now of each of users, in (DueAt, WorkKey)
+// order.
+func (m *Model) visibleOf(users map[string]bool, now time.Time) map[string][]duework.Entry {
+	out := map[string][]duework.Entry{}
+	for k, r := range m.rows {
+		if users[k.UserID] && r.visible(now) {
+			out[k.UserID] = append(out[k.UserID], normEntry(r.e))
 		}
 	}
-	slices.SortFunc(out, func(a, b duework.Entry) int {
-		return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
-	})
+	for _, es := range out {
+		slices.SortFunc(es, func(a, b duework.Entry) int {
+			return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
+		})
+	}
 	return out
 }
 
@@ -322,12 +314,8 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		turn time.Time
 	}
 	var cands []cand
-	rows := m.byUser()
-	for id, u := range m.users {
-		if u.group != q.Group || u.heldUntil.After(q.Now) {
-			continue
-		}
-		if turn, ok := m.turn(id, rows[id]); ok && !turn.After(q.Now) {
+	for id, turn := range m.turns() {
+		if u := m.users[id]; u.group == q.Group && !u.heldUntil.After(q.Now) && !turn.After(q.Now) {
 			cands = append(cands, cand{id, turn})
 		}
 	}
@@ -337,9 +325,14 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		page.Next = norm(cands[q.Users].turn)
 		cands = cands[:q.Users]
 	}
+	read := map[string]bool{}
+	for _, c := range cands {
+		read[c.id] = true
+	}
+	visible := m.visibleOf(read, q.Now)
 	for _, c := range cands {
 		u := m.users[c.id]
-		due := visibleOf(rows[c.id], q.Now)
+		due := visible[c.id]
 		h := duework.Head{UserID: c.id, LastServed: norm(u.lastServed), Turn: norm(c.turn), Due: due, More: len(due) > q.PerUser}
 		if h.More {
 			h.Due = due[:q.PerUser:q.PerUser]
@@ -379,10 +372,9 @@ func (m *Model) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	}
 	defer m.mu.Unlock()
 	var out []string
-	rows := m.byUser()
-	for id, u := range m.users {
-		if turn, ok := m.turn(id, rows[id]); ok && !turn.After(now) && !slices.Contains(out, u.group) {
-			out = append(out, u.group)
+	for id, turn := range m.turns() {
+		if g := m.users[id].group; !turn.After(now) && !slices.Contains(out, g) {
+			out = append(out, g)
 		}
 	}
 	slices.Sort(out)
