@@ -173,6 +173,13 @@ func TestValidate(t *testing.T) {
 		{"long work key", duework.Entry{UserID: "u", WorkKey: strings.Repeat("k", tenancy.MaxIDLength+1), DueAt: t0}, tc, duework.ErrInvalid, "WorkKey"},
 		{"zero DueAt", duework.Entry{UserID: "u", WorkKey: "k"}, tc, duework.ErrInvalid, "DueAt"},
 		{"negative streak", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, MissStreak: -1}, tc, duework.ErrInvalid, "MissStreak"},
+		{"streak past the cap", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, MissStreak: duework.MaxMissStreak + 1}, tc, duework.ErrInvalid, "MissStreak"},
+		{"tier with a control character", duework.Entry{UserID: "u", WorkKey: "k", Tier: "hot\x1b[0m", DueAt: t0}, tc, duework.ErrInvalid, "Tier"},
+		{"tier not UTF-8", duework.Entry{UserID: "u", WorkKey: "k", Tier: "\xff", DueAt: t0}, tc, duework.ErrInvalid, "Tier"},
+		{"long tier", duework.Entry{UserID: "u", WorkKey: "k", Tier: strings.Repeat("t", tenancy.MaxIDLength+1), DueAt: t0}, tc, duework.ErrInvalid, "Tier"},
+		{"DueAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: duework.MaxTime.Add(1)}, tc, duework.ErrInvalid, "DueAt"},
+		{"DueAt before MinTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: duework.MinTime.Add(-1)}, tc, duework.ErrInvalid, "DueAt"},
+		{"LastRunAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, LastRunAt: duework.MaxTime.Add(1)}, tc, duework.ErrInvalid, "LastRunAt"},
 	} {
 		err := c.e.Validate(c.tc)
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.field) {
@@ -181,13 +188,14 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// FuzzValidate: Validate never panics, refuses exactly what ValidateWorkKey, the Context
-// and the other field rules refuse, and always with ErrInvalid or ErrNoTenant.
+// FuzzValidate: Validate never panics, refuses exactly what ValidateWorkKey, ValidateTime,
+// the Context and the other field rules refuse, and always with ErrInvalid or ErrNoTenant.
 func FuzzValidate(f *testing.F) {
 	f.Add("u", "u", "k", int64(1), 0)
 	f.Add("u", "v", "", int64(0), -1)
 	f.Add("", "u", "a\x00b", int64(1), 3)
 	f.Add("ü", "ü", "\xff", int64(-5), 1)
+	f.Add("u", "u", "k", int64(1)<<40, duework.MaxMissStreak+1)
 	f.Fuzz(func(t *testing.T, ctxUser, user, work string, dueSec int64, streak int) {
 		tc, _ := tenancy.NewContext(ctxUser) // the zero Context when ctxUser is bad
 		e := duework.Entry{UserID: user, WorkKey: work, MissStreak: streak}
@@ -195,7 +203,8 @@ func FuzzValidate(f *testing.F) {
 			e.DueAt = time.Unix(dueSec, 0)
 		}
 		err := e.Validate(tc)
-		valid := tc.Valid() && user == tc.UserID() && tenancy.ValidateID("WorkKey", work) == nil && !e.DueAt.IsZero() && streak >= 0
+		valid := tc.Valid() && user == tc.UserID() && tenancy.ValidateID("WorkKey", work) == nil && !e.DueAt.IsZero() &&
+			duework.ValidateTime("DueAt", e.DueAt) == nil && streak >= 0 && streak <= duework.MaxMissStreak
 		if (err == nil) != valid {
 			t.Fatalf("Validate(%+v) under %q = %v, want valid %v", e, tc.UserID(), err, valid)
 		}

@@ -55,15 +55,88 @@ func (f *fixture) add(b *testing.B, prefix string, users, perUser int, due func(
 func dueBefore(i int) time.Time { return t0.Add(-time.Duration(i+1) * time.Microsecond) }
 func dueLater(i int) time.Time  { return t0.Add(time.Hour + time.Duration(i)*time.Microsecond) }
 
-// BenchmarkDueHeadsNoisyNeighbour measures DueHeads(now, 2) with one user holding N due
-// entries and 10,000 others holding one each. Both cases store 1,010,000 entries (the
-// N = 1,000 case adds 999,000 not-yet-due entries to the noisy user) and both fixtures are
-// live during both measurements, so the live heap is the same: the figures compare the
-// index's work, not the garbage collector's. The bar: N = 1e6 costs at most 1.5×
-// N = 1e3; the paired sub-benchmark measures that ratio directly.
-func BenchmarkDueHeadsNoisyNeighbour(b *testing.B) {
+// readCycle is what one dispatcher lane does with Ready: read up to users users, PerUser 3,
+// holding them, then Release them all. ids is reused between calls.
+func readCycle(b *testing.B, x *duework.Memory, users int, ids []string) []string {
+	const hold = time.Minute
+	p, err := x.Ready(bctx, duework.ReadyQuery{Now: t0, Users: users, PerUser: 3, Hold: hold})
+	if err != nil || len(p.Heads) != users {
+		b.Fatalf("Ready: %d heads, %v; want %d", len(p.Heads), err, users)
+	}
+	ids = ids[:0]
+	for _, h := range p.Heads {
+		ids = append(ids, h.UserID)
+	}
+	if err := x.Release(bctx, ids, t0.Add(hold)); err != nil {
+		b.Fatal(err)
+	}
+	return ids
+}
+
+// measureCycles runs the sub-benchmarks name[i] over xs[i], then the same reads
+// interleaved call by call (in alternating order) as "paired", so that a busy machine and
+// the garbage collector weigh on both alike: the ratio to read. Every fixture is built
+// before and live during every measurement, so the live heap is the same for all.
+func measureCycles(b *testing.B, names []string, xs []*duework.Memory, users int) {
+	runtime.GC()
+	for i, name := range names {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			ids := make([]string, 0, users)
+			runtime.GC()
+			cpu := cpuTime()
+			for b.Loop() {
+				ids = readCycle(b, xs[i], users, ids)
+			}
+			reportCPU(b, cpu)
+		})
+	}
+	b.Run("paired", func(b *testing.B) {
+		ids := make([]string, 0, users)
+		spent := make([]time.Duration, len(xs))
+		call := func(i int) {
+			start := time.Now()
+			ids = readCycle(b, xs[i], users, ids)
+			spent[i] += time.Since(start)
+		}
+		runtime.GC()
+		i := 0
+		for b.Loop() {
+			if i%2 == 0 {
+				call(0)
+				call(1)
+			} else {
+				call(1)
+				call(0)
+			}
+			i++
+		}
+		for i, name := range names {
+			b.ReportMetric(float64(spent[i])/float64(b.N), name+"-ns/call")
+		}
+		b.ReportMetric(float64(spent[1])/float64(spent[0]), "ratio")
+	})
+	runtime.KeepAlive(xs)
+}
+
+// BenchmarkReady measures one lane's read: Ready of 1,000 users, PerUser 3, with a hold,
+// then Release of them all, with 1,000 and with 1,000,000 users ready, each with three
+// due entries. The bar: 1e6 costs at most 2× 1e3.
+func BenchmarkReady(b *testing.B) {
+	small, big := &fixture{}, &fixture{}
+	small.add(b, "user", 1_000, 3, dueBefore)
+	big.add(b, "user", 1_000_000, 3, dueBefore)
+	small.keys, big.keys = nil, nil
+	measureCycles(b, []string{"users=1e3", "users=1e6"}, []*duework.Memory{small.x, big.x}, 1_000)
+}
+
+// BenchmarkReadyNoisyNeighbour measures the same read with 10,000 users ready, one entry
+// each, behind one user first in turn order holding N due entries. Both cases store
+// 1,010,000 entries (the N = 1,000 case adds 999,000 not-yet-due entries to the noisy
+// user). The bar: N = 1e6 costs at most 1.5× N = 1e3.
+func BenchmarkReadyNoisyNeighbour(b *testing.B) {
 	const others, total = 10_000, 1_000_000
-	fixtures := map[int]*fixture{}
+	var xs []*duework.Memory
 	for _, n := range []int{1_000, 1_000_000} {
 		f := &fixture{}
 		f.add(b, "noisy", 1, n, dueBefore)
@@ -76,59 +149,10 @@ func BenchmarkDueHeadsNoisyNeighbour(b *testing.B) {
 				}
 			}
 		}
-		f.add(b, "user", others, 1, dueBefore)
-		f.keys = nil
-		fixtures[n] = f
+		f.add(b, "user", others, 1, func(int) time.Time { return t0 })
+		xs = append(xs, f.x)
 	}
-	runtime.GC()
-	for _, n := range []int{1_000, 1_000_000} {
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			x := fixtures[n].x
-			b.ReportAllocs()
-			var heads []duework.Head
-			runtime.GC()
-			cpu := cpuTime()
-			for b.Loop() {
-				var err error
-				if heads, err = x.DueHeads(bctx, t0, 2); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportCPU(b, cpu)
-			if len(heads) != others+1 || !heads[0].More {
-				b.Fatalf("got %d heads, want %d with the noisy one's More set", len(heads), others+1)
-			}
-		})
-	}
-	// The two sizes again, interleaved call by call (in alternating order), so that a busy
-	// machine and the garbage collector weigh on both alike: the ratio to read.
-	b.Run("paired", func(b *testing.B) {
-		small, big := fixtures[1_000].x, fixtures[1_000_000].x
-		var tSmall, tBig time.Duration
-		call := func(x *duework.Memory, into *time.Duration) {
-			start := time.Now()
-			if _, err := x.DueHeads(bctx, t0, 2); err != nil {
-				b.Fatal(err)
-			}
-			*into += time.Since(start)
-		}
-		runtime.GC()
-		i := 0
-		for b.Loop() {
-			if i%2 == 0 {
-				call(small, &tSmall)
-				call(big, &tBig)
-			} else {
-				call(big, &tBig)
-				call(small, &tSmall)
-			}
-			i++
-		}
-		b.ReportMetric(float64(tSmall)/float64(b.N), "N=1e3-ns/call")
-		b.ReportMetric(float64(tBig)/float64(b.N), "N=1e6-ns/call")
-		b.ReportMetric(float64(tBig)/float64(tSmall), "ratio")
-	})
-	runtime.KeepAlive(fixtures)
+	measureCycles(b, []string{"N=1e3", "N=1e6"}, xs, 1_000)
 }
 
 // BenchmarkDueBefore measures DueBefore(now, 100) over 1,000 users with 100 due entries
@@ -200,7 +224,41 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryPerEntry reports the heap bytes per stored entry, excluding the bytes of
+// BenchmarkCompleteMany measures completing a batch of 1,000 claimed items in one call, in
+// an index of n entries over n/100 users; the claims are made outside the timer.
+func BenchmarkCompleteMany(b *testing.B) {
+	const batch = 1_000
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			f := &fixture{}
+			f.add(b, "user", n/100, 100, dueBefore)
+			done := make([]duework.Done, batch)
+			b.ReportAllocs()
+			i, now := 0, t0
+			runtime.GC()
+			for b.Loop() {
+				b.StopTimer()
+				keys := f.keys[i%len(f.keys):][:batch]
+				i += batch
+				cs, err := f.x.Claim(bctx, keys, now, now.Add(time.Minute))
+				if err != nil || len(cs) != batch {
+					b.Fatal(len(cs), err)
+				}
+				for j, c := range cs {
+					done[j] = duework.Done{Tenant: f.tcs[c.Entry.UserID], Claim: c, Next: c.Entry}
+				}
+				b.StartTimer()
+				errs, err := f.x.CompleteMany(bctx, done)
+				if err != nil || errs[batch-1] != nil {
+					b.Fatal(errs[batch-1], err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed())/float64(b.N*batch), "ns/item")
+		})
+	}
+}
+
+// BenchmarkMemoryPerEntry reports the heap bytes per stored entry (B/entry), excluding the bytes of
 // the ID strings (which the index shares with the caller and which are allocated before the
 // first reading). The shape is a million entries, here over 10,000 users; the other
 // is the worst case for the index, every user holding one entry, where the user's own record
@@ -234,7 +292,7 @@ func BenchmarkMemoryPerEntry(b *testing.B) {
 					}
 				}
 				after := heapAlloc()
-				b.ReportMetric(float64(after-before)/float64(total), "bytes/entry")
+				b.ReportMetric(float64(after-before)/float64(total), "B/entry")
 				runtime.KeepAlive(x)
 				runtime.KeepAlive(ids)
 				runtime.KeepAlive(works)

@@ -39,10 +39,26 @@ func TestMemoryCancelledContext(t *testing.T) {
 			_, err := x.DueBefore(ctx, t0.Add(2*time.Minute), 5)
 			return err
 		},
-		"DueHeads": func() error {
-			_, err := x.DueHeads(ctx, t0.Add(2*time.Minute), 5)
+		"Ready": func() error {
+			_, err := x.Ready(ctx, duework.ReadyQuery{Now: t0.Add(2 * time.Minute), Users: 5, PerUser: 5, Hold: time.Minute})
 			return err
 		},
+		"Route": func() error { return x.Route(ctx, []duework.Route{{UserID: "amy", Group: "pro"}}) },
+		"Groups": func() error {
+			_, err := x.Groups(ctx, t0.Add(2*time.Minute))
+			return err
+		},
+		"Release": func() error { return x.Release(ctx, []string{"amy"}, t0.Add(time.Minute)) },
+		"ScheduleMissing": func() error {
+			_, err := x.ScheduleMissing(ctx, tc, []duework.Entry{{UserID: "amy", WorkKey: "b", DueAt: t0}})
+			return err
+		},
+		"CompleteMany": func() error {
+			_, err := x.CompleteMany(ctx, []duework.Done{{Tenant: tc, Claim: claims[0], Next: later}})
+			return err
+		},
+		"CheckClaim":        func() error { return x.CheckClaim(ctx, tc, claims[0]) },
+		"UnscheduleClaimed": func() error { return x.UnscheduleClaimed(ctx, tc, claims[0]) },
 		"Claim": func() error {
 			_, err := x.Claim(ctx, []duework.Key{e.Key()}, t0.Add(2*time.Minute), t0.Add(3*time.Minute))
 			return err
@@ -57,7 +73,13 @@ func TestMemoryCancelledContext(t *testing.T) {
 	if got, err := x.Get(bg, tc, "a"); err != nil || !got.DueAt.Equal(t0) {
 		t.Errorf("after the cancelled calls Get = %+v, %v; want the entry unchanged", got, err)
 	}
+	if gs, err := x.Groups(bg, t0.Add(30*time.Second)); err != nil || len(gs) != 0 {
+		t.Errorf("after the cancelled calls Groups = %q, %v; want none (amy's only entry is claimed)", gs, err)
+	}
 	if err := x.Complete(bg, tc, claims[0], later); err != nil {
 		t.Errorf("the claim did not survive the cancelled calls: %v", err)
+	}
+	if p, err := x.Ready(bg, duework.ReadyQuery{Now: t0.Add(2 * time.Hour), Users: 5, PerUser: 5}); err != nil || len(p.Heads) != 1 || len(p.Heads[0].Due) != 1 {
+		t.Errorf("after the cancelled calls Ready = %+v, %v; want amy alone, in the unrouted group, with her one entry", p, err)
 	}
 }

@@ -9,26 +9,33 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// countVisits counts the nodes the free trees and the users tree hand out while f runs: the
-// reads' work, measured without a clock.
-func countVisits(t *testing.T, f func()) int {
+// visits counts the nodes each kind of tree hands out while f runs (a node's links read
+// once is one visit): the reads' work, measured without a clock.
+type visits struct{ users, entries, byDue int }
+
+func countVisits(t *testing.T, f func()) visits {
 	t.Helper()
-	visits := 0
-	oldFree, oldUser := freeTree, userTree
-	t.Cleanup(func() { freeTree, userTree = oldFree, oldUser })
-	freeTree.kids = func(n *node) *[2]*node { visits++; return oldFree.kids(n) }
-	userTree.kids = func(u *user) *[2]*user { visits++; return oldUser.kids(u) }
+	var v visits
+	oldEntry, oldGroup, oldDue := entryTree.kids, groupTree.kids, dueTree.kids
+	restore := func() { entryTree.kids, groupTree.kids, dueTree.kids = oldEntry, oldGroup, oldDue }
+	t.Cleanup(restore)
+	entryTree.kids = func(n *node) *[2]*node { v.entries++; return oldEntry(n) }
+	groupTree.kids = func(u *user) *[2]*user { v.users++; return oldGroup(u) }
+	dueTree.kids = func(u *user) *[2]*user { v.byDue++; return oldDue(u) }
 	f()
-	freeTree, userTree = oldFree, oldUser
-	return visits
+	restore()
+	return v
 }
 
-// noisy returns a Memory where user "noisy" holds backlog due entries and 20 other users
-// hold one due entry each, plus 1,000 users with nothing due.
-func noisy(t *testing.T, backlog int) *Memory {
+var costT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// crowd returns a Memory whose unrouted group holds users ready users with one entry each
+// (due a minute ago, in UserID order) and, first in turn order, user "noisy" with backlog
+// entries due and, when claimed, all of them but its last three claimed; plus 1,000 users
+// with nothing due.
+func crowd(t *testing.T, users, backlog int, claimed bool) *Memory {
 	t.Helper()
 	ctx := context.Background()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	m := NewMemory()
 	put := func(user, key string, due time.Time) {
 		tc, err := tenancy.NewContext(user)
@@ -39,40 +46,87 @@ func noisy(t *testing.T, backlog int) *Memory {
 			t.Fatal(err)
 		}
 	}
+	keys := make([]Key, 0, backlog)
 	for i := range backlog {
-		put("noisy", "k"+strconv.Itoa(i), t0.Add(-time.Duration(i)*time.Second))
+		k := "k" + strconv.Itoa(i)
+		put("noisy", k, costT0.Add(-time.Hour-time.Duration(backlog-i)*time.Second))
+		keys = append(keys, Key{UserID: "noisy", WorkKey: k})
 	}
-	for i := range 20 {
-		put("u"+strconv.Itoa(i), "k", t0.Add(-time.Minute))
+	if claimed {
+		// Claimed at a now before the others are due, so that noisy stays first.
+		at := costT0.Add(-time.Hour)
+		if _, err := m.Claim(ctx, keys[:backlog-3], at, costT0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range users {
+		put("u"+strconv.Itoa(100_000+i), "k", costT0.Add(-time.Minute))
 	}
 	for i := range 1000 {
-		put("idle"+strconv.Itoa(i), "k", t0.Add(time.Hour))
+		put("idle"+strconv.Itoa(i), "k", costT0.Add(time.Hour))
 	}
 	return m
 }
 
-// TestReadsCostWhatTheyReturn pins Memory's cost rule without timing anything: the nodes
-// DueHeads and DueBefore visit do not grow with one user's backlog, nor with the users that
-// have nothing due. Walking the backlog would visit 50,000 nodes and walking the idle users
-// 1,000; the bounds allow 10 nodes per head for DueHeads and 60 (a few times the treaps'
-// expected depth) per entry for DueBefore, where about a third of that is typical.
-func TestReadsCostWhatTheyReturn(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+// TestReadyCostsWhatItReturns pins Ready's cost without timing anything: reading k users
+// visits O(k) users of the group and O(PerUser) entries per user (times the trees' depth
+// for the first), however many users are ready and however deep, or claimed, one user's
+// backlog is; a second read, which passes over the first read's held users, visits those
+// too and no more. Walking the group would visit 20,000 users, walking the backlog 50,000
+// entries; the bounds allow a few times the treaps' expected depth.
+func TestReadyCostsWhatItReturns(t *testing.T) {
+	const k, perUser = 10, 3
+	q := ReadyQuery{Now: costT0, Users: k, PerUser: perUser, Hold: time.Minute}
 	ctx := context.Background()
-	for _, read := range []struct {
-		name  string
-		bound int
-		call  func(m *Memory)
+	for _, c := range []struct {
+		name           string
+		users, backlog int
+		claimed        bool
 	}{
-		{"DueHeads(now, 2)", 21 * 10, func(m *Memory) { _, _ = m.DueHeads(ctx, t0, 2) }},
-		{"DueBefore(now, 30)", 30 * 60, func(m *Memory) { _, _ = m.DueBefore(ctx, t0, 30) }},
+		{"small", 100, 10, false},
+		{"many users", 20_000, 10, false},
+		{"deep backlog", 100, 50_000, false},
+		{"deep claimed backlog", 100, 50_000, true},
 	} {
-		small, big := noisy(t, 10), noisy(t, 50_000)
-		vs := countVisits(t, func() { read.call(small) })
-		vb := countVisits(t, func() { read.call(big) })
-		t.Logf("%s: %d, %d", read.name, vs, vb)
-		if vb > read.bound || vs > read.bound {
-			t.Errorf("%s visited %d nodes with a backlog of 10 and %d with 50,000; the bound is %d", read.name, vs, vb, read.bound)
+		m := crowd(t, c.users, c.backlog, c.claimed)
+		var first, second ReadyPage
+		v1 := countVisits(t, func() { first, _ = m.Ready(ctx, q) })
+		v2 := countVisits(t, func() { second, _ = m.Ready(ctx, q) })
+		t.Logf("%s: first read %+v, second %+v", c.name, v1, v2)
+		if len(first.Heads) != k || len(second.Heads) != k || first.Heads[0].UserID != "noisy" || first.Heads[0].More == c.claimed {
+			t.Fatalf("%s: reads returned %d and %d heads (first %q, More %v)", c.name, len(first.Heads), len(second.Heads), first.Heads[0].UserID, first.Heads[0].More)
+		}
+		if v1.users > 2*k+120 || v2.users > 4*k+120 {
+			t.Errorf("%s: Ready visited %d users, then %d past %d held ones; the bounds are %d and %d", c.name, v1.users, v2.users, k, 2*k+120, 4*k+120)
+		}
+		if bound := 2*k*(perUser+1) + 6*60; v1.entries > bound || v2.entries > bound {
+			t.Errorf("%s: Ready visited %d and %d entries for %d heads of at most %d; the bound is %d", c.name, v1.entries, v2.entries, k, perUser, bound)
+		}
+	}
+}
+
+// TestDueBeforeCostsWhatItReturns: DueBefore's visits do not grow with one user's backlog
+// nor with the users that have nothing due: 60 (a few times the treaps' expected depth) per
+// entry returned, where about a third of that is typical.
+func TestDueBeforeCostsWhatItReturns(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name           string
+		users, backlog int
+		claimed        bool
+	}{
+		{"small", 20, 10, false},
+		{"deep backlog", 20, 50_000, false},
+	} {
+		m := crowd(t, c.users, c.backlog, c.claimed)
+		v := countVisits(t, func() {
+			if es, err := m.DueBefore(ctx, costT0, 30); err != nil || len(es) != 30 {
+				t.Fatalf("DueBefore: %d entries, %v", len(es), err)
+			}
+		})
+		t.Logf("%s: %+v", c.name, v)
+		if all := v.users + v.entries + v.byDue; all > 30*60 {
+			t.Errorf("%s: DueBefore(now, 30) visited %d nodes; the bound is %d", c.name, all, 30*60)
 		}
 	}
 }

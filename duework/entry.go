@@ -18,9 +18,10 @@ var (
 	// is written.
 	ErrClaimLost = errors.New("duework: claim lost")
 	// ErrInvalid is returned for bad input: an empty or malformed WorkKey or Tier, a zero
-	// DueAt, a time outside [MinTime, MaxTime], an Entry whose UserID is not the Context's,
-	// a limit, Users or PerUser outside [1, MaxLimit], a negative Hold, an until not after
-	// now. The wrapping error names the field and its value.
+	// DueAt, a time outside [MinTime, MaxTime], a MissStreak outside [0, MaxMissStreak], an
+	// Entry whose UserID is not the Context's, a limit, Users or PerUser outside [1,
+	// MaxLimit], a negative Hold, an until not after now, a malformed group name. The
+	// wrapping error names the field and its value.
 	ErrInvalid = errors.New("duework: invalid input")
 )
 
@@ -89,8 +90,8 @@ func (e Entry) Key() Key { return Key{UserID: e.UserID, WorkKey: e.WorkKey} }
 
 // Validate checks e for Schedule on behalf of tc: tc must be valid, e.UserID must equal
 // tc.UserID(), WorkKey must be a valid ID, Tier empty or a valid name, DueAt non-zero,
-// DueAt and LastRunAt within [MinTime, MaxTime] and MissStreak not negative. Index
-// implementations call it.
+// DueAt and LastRunAt within [MinTime, MaxTime] and MissStreak within [0, MaxMissStreak].
+// Index implementations call it.
 func (e Entry) Validate(tc tenancy.Context) error {
 	if err := tc.Check(); err != nil {
 		return err
@@ -113,8 +114,8 @@ func (e Entry) Validate(tc tenancy.Context) error {
 	if err := ValidateTime("LastRunAt", e.LastRunAt); err != nil {
 		return fmt.Errorf("entry %q: %w", e.WorkKey, err)
 	}
-	if e.MissStreak < 0 {
-		return fmt.Errorf("%w: entry %q has a negative MissStreak %d", ErrInvalid, e.WorkKey, e.MissStreak)
+	if e.MissStreak < 0 || e.MissStreak > MaxMissStreak {
+		return fmt.Errorf("%w: entry %q has MissStreak %d, outside [0, %d]", ErrInvalid, e.WorkKey, e.MissStreak, MaxMissStreak)
 	}
 	return nil
 }
@@ -132,6 +133,18 @@ func ValidateCompletion(tc tenancy.Context, c Claim, next Entry) error {
 		return fmt.Errorf("%w: next WorkKey %q is not the claim's %q", ErrInvalid, next.WorkKey, c.Entry.WorkKey)
 	}
 	return nil
+}
+
+// ValidateClaim checks the arguments of ClaimGuard's methods: tc must be valid, and the
+// claim must name tc's user and a valid WorkKey.
+func ValidateClaim(tc tenancy.Context, c Claim) error {
+	if err := tc.Check(); err != nil {
+		return err
+	}
+	if c.Entry.UserID != tc.UserID() {
+		return fmt.Errorf("%w: claim's UserID %q is not the context's user %q", ErrInvalid, c.Entry.UserID, tc.UserID())
+	}
+	return ValidateWorkKey(c.Entry.WorkKey)
 }
 
 // Validate checks q for Index.Ready: Group empty or a valid name, Now within [MinTime,
@@ -217,5 +230,6 @@ func Advance(e Entry, p cadence.Policy, hit bool, now time.Time) Entry {
 	return e
 }
 
-// MaxMissStreak is where Advance stops counting misses, so that the count never overflows.
+// MaxMissStreak is where Advance stops counting misses, so that the count never overflows,
+// and the largest MissStreak an Index stores.
 const MaxMissStreak = 1 << 30

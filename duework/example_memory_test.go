@@ -9,35 +9,44 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// A dispatcher's view: one Head per user with due work, in UserID order, however deep a
-// user's backlog is.
+// A dispatcher's view of one group: the ready users in turn order, each with its first due
+// entries, however deep its backlog. A Claim serves a user and sends it to the back.
 func ExampleMemory() {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	idx := duework.NewMemory()
-
-	alice, _ := tenancy.NewContext("alice")
-	bob, _ := tenancy.NewContext("bob")
-	for i, key := range []string{"feed-c", "feed-a", "feed-b"} {
-		_ = idx.Schedule(ctx, alice, duework.Entry{UserID: "alice", WorkKey: key, Tier: "warm", DueAt: now.Add(time.Duration(i-3) * time.Minute)})
+	schedule := func(user, key string, due time.Duration) {
+		tc, _ := tenancy.NewContext(user)
+		_ = idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: key, Tier: "warm", DueAt: now.Add(due)})
 	}
-	_ = idx.Schedule(ctx, bob, duework.Entry{UserID: "bob", WorkKey: "news", Tier: "hot", DueAt: now.Add(-time.Minute)})
-	_ = idx.Schedule(ctx, bob, duework.Entry{UserID: "bob", WorkKey: "digest", Tier: "hot", DueAt: now.Add(time.Hour)})
+	schedule("alice", "feed-a", -3*time.Minute)
+	schedule("alice", "feed-b", -2*time.Minute)
+	schedule("alice", "feed-c", -time.Minute)
+	schedule("bob", "news", -time.Minute)
+	schedule("carol", "blog", time.Hour) // not due yet
 
-	heads, _ := idx.DueHeads(ctx, now, 2)
-	for _, h := range heads {
-		fmt.Printf("%s:", h.UserID)
-		for _, e := range h.Due {
-			fmt.Printf(" %s (due %v ago)", e.WorkKey, now.Sub(e.DueAt))
+	show := func(at time.Time) {
+		page, _ := idx.Ready(ctx, duework.ReadyQuery{Now: at, Users: 10, PerUser: 2})
+		for _, h := range page.Heads {
+			fmt.Printf("  %s (turn %s):", h.UserID, h.Turn.Format(time.TimeOnly))
+			for _, e := range h.Due {
+				fmt.Printf(" %s", e.WorkKey)
+			}
+			fmt.Printf(" more=%v\n", h.More)
 		}
-		fmt.Printf(" more=%v\n", h.More)
 	}
+	fmt.Println("at 12:00")
+	show(now)
 
-	// Tenant-scoped calls see only their own tenant.
-	_, err := idx.Get(ctx, bob, "feed-a")
-	fmt.Println("bob asks for alice's feed-a:", err)
+	// Serving alice at 12:00 puts her behind bob, whose turn came at 11:59.
+	_, _ = idx.Claim(ctx, []duework.Key{{UserID: "alice", WorkKey: "feed-a"}}, now, now.Add(5*time.Minute))
+	fmt.Println("after alice is served")
+	show(now)
 	// Output:
-	// alice: feed-c (due 3m0s ago) feed-a (due 2m0s ago) more=true
-	// bob: news (due 1m0s ago) more=false
-	// bob asks for alice's feed-a: duework: Get "feed-a": duework: not found
+	// at 12:00
+	//   alice (turn 11:57:00): feed-a feed-b more=true
+	//   bob (turn 11:59:00): news more=false
+	// after alice is served
+	//   bob (turn 11:59:00): news more=false
+	//   alice (turn 12:00:00): feed-b feed-c more=false
 }

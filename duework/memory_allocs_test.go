@@ -55,13 +55,14 @@ func TestMemoryClaimSizesItsResultOnce(t *testing.T) {
 	}
 }
 
-// TestMemoryDueHeadsAllocatesAFixedNumberOfTimes pins that DueHeads sizes its slices once —
-// the due users counted before they are gathered, every head's Due cut from one backing
-// array — so that its allocations do not grow with the number of heads.
-func TestMemoryDueHeadsAllocatesAFixedNumberOfTimes(t *testing.T) {
+// TestMemoryReadAllocatesItsResultOnly pins that Ready allocates its heads and one array
+// for every head's Due entries, and nothing else once its working space has grown: its
+// allocations do not grow with the number of heads, nor with a hold. A read that finds no
+// one allocates nothing.
+func TestMemoryReadAllocatesItsResultOnly(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	allocs := func(users int) float64 {
+	allocs := func(users int, hold time.Duration) float64 {
 		m := NewMemory()
 		for u := range users {
 			id := "u" + strconv.Itoa(u)
@@ -69,21 +70,84 @@ func TestMemoryDueHeadsAllocatesAFixedNumberOfTimes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Schedule(ctx, tc, Entry{UserID: id, WorkKey: "k", Tier: "hot", DueAt: t0}); err != nil {
-				t.Fatal(err)
+			for k := range 3 {
+				if err := m.Schedule(ctx, tc, Entry{UserID: id, WorkKey: "k" + strconv.Itoa(k), Tier: "hot", DueAt: t0}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
+		now := t0
 		return testing.AllocsPerRun(10, func() {
-			hs, err := m.DueHeads(ctx, t0, 1)
-			if err != nil || len(hs) != users {
-				t.Fatalf("DueHeads: %d heads, %v; want %d", len(hs), err, users)
+			now = now.Add(time.Hour) // past the last run's holds
+			p, err := m.Ready(ctx, ReadyQuery{Now: now, Users: users, PerUser: 2, Hold: hold})
+			if err != nil || len(p.Heads) != users {
+				t.Fatalf("Ready: %d heads, %v; want %d", len(p.Heads), err, users)
 			}
 		})
 	}
-	// The due users, the heads, their ends, their nodes and one array of entries.
-	for _, users := range []int{100, 5000} { // (a very small slice can live on the stack)
-		if got := allocs(users); got != 5 {
-			t.Errorf("DueHeads over %d users allocates %v times, want 5", users, got)
+	for _, users := range []int{100, 2000} {
+		for _, hold := range []time.Duration{0, time.Minute} {
+			if got := allocs(users, hold); got != 2 {
+				t.Errorf("Ready of %d users with hold %v allocates %v times, want 2", users, hold, got)
+			}
 		}
+	}
+	m := NewMemory()
+	if got := testing.AllocsPerRun(10, func() {
+		if p, err := m.Ready(ctx, ReadyQuery{Now: t0, Users: 5, PerUser: 1}); err != nil || p.Heads != nil {
+			t.Fatalf("Ready of an empty index = %+v, %v", p, err)
+		}
+	}); got != 0 {
+		t.Errorf("Ready that finds no one allocates %v times, want 0", got)
+	}
+}
+
+// TestMemoryCompleteManyAllocatesItsOutcomes pins that CompleteMany allocates the slice of
+// outcomes and nothing per item that succeeds.
+func TestMemoryCompleteManyAllocatesItsOutcomes(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	m := NewMemory()
+	var keys []Key
+	tcs := map[string]tenancy.Context{}
+	for u := range 50 {
+		id := "u" + strconv.Itoa(u)
+		tc, err := tenancy.NewContext(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tcs[id] = tc
+		for k := range 2 {
+			e := Entry{UserID: id, WorkKey: "k" + strconv.Itoa(k), DueAt: t0}
+			if err := m.Schedule(ctx, tc, e); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, e.Key())
+		}
+	}
+	done := make([]Done, len(keys))
+	now := t0
+	got := testing.AllocsPerRun(10, func() {
+		now = now.Add(time.Hour)
+		cs, err := m.Claim(ctx, keys, now, now.Add(time.Minute))
+		if err != nil || len(cs) != len(keys) {
+			t.Fatalf("Claim: %d claims, %v", len(cs), err)
+		}
+		for i, c := range cs {
+			done[i] = Done{Tenant: tcs[c.Entry.UserID], Claim: c, Next: c.Entry}
+		}
+		errs, err := m.CompleteMany(ctx, done)
+		if err != nil || len(errs) != len(done) {
+			t.Fatalf("CompleteMany: %d outcomes, %v", len(errs), err)
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+	})
+	// AllocsPerRun counts the whole function: Claim's result is the other allocation.
+	if got != 2 {
+		t.Errorf("Claim and CompleteMany of %d items allocate %v times, want 2 (one each)", len(done), got)
 	}
 }

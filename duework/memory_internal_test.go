@@ -2,72 +2,88 @@ package duework
 
 import (
 	"cmp"
-	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 	"unsafe"
 
 	"pgregory.net/rapid"
-
-	"github.com/rotaworks/rota/tenancy"
 )
 
-// item is a test node for the treap against a sorted-slice model.
+// item is a test node for the treap against a sorted-slice model: key orders it, val is
+// its value and least the augmentation, the least val of its subtree.
 type item struct {
-	key  int
-	kid  [2]*item
-	prio uint32
+	key, val, least int
+	kid             [2]*item
+	prio            uint32
 }
 
 var itemTree = treap[item]{
 	cmp:  func(a, b *item) int { return cmp.Compare(a.key, b.key) },
 	kids: func(n *item) *[2]*item { return &n.kid },
 	prio: func(n *item) uint32 { return n.prio },
-}
-
-// checkTreap verifies the search-tree order and the heap order of priorities, and returns
-// the keys in order.
-func checkTreap(t rapid.TB, root *item) []int {
-	t.Helper()
-	var keys []int
-	var walk func(n *item, lo, hi *int)
-	walk = func(n *item, lo, hi *int) {
-		if n == nil {
-			return
-		}
-		if (lo != nil && n.key <= *lo) || (hi != nil && n.key >= *hi) {
-			t.Fatalf("treap: key %d out of its subtree's range", n.key)
-		}
+	fix: func(n *item) {
+		n.least = n.val
 		for _, k := range n.kid {
-			if k != nil && k.prio > n.prio {
-				t.Fatalf("treap: child %d has a higher priority than its parent %d", k.key, n.key)
+			if k != nil {
+				n.least = min(n.least, k.least)
 			}
 		}
-		walk(n.kid[0], lo, &n.key)
-		keys = append(keys, n.key)
-		walk(n.kid[1], &n.key, hi)
-	}
-	walk(root, nil, nil)
-	return keys
+	},
 }
 
-// TestTreapAgainstSortedSlice drives the treap with random inserts and removals and checks
-// every query against a sorted slice.
+// checkTree verifies a treap's search order, the heap order of its priorities and, when it
+// has one, its augmentation (by calling fix on a copy of each node), and returns its nodes
+// in order.
+func checkTree[T any](tr *treap[T], root *T) ([]*T, error) {
+	var out []*T
+	var walk func(n *T) error
+	walk = func(n *T) error {
+		if n == nil {
+			return nil
+		}
+		k := tr.kids(n)
+		for _, c := range k {
+			if c != nil && tr.prio(c) > tr.prio(n) {
+				return errors.New("a child has a higher priority than its parent")
+			}
+		}
+		if err := walk(k[0]); err != nil {
+			return err
+		}
+		if len(out) > 0 && tr.cmp(out[len(out)-1], n) >= 0 {
+			return errors.New("nodes out of order")
+		}
+		out = append(out, n)
+		if tr.fix != nil {
+			c := *n
+			tr.fix(&c)
+			if any(c) != any(*n) {
+				return errors.New("a node's augmentation is stale")
+			}
+		}
+		return walk(k[1])
+	}
+	return out, walk(root)
+}
+
+// TestTreapAgainstSortedSlice drives the treap with random inserts, removals and value
+// updates and checks every query, the cursors and the augmentation against a sorted slice.
 func TestTreapAgainstSortedSlice(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var root *item
 		nodes := map[int]*item{}
-		var model []int
-		key := rapid.IntRange(0, 60)
+		var model []int // keys in order
+		key, val := rapid.IntRange(0, 60), rapid.IntRange(0, 100)
 		t.Repeat(map[string]func(*rapid.T){
 			"insert": func(t *rapid.T) {
 				k := key.Draw(t, "key")
 				if nodes[k] != nil {
 					t.Skip("present")
 				}
-				n := &item{key: k, prio: rapid.Uint32Range(0, 8).Draw(t, "prio")} // many ties
+				n := &item{key: k, val: val.Draw(t, "val"), prio: rapid.Uint32Range(0, 8).Draw(t, "prio")} // many ties
 				nodes[k] = n
 				root = itemTree.insert(root, n)
 				i, _ := slices.BinarySearch(model, k)
@@ -83,20 +99,13 @@ func TestTreapAgainstSortedSlice(t *testing.T) {
 				i, _ := slices.BinarySearch(model, k)
 				model = slices.Delete(model, i, i+1)
 			},
-			"after": func(t *rapid.T) {
-				k := key.Draw(t, "key")
-				got := itemTree.after(root, &item{key: k})
-				i, found := slices.BinarySearch(model, k)
-				if found {
-					i++
+			"update": func(t *rapid.T) {
+				if len(model) == 0 {
+					t.Skip("empty")
 				}
-				if i == len(model) {
-					if got != nil {
-						t.Fatalf("after(%d) = %d, want none", k, got.key)
-					}
-				} else if got == nil || got.key != model[i] {
-					t.Fatalf("after(%d) = %v, want %d", k, got, model[i])
-				}
+				n := nodes[rapid.SampledFrom(model).Draw(t, "key")]
+				n.val = val.Draw(t, "val")
+				itemTree.update(root, n)
 			},
 			"find": func(t *rapid.T) {
 				k := key.Draw(t, "key")
@@ -105,23 +114,48 @@ func TestTreapAgainstSortedSlice(t *testing.T) {
 					t.Fatalf("find(%d) = %v, want %v", k, got, nodes[k])
 				}
 			},
-			"ascend": func(t *rapid.T) {
-				stop := rapid.IntRange(0, len(model)).Draw(t, "stop")
-				var seen []int
-				all := itemTree.ascend(root, func(n *item) bool {
-					if len(seen) == stop {
-						return false
+			"cursor": func(t *rapid.T) {
+				// A pruning cursor yields, in order, the nodes of every subtree whose least
+				// value is at most the bound; those include every node of value <= bound.
+				bound := val.Draw(t, "bound")
+				c := cursor[item]{t: &itemTree, prune: func(n *item, b int64, _ int32) bool { return int64(n.least) > b }, sec: int64(bound)}
+				c.start(root)
+				var got, want []int
+				for n := c.next(); n != nil; n = c.next() {
+					if n.val <= bound {
+						got = append(got, n.key)
 					}
-					seen = append(seen, n.key)
-					return true
-				})
-				if !slices.Equal(seen, model[:stop]) || all != (stop == len(model)) {
-					t.Fatalf("ascend stopping at %d: %v (all %v), want %v", stop, seen, all, model[:stop])
+				}
+				for _, k := range model {
+					if nodes[k].val <= bound {
+						want = append(want, k)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("cursor with bound %d gave %v, want %v", bound, got, want)
 				}
 			},
 			"": func(t *rapid.T) {
-				if got := checkTreap(t, root); !slices.Equal(got, model) && !(len(got) == 0 && len(model) == 0) {
+				all, err := checkTree(&itemTree, root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := make([]int, len(all))
+				for i, n := range all {
+					got[i] = n.key
+				}
+				if !slices.Equal(got, model) && len(got)+len(model) > 0 {
 					t.Fatalf("in-order keys %v, want %v", got, model)
+				}
+				c := cursor[item]{t: &itemTree}
+				c.start(root)
+				for _, k := range model {
+					if n := c.next(); n != nodes[k] {
+						t.Fatalf("cursor gave %v, want %d", n, k)
+					}
+				}
+				if n := c.next(); n != nil {
+					t.Fatalf("cursor gave %d past the end", n.key)
 				}
 				m := itemTree.min(root)
 				if (m == nil) != (len(model) == 0) || (m != nil && m.key != model[0]) {
@@ -132,188 +166,118 @@ func TestTreapAgainstSortedSlice(t *testing.T) {
 	})
 }
 
-// check verifies every internal invariant of m: each node is in exactly the tree its state
-// says, every tree is ordered, each user's first is its free tree's min, byDue lists exactly
-// the users with free entries, and the user counts are right.
-func (m *Memory) check(t rapid.TB) {
-	t.Helper()
+// check verifies every internal invariant of m: every tree's order, heap priorities and
+// augmentation; each user's entries and keys trees holding the same nodes, its first, its
+// place in its group's tree and in byDue exactly when it has entries; each node's
+// visible-at (DueAt unclaimed, after DueAt claimed) and token; no empty group kept; and
+// Ready's working space left empty.
+func (m *Memory) check() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	inFree := map[*node]bool{}
-	inClaims := map[*node]bool{}
-	var prev *node
-	freeCheck := func(tr *treap[node], root *node, into map[*node]bool, what string) {
-		prev = nil
-		tr.ascend(root, func(n *node) bool {
-			if prev != nil && tr.cmp(prev, n) >= 0 {
-				t.Fatalf("%s tree out of order at %q", what, n.workKey)
-			}
-			for _, k := range *tr.kids(n) {
-				if k != nil && tr.prio(k) > tr.prio(n) {
-					t.Fatalf("%s tree: heap order broken at %q", what, n.workKey)
-				}
-			}
-			if into[n] {
-				t.Fatalf("%s tree holds %q twice", what, n.workKey)
-			}
-			into[n] = true
-			prev = n
-			return true
-		})
-	}
-	freeCheck(&claimTree, m.claims, inClaims, "claims")
-	for n := range inClaims {
-		if !n.held() || n.token == 0 {
-			t.Fatalf("claims tree holds %q, which is not held", n.workKey)
+	inGroups := map[*user]string{}
+	for name, root := range m.groups {
+		us, err := checkTree(&groupTree, root)
+		if err != nil || len(us) == 0 {
+			return fmt.Errorf("group %q: %d users, %v", name, len(us), err)
+		}
+		for _, u := range us {
+			inGroups[u] = name
 		}
 	}
-	listed := map[*user]bool{}
-	var prevU *user
-	userTree.ascend(m.byDue, func(u *user) bool {
-		if prevU != nil && userTree.cmp(prevU, u) >= 0 {
-			t.Fatalf("byDue out of order at %q", u.id)
-		}
-		listed[u] = true
-		prevU = u
-		return true
-	})
-	if len(listed) > len(m.users) {
-		t.Fatalf("byDue lists %d users, the index has %d", len(listed), len(m.users))
+	byDue, err := checkTree(&dueTree, m.byDue)
+	if err != nil {
+		return fmt.Errorf("byDue: %w", err)
+	}
+	inDue := map[*user]bool{}
+	for _, u := range byDue {
+		inDue[u] = true
 	}
 	for id, u := range m.users {
-		if u.id != id {
-			t.Fatalf("user %q filed under %q", u.id, id)
-		}
-		keys := map[*node]bool{}
-		freeCheck(&keyTree, u.keys, keys, "keys of "+id)
-		if len(keys) == 0 && u.lastServed().IsZero() {
-			t.Fatalf("user %q has no entries and was never served but is kept", id)
-		}
-		free := map[*node]bool{}
-		freeCheck(&freeTree, u.free, free, "free of "+id)
-		if u.first != freeTree.min(u.free) {
-			t.Fatalf("user %q: first is not the free tree's min", id)
-		}
-		if listed[u] != (u.first != nil) {
-			t.Fatalf("user %q: listed in byDue %v with first %v", id, listed[u], u.first)
-		}
-		for n := range keys {
-			if n.user != u {
-				t.Fatalf("entry %q of %q points to user %q", n.workKey, id, n.user.id)
-			}
-			if free[n] == inClaims[n] {
-				t.Fatalf("entry %q of %q: in free tree %v, in claims tree %v", n.workKey, id, free[n], inClaims[n])
-			}
-			inFree[n] = true
-		}
-		for n := range free {
-			if !keys[n] || n.held() {
-				t.Fatalf("free tree of %q holds a stray or held entry %q", id, n.workKey)
-			}
+		if err := m.checkUser(id, u, inGroups, inDue); err != nil {
+			return fmt.Errorf("user %q: %w", id, err)
 		}
 	}
-	for n := range inClaims {
-		if !inFree[n] {
-			t.Fatalf("claims tree holds %q, which no user has", n.workKey)
+	if len(inGroups) != len(byDue) {
+		return fmt.Errorf("%d users in groups, %d in byDue", len(inGroups), len(byDue))
+	}
+	if len(m.picks)+len(m.found)+len(m.users1.stack)+len(m.nodes1.stack) > 0 {
+		return errors.New("Ready's working space is not empty between calls")
+	}
+	return nil
+}
+
+func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue map[*user]bool) error {
+	if u.id != id {
+		return fmt.Errorf("filed under %q", u.id)
+	}
+	entries, err := checkTree(&entryTree, u.entries)
+	if err != nil {
+		return fmt.Errorf("entries: %w", err)
+	}
+	keys, err := checkTree(&keyTree, u.keys)
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	byKey := slices.Clone(entries)
+	slices.SortFunc(byKey, keyTree.cmp)
+	if !slices.Equal(byKey, keys) {
+		return errors.New("the entries and keys trees hold different nodes")
+	}
+	if u.first != entryTree.min(u.entries) {
+		return errors.New("first is not the entries tree's first node")
+	}
+	group, listed := inGroups[u]
+	if has := u.entries != nil; listed != has || inDue[u] != has || (listed && group != u.group) {
+		return fmt.Errorf("has entries %v, in group tree %q %v (its group %q), in byDue %v", has, group, listed, u.group, inDue[u])
+	}
+	for _, n := range entries {
+		c := cmpTime(n.visSec, n.visNsec, n.dueSec, n.dueNsec)
+		if (n.token == 0 && c != 0) || (n.token != 0 && c <= 0) || n.token > m.tokens {
+			return fmt.Errorf("entry %q: token %d (last %d), visible-at vs DueAt %d", n.workKey, n.token, m.tokens, c)
 		}
 	}
+	return nil
 }
 
-// TestMemoryInvariants runs random operations, with now moving both ways, and checks every
-// internal invariant after each.
-func TestMemoryInvariants(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	rapid.Check(t, func(t *rapid.T) {
-		ctx := context.Background()
-		m := NewMemory()
-		users := rapid.SampledFrom([]string{"a", "b", "c"})
-		keys := rapid.SampledFrom([]string{"k1", "k2", "k3", "k4", "k5"})
-		at := func(t *rapid.T, label string) time.Time {
-			return t0.Add(time.Duration(rapid.IntRange(-5, 20).Draw(t, label)) * time.Second)
-		}
-		var claims []Claim
-		tc := func(u string) tenancy.Context {
-			c, err := tenancy.NewContext(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}
-		t.Repeat(map[string]func(*rapid.T){
-			"schedule": func(t *rapid.T) {
-				u := users.Draw(t, "user")
-				e := Entry{UserID: u, WorkKey: keys.Draw(t, "key"), DueAt: at(t, "due")}
-				if err := m.Schedule(ctx, tc(u), e); err != nil {
-					t.Fatal(err)
-				}
-			},
-			"unschedule": func(t *rapid.T) {
-				u := users.Draw(t, "user")
-				if err := m.Unschedule(ctx, tc(u), keys.Draw(t, "key")); err != nil {
-					t.Fatal(err)
-				}
-			},
-			"claim": func(t *rapid.T) {
-				ks := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Key {
-					return Key{UserID: users.Draw(t, "user"), WorkKey: keys.Draw(t, "key")}
-				}), 0, 6).Draw(t, "keys")
-				now := at(t, "now")
-				got, err := m.Claim(ctx, ks, now, now.Add(time.Duration(rapid.IntRange(1, 10).Draw(t, "for"))*time.Second))
-				if err != nil {
-					t.Fatal(err)
-				}
-				claims = append(claims, got...)
-			},
-			"complete": func(t *rapid.T) {
-				if len(claims) == 0 {
-					t.Skip("no claims")
-				}
-				c := rapid.SampledFrom(claims).Draw(t, "claim")
-				next := c.Entry
-				next.DueAt = at(t, "due")
-				err := m.Complete(ctx, tc(c.Entry.UserID), c, next)
-				if err != nil && !errors.Is(err, ErrClaimLost) {
-					t.Fatal(err)
-				}
-			},
-			"read": func(t *rapid.T) {
-				now := at(t, "now")
-				if _, err := m.DueHeads(ctx, now, 2); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := m.DueBefore(ctx, now, 3); err != nil {
-					t.Fatal(err)
-				}
-			},
-			"": func(t *rapid.T) { m.check(t) },
-		})
-	})
-}
-
-// TestTimeRoundTrip pins that stored times come back Equal, the zero time as the zero time,
-// across the whole range of time.Time.
+// TestTimeRoundTrip pins that stored times come back Equal and in UTC, the zero time as the
+// zero time, across [MinTime, MaxTime], and that the stored order is the times' order.
 func TestTimeRoundTrip(t *testing.T) {
-	for _, tm := range []time.Time{
-		{},
+	times := []time.Time{
+		MinTime,
 		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),
 		time.Date(1600, 5, 6, 7, 8, 9, 999_999_999, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
 		time.Date(2026, 3, 1, 12, 0, 0, 123_456_789, time.FixedZone("x", 3600)),
-		time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
-	} {
+		MaxTime,
+	}
+	for i, tm := range times {
 		got := joinTime(splitTime(tm))
-		if !got.Equal(tm) || got.IsZero() != tm.IsZero() {
+		if !got.Equal(tm) || got.IsZero() != tm.IsZero() || got.Location() != time.UTC {
 			t.Errorf("round trip of %v gave %v", tm, got)
+		}
+		if i > 0 {
+			as, an := splitTime(times[i-1])
+			bs, bn := splitTime(tm)
+			if cmpTime(as, an, bs, bn) >= 0 {
+				t.Errorf("%v does not store before %v", times[i-1], tm)
+			}
 		}
 	}
 	if joinTime(splitTime(time.Time{})) != (time.Time{}) {
 		t.Errorf("the zero time does not come back as time.Time{}")
 	}
+	if s, ns := splitTime(time.Time{}); s != 0 || ns != 0 {
+		t.Errorf("the zero time is stored as (%d, %d), want the zero value", s, ns)
+	}
 }
 
+// TestNodeSize pins the layout the per-entry figure rests on (see BenchmarkMemoryPerEntry):
+// a node fills one 128-byte size class, and a user one 128-byte class.
 func TestNodeSize(t *testing.T) {
-	// The per-entry budget (see BenchmarkMemoryPerEntry) rests on a node filling one
-	// 128-byte size class.
 	if s := unsafe.Sizeof(node{}); s != 128 {
 		t.Errorf("node is %d bytes, want 128", s)
+	}
+	if s := unsafe.Sizeof(user{}); s > 128 {
+		t.Errorf("user is %d bytes, want at most 128", s)
 	}
 }

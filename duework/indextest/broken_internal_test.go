@@ -52,8 +52,9 @@ type broken struct {
 	noMore, noServed, limitPlusOne, leakyGet, ignoreTokens, vagueErrors, doubleClaims bool
 }
 
-func (b *broken) DueHeads(ctx context.Context, now time.Time, perUser int) ([]duework.Head, error) {
-	hs, err := b.Memory.DueHeads(ctx, now, perUser)
+func (b *broken) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
+	p, err := b.Memory.Ready(ctx, q)
+	hs := p.Heads
 	for i := range hs {
 		if b.noMore {
 			hs[i].More = false
@@ -62,7 +63,7 @@ func (b *broken) DueHeads(ctx context.Context, now time.Time, perUser int) ([]du
 			hs[i].LastServed = time.Time{}
 		}
 	}
-	return hs, err
+	return p, err
 }
 
 func (b *broken) DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error) {

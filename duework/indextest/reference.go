@@ -247,7 +247,7 @@ func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 
 // CheckClaim returns nil while c is the current claim of tc's entry, else ErrClaimLost.
 func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := checkClaimArgs(tc, c); err != nil {
+	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -263,7 +263,7 @@ func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Cl
 
 // UnscheduleClaimed removes tc's entry while c is its current claim, else ErrClaimLost.
 func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := checkClaimArgs(tc, c); err != nil {
+	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -276,16 +276,6 @@ func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	}
 	delete(m.rows, c.Entry.Key())
 	return nil
-}
-
-func checkClaimArgs(tc tenancy.Context, c duework.Claim) error {
-	if err := tc.Check(); err != nil {
-		return err
-	}
-	if c.Entry.UserID != tc.UserID() {
-		return fmt.Errorf("%w: claim's UserID %q is not the context's user %q", duework.ErrInvalid, c.Entry.UserID, tc.UserID())
-	}
-	return duework.ValidateWorkKey(c.Entry.WorkKey)
 }
 
 // DueBefore returns at most limit entries visible at now in (DueAt, UserID, WorkKey) order.

@@ -1,0 +1,351 @@
+package duework
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The dispatcher's cross-tenant calls of Memory.
+
+// maxScratch is the most heads and entries whose working space Ready keeps between calls.
+const maxScratch = 4096
+
+// Ready returns up to q.Users users of q.Group that are ready and not held at q.Now, in
+// turn order, each with its first q.PerUser visible entries, and holds them until
+// q.Now+q.Hold. It walks the group's users in order from the first, so it costs O(log n)
+// plus each user it returns or passes over because it is held, plus O(q.PerUser · log n)
+// per user returned.
+func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
+	if err := q.Validate(); err != nil {
+		return ReadyPage{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ReadyPage{}, err
+	}
+	sec, nsec := splitTime(q.Now)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	var page ReadyPage
+	picks, found := m.picks[:0], m.found[:0]
+	c := &m.users1
+	c.start(m.groups[q.Group])
+	for u := c.next(); u != nil; u = c.next() {
+		ts, tn := u.turn()
+		if cmpTime(ts, tn, sec, nsec) > 0 {
+			break
+		}
+		if u.heldAt(sec, nsec) {
+			continue
+		}
+		if len(picks) == q.Users {
+			page.Next = joinTime(ts, tn)
+			break
+		}
+		var more bool
+		found, more = m.appendVisible(found, u, sec, nsec, q.PerUser)
+		picks = append(picks, pick{u: u, end: len(found), more: more})
+	}
+	c.start(nil)
+	if len(picks) > 0 {
+		page.Heads = m.heads(picks, found, q)
+	}
+	clear(picks)
+	clear(found)
+	if cap(picks) <= maxScratch && cap(found) <= maxScratch {
+		m.picks, m.found = picks[:0], found[:0]
+	} else {
+		m.picks, m.found = nil, nil
+	}
+	return page, nil
+}
+
+// heads copies the picked users and their nodes into Ready's result, two allocations in
+// all, and holds the users. Each Due is capped at its length, so a caller appending to one
+// reallocates it.
+func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
+	heads := make([]Head, len(picks))
+	all := make([]Entry, len(found))
+	hsec, hnsec := splitTime(q.Now.Add(q.Hold))
+	start := 0
+	for i, p := range picks {
+		for j := start; j < p.end; j++ {
+			all[j] = found[j].entry(p.u)
+		}
+		ts, tn := p.u.turn()
+		heads[i] = Head{
+			UserID:     p.u.id,
+			LastServed: joinTime(p.u.servedSec, p.u.servedNsec),
+			Turn:       joinTime(ts, tn),
+			Due:        all[start:p.end:p.end],
+			More:       p.more,
+		}
+		if q.Hold > 0 {
+			p.u.heldSec, p.u.heldNsec = hsec, hnsec
+		}
+		start = p.end
+	}
+	return heads
+}
+
+// appendVisible appends to found the first limit entries of u visible at now, in (DueAt,
+// WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
+// least visible-at is after now, so it visits O(limit · log n) nodes.
+func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, limit int) ([]*node, bool) {
+	c := &m.nodes1
+	c.sec, c.nsec = sec, nsec
+	c.start(u.entries)
+	n, more := 0, false
+	for x := c.next(); x != nil; x = c.next() {
+		if !x.visibleBy(sec, nsec) {
+			continue
+		}
+		if n == limit {
+			more = true
+			break
+		}
+		found = append(found, x)
+		n++
+	}
+	c.start(nil)
+	return found, more
+}
+
+// Route moves each named user to its group, keeping its Turn and hold; users Memory does
+// not store are ignored. O(log n) per user moved.
+func (m *Memory) Route(ctx context.Context, routes []Route) error {
+	for i, r := range routes {
+		if err := ValidateName("Group", r.Group); err != nil {
+			return fmt.Errorf("routes[%d]: %w", i, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range routes {
+		u := m.users[r.UserID]
+		if u == nil || u.group == r.Group {
+			continue
+		}
+		m.unlink(u, false)
+		u.group = r.Group
+		m.link(u, false)
+	}
+	return nil
+}
+
+// Groups returns, sorted bytewise, the groups that hold a user ready at now. It looks at
+// the first user of each group: O(log n) per group.
+func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
+	if err := ValidateTime("now", now); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sec, nsec := splitTime(now)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for name, root := range m.groups {
+		ts, tn := groupTree.min(root).turn()
+		if cmpTime(ts, tn, sec, nsec) <= 0 {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Release ends the holds of the named users that end exactly at heldUntil. O(1) per user.
+func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
+	if err := ValidateTime("heldUntil", heldUntil); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sec, nsec := splitTime(heldUntil)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range userIDs {
+		if u := m.users[id]; u != nil && u.heldSec == sec && u.heldNsec == nsec {
+			u.heldSec, u.heldNsec = 0, 0
+		}
+	}
+	return nil
+}
+
+// Claim claims, atomically, those of keys that are visible at now, until until, and
+// returns their claims in the order of keys. Tokens come from one counter per Memory that
+// only grows, so no two claims ever share one, and none is 0. O(len(keys) · log n).
+func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([]Claim, error) {
+	if err := ValidateTime("now", now); err != nil {
+		return nil, err
+	}
+	if err := ValidateTime("until", until); err != nil {
+		return nil, err
+	}
+	if !until.After(now) {
+		return nil, fmt.Errorf("%w: until %v is not after now %v", ErrInvalid, until, now)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sec, nsec := splitTime(now)
+	usec, unsec := splitTime(until)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	// out stays nil when nothing is claimed; at the first claim it is sized for every key
+	// left, which is exact when all are claimable, as a dispatcher's keys usually are.
+	var out []Claim
+	for i, k := range keys {
+		u := m.users[k.UserID]
+		if u == nil {
+			continue
+		}
+		n := u.lookup(k.WorkKey)
+		if n == nil || !n.visibleBy(sec, nsec) {
+			continue
+		}
+		m.unlink(u, false)
+		m.tokens++
+		n.token = m.tokens
+		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
+		entryTree.update(u.entries, n)
+		if cmpTime(sec, nsec, u.servedSec, u.servedNsec) > 0 {
+			u.servedSec, u.servedNsec = sec, nsec
+		}
+		u.heldSec, u.heldNsec = 0, 0
+		m.link(u, false)
+		if out == nil {
+			out = make([]Claim, 0, len(keys)-i)
+		}
+		out = append(out, Claim{Entry: n.entry(u), Token: n.token, Until: joinTime(usec, unsec)})
+	}
+	return out, nil
+}
+
+// DueBefore returns at most limit entries visible at now, ordered by (DueAt, UserID,
+// WorkKey). It merges the users' entries trees in the order of their first DueAt: O(log n)
+// per entry returned, plus O(log n) for each user it meets whose entries due by now are all
+// claimed.
+func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Entry, error) {
+	if err := ValidateTime("now", now); err != nil {
+		return nil, err
+	}
+	if err := ValidateLimit("limit", limit); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sec, nsec := splitTime(now)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	var out []Entry
+	var h dueHeap
+	c := cursor[user]{t: &dueTree}
+	c.start(m.byDue)
+	u := c.next()
+	for len(out) < limit {
+		// Bring in every user whose first entry may come before the heap's top.
+		for u != nil && cmpTime(u.first.dueSec, u.first.dueNsec, sec, nsec) <= 0 &&
+			(len(h) == 0 || cmp.Or(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), strings.Compare(u.id, h[0].u.id)) < 0) {
+			if n := visibleAfter(u.entries, nil, sec, nsec); n != nil {
+				h.push(dueItem{n, u})
+			}
+			u = c.next()
+		}
+		if len(h) == 0 {
+			break
+		}
+		top := h.pop()
+		out = append(out, top.n.entry(top.u))
+		if n := visibleAfter(top.u.entries, top.n, sec, nsec); n != nil {
+			h.push(dueItem{n, top.u})
+		}
+	}
+	return out, nil
+}
+
+// visibleAfter returns the first node of the entries tree at root that is ordered after
+// key (from the first when key is nil) and visible at now, or nil. O(log n): it follows
+// key's path and prunes every subtree whose least visible-at is after now.
+func visibleAfter(root, key *node, sec int64, nsec int32) *node {
+	if root == nil || cmpTime(root.minSec, root.minNsec, sec, nsec) > 0 {
+		return nil
+	}
+	k := entryTree.kids(root)
+	if key != nil && entryTree.cmp(root, key) <= 0 {
+		return visibleAfter(k[1], key, sec, nsec)
+	}
+	if n := visibleAfter(k[0], key, sec, nsec); n != nil {
+		return n
+	}
+	if root.visibleBy(sec, nsec) {
+		return root
+	}
+	return visibleAfter(k[1], nil, sec, nsec)
+}
+
+// dueItem is one entry in DueBefore's merge, with its user.
+type dueItem struct {
+	n *node
+	u *user
+}
+
+// cmpDue orders by (DueAt, UserID, WorkKey), DueBefore's order.
+func cmpDue(a, b dueItem) int {
+	return cmp.Or(cmpTime(a.n.dueSec, a.n.dueNsec, b.n.dueSec, b.n.dueNsec),
+		strings.Compare(a.u.id, b.u.id), strings.Compare(a.n.workKey, b.n.workKey))
+}
+
+// dueHeap is a binary min-heap in DueBefore's order.
+type dueHeap []dueItem
+
+func (h *dueHeap) push(x dueItem) {
+	*h = append(*h, x)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if cmpDue(s[i], s[p]) >= 0 {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *dueHeap) pop() dueItem {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s[last] = dueItem{}
+	s = s[:last]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < len(s) && cmpDue(s[l], s[small]) < 0 {
+			small = l
+		}
+		if r := l + 1; r < len(s) && cmpDue(s[r], s[small]) < 0 {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		s[i], s[small] = s[small], s[i]
+		i = small
+	}
+	*h = s
+	return top
+}
