@@ -26,8 +26,8 @@ var (
 //
 //   - a cancelled or expired ctx (however pgx reports it) wraps ctx.Err();
 //   - a data exception (SQLSTATE class 22: a string the server cannot store, a time out of
-//     range) wraps the core's bad-input sentinel (duework.ErrInvalid or
-//     maintenance.ErrInvalid);
+//     range) or a value over a server limit (54000: a key too long to index) wraps the
+//     core's bad-input sentinel (duework.ErrInvalid or maintenance.ErrInvalid);
 //   - an undefined table, sequence or function (42P01, 42883) wraps ErrNotMigrated;
 //   - anything else is wrapped as it is.
 //
@@ -54,7 +54,7 @@ func interpretAs(ctx context.Context, op string, invalid, err error) error {
 		switch {
 		case pgErr.Code == "57014" && ctx.Err() != nil: // query_canceled
 			return fmt.Errorf("postgres: %s: %w (%w)", op, ctx.Err(), err)
-		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "22": // data_exception
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "22", pgErr.Code == "54000": // data_exception, program_limit_exceeded
 			return fmt.Errorf("postgres: %s: %w: %w", op, invalid, err)
 		case pgErr.Code == "42P01" || pgErr.Code == "42883": // undefined_table, undefined_function
 			return fmt.Errorf("postgres: %s: %w: %w", op, ErrNotMigrated, err)

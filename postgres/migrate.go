@@ -85,6 +85,30 @@ CREATE TABLE rota_task_state (
 	defer_blocker text NOT NULL
 );
 `},
+	{3, "turn queues", `
+-- Every user gets its group, its ReadyAt (the earliest instant at which one of its entries is
+-- visible: due_at for an unclaimed entry, greatest(due_at, claim_until) for a claimed one;
+-- NULL when it has no entries) and its hold. Every write to a user's entries recomputes
+-- ready_at under the user's row lock, so a claim that ends by time needs no sweep: its end
+-- is already the user's ReadyAt.
+ALTER TABLE rota_users
+	ADD COLUMN group_name text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN ready_at   timestamptz,
+	ADD COLUMN held_until timestamptz;
+INSERT INTO rota_users (user_id) SELECT DISTINCT user_id FROM rota_due ON CONFLICT (user_id) DO NOTHING;
+UPDATE rota_users u SET ready_at = (SELECT min(greatest(d.due_at, d.claim_until)) FROM rota_due d WHERE d.user_id = u.user_id);
+-- Turn = max(ReadyAt, LastServed), NULL for a user without entries.
+ALTER TABLE rota_users ADD COLUMN turn timestamptz
+	GENERATED ALWAYS AS (CASE WHEN ready_at IS NOT NULL THEN greatest(ready_at, last_served) END) STORED;
+DROP INDEX rota_users_free_at;
+ALTER TABLE rota_users DROP COLUMN free_at;
+-- Each group's queue in (turn, user_id) order: Ready reads its front, Groups skips from one
+-- group to the next.
+CREATE INDEX rota_users_queue ON rota_users (group_name, turn, user_id) WHERE turn IS NOT NULL;
+-- A user's claimed entries by the instant they become visible again: the second half of the
+-- ReadyAt recomputation, and Ready's read of the claims that ended.
+CREATE INDEX rota_due_claimed_user ON rota_due (user_id, greatest(due_at, claim_until)) WHERE claim_until IS NOT NULL;
+`},
 }
 
 // migrateLockKey is the first key of the transaction-level advisory lock that serializes
@@ -99,6 +123,12 @@ const migrateLockKey = 0x726f7461 // "rota"
 // waits and then finds nothing left to do. A database that holds steps this package does not
 // know gives ErrSchemaTooNew and is left untouched.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrateTo(ctx, pool, migrations[len(migrations)-1].version)
+}
+
+// migrateTo applies the steps up to version: Migrate, and the upgrade tests, which build
+// the schema an older release left.
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, migrateLockKey); err != nil {
 			return err
@@ -118,7 +148,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("%w: it is at version %d, this package knows up to %d", ErrSchemaTooNew, current, latest)
 		}
 		for _, m := range migrations {
-			if m.version <= current {
+			if m.version <= current || m.version > version {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
