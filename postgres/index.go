@@ -108,9 +108,9 @@ func validUsers(ids []string) []string {
 // ReadyAt and locks.
 //
 // rota_users.ready_at must always be the least, over the user's entries, of due_at
-// (unclaimed) or greatest(due_at, claim_until) (claimed); turn is a generated column,
-// greatest(ready_at, last_served). Every write to a user's entries therefore locks the
-// user's row after its entry writes and only then recomputes ready_at, in a new statement
+// (unclaimed) or greatest(due_at, claim_until) (claimed), and turn greatest(ready_at,
+// last_served) (NULL without entries). Every write to a user's entries therefore locks the
+// user's row after its entry writes and only then recomputes both, in a new statement
 // (sqlRecompute). Under READ COMMITTED that statement's snapshot sees every change committed
 // before the lock was granted, and a writer still in flight recomputes again after it, so
 // the last recomputation of a user always sees all of its entries.
@@ -122,23 +122,30 @@ func validUsers(ids []string) []string {
 // never waits at all (SKIP LOCKED on users, no entry locks).
 // sqlPlanSettings pins the plans of the statements that follow it in a batch (the batch's
 // implicit transaction ends the settings) to what every one of them is: a handful of index
-// probes per user or key, joined by nested loops. With sequential scans, bitmap scans, hash
-// and merge joins off, statistics that think rota_users holds one page (a bulk load analyzed
-// early) can no longer turn a lookup by key into a scan of every user; and JIT compilation,
-// on by default above a plan cost these statements reach with a few thousand rows, only
-// slows such plans down, by 10–20 ms.
+// probes per user or key, each a nested loop over a table's index. The statements never
+// join two tables' worth of rows, nor a CTE with a CTE, so nothing else is needed:
+//
+//   - with sequential scans, bitmap scans, hash and merge joins off, statistics that think
+//     rota_users holds one page (a bulk load analyzed early) cannot turn a lookup by key
+//     into a scan of every user;
+//   - with incremental sorts off, statistics that think a user holds a hundred entries (the
+//     average) cannot turn the read of a user's first entries into a walk of the primary
+//     key over its whole backlog, sorted a user at a time;
+//   - JIT compilation, on by default above a plan cost these statements reach with a few
+//     thousand rows, only slows such plans down, by 10–20 ms.
 const sqlPlanSettings = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)`
+	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+	set_config('enable_incremental_sort', 'off', true), set_config('jit', 'off', true)`
 
 const (
 	sqlEnsureUser = `INSERT INTO rota_users (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`
 	sqlLockUser   = `SELECT 1 FROM rota_users WHERE user_id = $1 FOR NO KEY UPDATE`
-	// sqlRecompute sets ready_at of the users $1 (whose rows the caller has locked) from two
-	// keyset probes per user: its first unclaimed entry in rota_due_free_user and its
-	// first claimed entry in rota_due_claimed_user (see "Per-user reads" above). OFFSET 0
-	// keeps the subquery from being pulled up, which would run the probes twice (SET and
-	// WHERE). A user whose ready_at is already right is not written.
-	sqlRecompute = `UPDATE rota_users u SET ready_at = n.ready_at
+	// sqlRecompute sets ready_at and turn of the users $1 (whose rows the caller has locked)
+	// from two keyset probes per user: its first unclaimed entry in rota_due_free_user and
+	// its first claimed entry in rota_due_claimed_user (see "Per-user reads" above). OFFSET
+	// 0 keeps the subquery from being pulled up, which would run the probes twice (SET and
+	// WHERE). A user whose ready_at and turn are already right is not written.
+	sqlRecompute = `UPDATE rota_users u SET ready_at = n.ready_at, turn = CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END
 		FROM (SELECT k.user_id, least(
 			(SELECT d.due_at FROM rota_due d
 			 WHERE (d.user_id, d.due_at) BETWEEN (k.user_id, '-infinity') AND (k.user_id, 'infinity')
@@ -149,7 +156,8 @@ const (
 			   AND d.claim_until IS NOT NULL
 			 ORDER BY d.user_id, greatest(d.due_at, d.claim_until) LIMIT 1)) AS ready_at
 			FROM unnest($1::text[]) AS k(user_id) OFFSET 0) n
-		WHERE u.user_id = n.user_id AND u.ready_at IS DISTINCT FROM n.ready_at`
+		WHERE u.user_id = n.user_id
+		  AND (u.ready_at IS DISTINCT FROM n.ready_at OR u.turn IS DISTINCT FROM CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END)`
 )
 
 // writeOne runs one write of a user's entries and keeps the user's ReadyAt exact,
@@ -183,6 +191,14 @@ func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, resu
 		return result(tag.RowsAffected())
 	}
 	return nil
+}
+
+// exec runs one statement under sqlPlanSettings, in one round trip.
+func (x *Index) exec(ctx context.Context, op, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(sqlPlanSettings)
+	b.Queue(sql, args...)
+	return interpret(ctx, op, x.pool.SendBatch(ctx, b).Close())
 }
 
 // Schedule inserts or replaces tc's entry e.WorkKey. Replacing a claimed entry ends the

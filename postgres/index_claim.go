@@ -16,17 +16,19 @@ import (
 
 // sqlClaim is Claim's write, one statement and so one atomic step:
 //
-//   - c: among the given keys, it locks the rows visible at now (due, and unclaimed or their
-//     claim ended), skipping rows another transaction holds — so concurrent dispatchers
-//     never wait for each other nor claim one entry twice; a row whose claim another
-//     transaction committed meanwhile is re-checked by the lock (READ COMMITTED) and dropped —
-//     and gives each a new token from the rota_claim_token sequence and its until;
-//   - l: then it locks the rows of every user among the keys ($5, sorted), in UserID order,
-//     so that the recomputation that follows (sqlRecompute, in the same batch) writes only
-//     rows it holds. l waits for c (its one-time filter counts c), and the final SELECT
-//     waits for l, so the locks are always taken entries first;
-//   - s: it sets LastServed to the later of LastServed and now, and ends the hold, on the
-//     users it claimed an entry for.
+//   - k: among the given keys, it locks the rows visible at now (due, and unclaimed or their
+//     claim ended) by primary key, skipping rows another transaction holds — so concurrent
+//     dispatchers never wait for each other nor claim one entry twice; a row whose claim
+//     another transaction committed meanwhile is re-checked by the lock (READ COMMITTED)
+//     and dropped;
+//   - c: it gives each a new token from the rota_claim_token sequence and its until;
+//   - s: then, on the users it claimed an entry for, it sets LastServed to the later of
+//     LastServed and now and ends the hold — no indexed column, so a HOT update. Their rows
+//     are read by one index scan over the sorted array of their IDs, so the update locks
+//     them in UserID order; it runs after c (its array is c's output). The recomputation
+//     that follows it in the batch (sqlRecompute) sets their ReadyAt and Turn from a
+//     snapshot that sees c's rows, and writes only rows s locked: the other users of the
+//     keys are untouched, so theirs are already exact.
 //
 // It cannot deadlock: its entry locks never wait (SKIP LOCKED), and its user locks are
 // taken in UserID order after them.
@@ -34,26 +36,19 @@ const sqlClaim = `
 WITH c AS (
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
 	FROM (
-		SELECT k.ord, x.tid
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
-		CROSS JOIN LATERAL (
-			SELECT d.ctid AS tid FROM rota_due d
-			WHERE d.user_id = k.user_id AND d.work_key = k.work_key
-			  AND d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
-			FOR UPDATE SKIP LOCKED
-		) x
+		SELECT d.user_id, d.work_key
+		FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
+		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
+		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+		FOR UPDATE OF d SKIP LOCKED
 	) k
-	WHERE d.ctid = k.tid
-	RETURNING k.ord, ` + entryColumns + `, d.claim_token, d.claim_until
-), l AS (
-	SELECT u.user_id FROM rota_users u
-	WHERE u.user_id = ANY($5::text[]) AND (SELECT count(*) FROM c) >= 0
-	ORDER BY u.user_id FOR NO KEY UPDATE
+	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
+	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until
 ), s AS (
 	UPDATE rota_users u SET last_served = greatest(u.last_served, $3), held_until = NULL
-	FROM l WHERE u.user_id = l.user_id AND u.user_id IN (SELECT c.user_id FROM c)
+	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
 )
-SELECT * FROM c WHERE (SELECT count(*) FROM l) >= 0`
+SELECT * FROM c`
 
 // Claim claims, atomically, those of keys that are visible at now, until until, and
 // returns their claims in the order of keys; for every user it claimed an entry of, it sets
@@ -76,27 +71,23 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	}
 	users := make([]string, 0, len(keys))
 	works := make([]string, 0, len(keys))
-	seen := make(map[duework.Key]bool, len(keys))
+	ord := make(map[duework.Key]int, len(keys))
 	for _, k := range keys {
-		if seen[k] || !validKey(k) {
+		if _, dup := ord[k]; dup || !validKey(k) {
 			continue
 		}
-		seen[k] = true
+		ord[k] = len(users)
 		users = append(users, k.UserID)
 		works = append(works, k.WorkKey)
 	}
 	if len(users) == 0 {
 		return nil, ctx.Err()
 	}
-	type claimAt struct {
-		ord int64
-		c   duework.Claim
-	}
-	var got []claimAt
+	var got []duework.Claim
 	owners := validUsers(users)
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlClaim, users, works, now, ceilMicro(until), owners)
+	b.Queue(sqlClaim, users, works, now, ceilMicro(until))
 	b.Queue(sqlRecompute, owners)
 	br := x.pool.SendBatch(ctx, b)
 	err := func() error {
@@ -108,16 +99,12 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		if err != nil {
 			return err
 		}
-		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimAt, error) {
-			var ca claimAt
+		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (duework.Claim, error) {
+			var c duework.Claim
 			var token int64
-			var e duework.Entry
-			var last *time.Time
-			var streak int64
-			err := r.Scan(&ca.ord, &e.UserID, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak, &token, &ca.c.Until)
-			e.LastRunAt, e.MissStreak = fromTS(last), int(streak)
-			ca.c.Entry, ca.c.Token = e, uint64(token)
-			return ca, err
+			e, err := scanEntry(r, &token, &c.Until)
+			c.Entry, c.Token = e, uint64(token)
+			return c, err
 		})
 		if err != nil {
 			return err
@@ -130,12 +117,9 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
-	slices.SortFunc(got, func(a, b claimAt) int { return cmp.Compare(a.ord, b.ord) })
-	out := make([]duework.Claim, len(got))
-	for i, ca := range got {
-		out[i] = ca.c
-	}
-	return out, nil
+	// The rows come in no particular order: put them in the order of keys (each key once).
+	slices.SortFunc(got, func(a, b duework.Claim) int { return cmp.Compare(ord[a.Entry.Key()], ord[b.Entry.Key()]) })
+	return got, nil
 }
 
 // token returns c's token as the server stores it, or ErrClaimLost for a token no claim
@@ -182,9 +166,10 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 //     order, waiting for a row another transaction holds and re-checking the claim after
 //     the wait (READ COMMITTED);
 //   - c: it writes each item's next entry and ends its claim, returning the item's ordinal;
-//   - l: then it locks the rows of every user among the items ($8, sorted), in UserID
-//     order, so that the recomputation that follows (sqlRecompute, in the same batch) writes
-//     only rows it holds; l waits for c and the final SELECT for l, as in sqlClaim.
+//   - l: then it locks the rows of the users it wrote for, in UserID order (one index scan
+//     over the sorted array of their IDs, which waits for c), so that the ReadyAt
+//     recomputation that follows it in the batch (sqlRecompute) takes its snapshot after
+//     the locks and writes only rows l holds; the final SELECT waits for l.
 //
 // It cannot deadlock: entries are locked in one global order, and users after every entry,
 // in UserID order. Items are one per key and claim token (CompleteMany sends no key and
@@ -202,10 +187,10 @@ WITH k AS MATERIALIZED (
 	UPDATE rota_due d SET tier = e.tier, due_at = e.due_at, last_run_at = e.last_run_at,
 		miss_streak = e.miss_streak, claim_token = NULL, claim_until = NULL
 	FROM e WHERE d.ctid = e.tid
-	RETURNING e.ord
+	RETURNING e.ord, d.user_id
 ), l AS (
 	SELECT u.user_id FROM rota_users u
-	WHERE u.user_id = ANY($8::text[]) AND (SELECT count(*) FROM c) >= 0
+	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
 	ORDER BY u.user_id FOR NO KEY UPDATE
 )
 SELECT c.ord FROM c WHERE (SELECT count(*) FROM l) >= 0`
@@ -266,7 +251,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	owners := validUsers(users)
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlCompleteMany, users, works, tokens, tiers, due, last, streaks, owners)
+	b.Queue(sqlCompleteMany, users, works, tokens, tiers, due, last, streaks)
 	b.Queue(sqlRecompute, owners)
 	br := x.pool.SendBatch(ctx, b)
 	err := func() error {

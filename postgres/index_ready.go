@@ -167,15 +167,14 @@ func (x *Index) Route(ctx context.Context, routes []duework.Route) error {
 	for i, u := range users {
 		groups[i] = last[u]
 	}
-	_, err := x.pool.Exec(ctx, `
+	return x.exec(ctx, "Index.Route", `
 		WITH l AS (
 			SELECT u.user_id FROM rota_users u WHERE u.user_id = ANY($1::text[])
 			ORDER BY u.user_id FOR NO KEY UPDATE
 		)
 		UPDATE rota_users u SET group_name = r.group_name
-		FROM l JOIN unnest($1::text[], $2::text[]) AS r(user_id, group_name) ON r.user_id = l.user_id
-		WHERE u.user_id = l.user_id AND u.group_name IS DISTINCT FROM r.group_name`, users, groups)
-	return interpret(ctx, "Index.Route", err)
+		FROM unnest($1::text[], $2::text[]) AS r(user_id, group_name)
+		WHERE u.user_id = r.user_id AND u.group_name <> r.group_name AND (SELECT count(*) FROM l) >= 0`, users, groups)
 }
 
 // sqlGroups lists the groups with a user ready at $1 by a loose index scan of
@@ -222,12 +221,11 @@ func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 	if len(users) == 0 {
 		return ctx.Err()
 	}
-	_, err := x.pool.Exec(ctx, `
+	return x.exec(ctx, "Index.Release", `
 		WITH l AS (
 			SELECT u.user_id FROM rota_users u WHERE u.user_id = ANY($1::text[]) AND u.held_until = $2
 			ORDER BY u.user_id FOR NO KEY UPDATE
 		)
 		UPDATE rota_users u SET held_until = NULL FROM l WHERE u.user_id = l.user_id AND u.held_until = $2`,
 		users, ceilMicro(heldUntil))
-	return interpret(ctx, "Index.Release", err)
 }

@@ -95,11 +95,14 @@ ALTER TABLE rota_users
 	ADD COLUMN group_name text COLLATE "C" NOT NULL DEFAULT '',
 	ADD COLUMN ready_at   timestamptz,
 	ADD COLUMN held_until timestamptz;
+-- turn is max(ready_at, last_served), NULL for a user without entries. It is a plain column,
+-- written with ready_at, so that a write of last_served or held_until alone changes no
+-- indexed column and stays a HOT update.
+ALTER TABLE rota_users ADD COLUMN turn timestamptz;
 INSERT INTO rota_users (user_id) SELECT DISTINCT user_id FROM rota_due ON CONFLICT (user_id) DO NOTHING;
-UPDATE rota_users u SET ready_at = (SELECT min(greatest(d.due_at, d.claim_until)) FROM rota_due d WHERE d.user_id = u.user_id);
--- Turn = max(ReadyAt, LastServed), NULL for a user without entries.
-ALTER TABLE rota_users ADD COLUMN turn timestamptz
-	GENERATED ALWAYS AS (CASE WHEN ready_at IS NOT NULL THEN greatest(ready_at, last_served) END) STORED;
+UPDATE rota_users u SET ready_at = r.ready_at, turn = greatest(r.ready_at, u.last_served)
+FROM (SELECT d.user_id, min(greatest(d.due_at, d.claim_until)) AS ready_at FROM rota_due d GROUP BY d.user_id) r
+WHERE u.user_id = r.user_id;
 DROP INDEX rota_users_free_at;
 ALTER TABLE rota_users DROP COLUMN free_at;
 -- Each group's queue in (turn, user_id) order: Ready reads its front, Groups skips from one

@@ -35,8 +35,8 @@ func staleFixture(tb testing.TB, backlog, claimed, quiet int) *pgxpool.Pool {
 		fmt.Sprintf(`INSERT INTO rota_due (user_id, work_key, tier, due_at, miss_streak)
 			SELECT format('bulk%%s', lpad(i::text, 5, '0')), 'w0', 'hot', $1::timestamptz + i * interval '1 ms', 0
 			FROM generate_series(1, %d) AS i`, quiet),
-		`INSERT INTO rota_users (user_id, ready_at, group_name)
-			SELECT user_id, due_at, CASE WHEN user_id < 'bulk005' THEN 'pro' ELSE '' END FROM rota_due
+		`INSERT INTO rota_users (user_id, ready_at, turn, group_name)
+			SELECT user_id, due_at, due_at, CASE WHEN user_id < 'bulk005' THEN 'pro' ELSE '' END FROM rota_due
 			WHERE user_id LIKE 'bulk%' AND $1::timestamptz IS NOT NULL`,
 		fmt.Sprintf(`UPDATE rota_due SET claim_token = nextval('rota_claim_token'), claim_until = $1::timestamptz + interval '1 hour'
 			WHERE user_id = 'noisy' AND work_key < 'w%07d'`, claimed),
@@ -52,7 +52,8 @@ func staleFixture(tb testing.TB, backlog, claimed, quiet int) *pgxpool.Pool {
 			tb.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `UPDATE rota_users u SET ready_at = (SELECT min(greatest(d.due_at, d.claim_until)) FROM rota_due d WHERE d.user_id = u.user_id) WHERE user_id = 'noisy'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE rota_users u SET ready_at = r, turn = greatest(r, last_served)
+		FROM (SELECT min(greatest(d.due_at, d.claim_until)) AS r FROM rota_due d WHERE d.user_id = 'noisy') x WHERE user_id = 'noisy'`); err != nil {
 		tb.Fatal(err)
 	}
 	checkReadyAt(tb, pool)
@@ -186,9 +187,9 @@ func TestPlansSurviveStaleStatistics(t *testing.T) {
 	}{
 		{"Ready", postgres.SQLReady, []any{"", now, 100, 11, now.Add(time.Minute)}, []string{queue, userKey}, []string{free, claimed}},
 		{"Ready of a small group", postgres.SQLReady, []any{"pro", now, 100, 11, now.Add(time.Minute)}, []string{queue, userKey}, []string{free, claimed}},
-		{"Claim", postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), users}, []string{userKey}, []string{dueKey, tid}},
+		{"Claim", postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour)}, []string{userKey}, []string{dueKey, tid}},
 		{"CompleteMany", postgres.SQLCompleteMany, []any{users, works, []int64{1, 2, 3, 4}, []string{"hot", "hot", "hot", "hot"},
-			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}, users}, []string{userKey}, []string{dueKey, tid}},
+			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}}, []string{userKey}, []string{dueKey, tid}},
 		{"Groups", postgres.SQLGroups, []any{now}, []string{queueOnly, queue}, nil},
 		{"ReadyAt recomputation", postgres.SQLRecompute, []any{users}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
 		{"ReadyAt recomputation of the noisy user", postgres.SQLRecompute, []any{[]string{"noisy"}}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},

@@ -154,9 +154,9 @@ func LoadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, du
 		tb.Fatalf("pgtest: COPY into rota_due: %d rows of %d: %v", n, total, err)
 	}
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO rota_users (user_id, ready_at)
-		SELECT user_id, min(greatest(due_at, claim_until)) FROM rota_due GROUP BY user_id
-		ON CONFLICT (user_id) DO UPDATE SET ready_at = EXCLUDED.ready_at`); err != nil {
+		INSERT INTO rota_users AS u (user_id, ready_at, turn)
+		SELECT user_id, min(greatest(due_at, claim_until)), min(greatest(due_at, claim_until)) FROM rota_due GROUP BY user_id
+		ON CONFLICT (user_id) DO UPDATE SET ready_at = EXCLUDED.ready_at, turn = greatest(EXCLUDED.ready_at, u.last_served)`); err != nil {
 		tb.Fatal(err)
 	}
 	for _, table := range []string{"rota_due", "rota_users"} {
