@@ -276,15 +276,19 @@ var (
 	_ func(context.Context, string) (dispatch.Lane, error) = dispatch.LaneFor(nil)
 )
 
-// `Config{Lanes []LaneCapacity; GlobalBatchLimit int; LaneFor LaneFor; ClaimFor time.Duration}`;
+// `Config{Lanes []LaneCapacity; GlobalBatchLimit int; LaneFor LaneFor; ClaimFor, HoldFor, RetryAfter time.Duration; RouteLimit int}`;
 // `New(idx duework.Index, cfg Config) (*Dispatcher, error)`.
 var (
-	_ = dispatch.Config{Lanes: []dispatch.LaneCapacity(nil), GlobalBatchLimit: anInt, LaneFor: dispatch.LaneFor(nil), ClaimFor: aDuration}
-	_ = func(c dispatch.Config) ([]dispatch.LaneCapacity, int, dispatch.LaneFor, time.Duration) {
-		return c.Lanes, c.GlobalBatchLimit, c.LaneFor, c.ClaimFor
+	_ = dispatch.Config{Lanes: []dispatch.LaneCapacity(nil), GlobalBatchLimit: anInt, LaneFor: dispatch.LaneFor(nil),
+		ClaimFor: aDuration, HoldFor: aDuration, RetryAfter: aDuration, RouteLimit: anInt}
+	_ = func(c dispatch.Config) ([]dispatch.LaneCapacity, int, dispatch.LaneFor, time.Duration, time.Duration, time.Duration, int) {
+		return c.Lanes, c.GlobalBatchLimit, c.LaneFor, c.ClaimFor, c.HoldFor, c.RetryAfter, c.RouteLimit
 	}
 	_ func(duework.Index, dispatch.Config) (*dispatch.Dispatcher, error) = dispatch.New
 )
+
+// `(*Dispatcher).Reroute(ctx, userIDs ...string) error`.
+var _ func(*dispatch.Dispatcher, context.Context, ...string) error = (*dispatch.Dispatcher).Reroute
 
 // `(*Dispatcher).Dispatch(ctx, now) (Batch, error)`;
 // `Batch{Items []Item; ShedUserIDs []string; Unrouted []Unrouted; Lanes []LaneReport}`;
@@ -314,11 +318,12 @@ var (
 	_ = func(s dispatch.Selected) (duework.Entry, dispatch.Lane) { return s.Entry, s.Lane }
 )
 
-// `LaneReport{Lane Lane; Users, Dispatched, Shed, LostClaims int}`; `Unrouted{UserID string; Err error}`.
+// `LaneReport{Lane Lane; Users, Dispatched, Shed, LostClaims int; WaitingSince time.Time}`;
+// `Unrouted{UserID string; Err error}`.
 var (
-	_ = dispatch.LaneReport{Lane: dispatch.Lane(""), Users: anInt, Dispatched: anInt, Shed: anInt, LostClaims: anInt}
-	_ = func(r dispatch.LaneReport) (dispatch.Lane, int, int, int, int) {
-		return r.Lane, r.Users, r.Dispatched, r.Shed, r.LostClaims
+	_ = dispatch.LaneReport{Lane: dispatch.Lane(""), Users: anInt, Dispatched: anInt, Shed: anInt, LostClaims: anInt, WaitingSince: time.Time{}}
+	_ = func(r dispatch.LaneReport) (dispatch.Lane, int, int, int, int, time.Time) {
+		return r.Lane, r.Users, r.Dispatched, r.Shed, r.LostClaims, r.WaitingSince
 	}
 	_ = dispatch.Unrouted{UserID: aString, Err: anError}
 	_ = func(u dispatch.Unrouted) (string, error) { return u.UserID, u.Err }

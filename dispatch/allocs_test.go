@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -14,65 +15,88 @@ import (
 	"github.com/rotaworks/rota/duework"
 )
 
-// fixedIndex serves the same heads at every DueHeads and claims every key but the lost
-// ones, from slices built once: its calls allocate nothing, so AllocsPerRun over a
-// Dispatch on it counts the Dispatcher's own allocations and nothing else.
+// fixedIndex serves the same pages at every Ready and claims every key but the lost ones,
+// from slices built once: its calls allocate nothing, so AllocsPerRun over a Dispatch on it
+// counts the Dispatcher's own allocations and nothing else.
 type fixedIndex struct {
-	duework.Index // nil: only DueHeads and Claim are called
-	heads         []duework.Head
+	duework.Index // nil: only the dispatcher's calls are made
+	pages         map[string][]duework.Head
 	claims        []duework.Claim
 }
 
-func (x *fixedIndex) DueHeads(context.Context, time.Time, int) ([]duework.Head, error) {
-	return x.heads, nil
+func (x *fixedIndex) Groups(context.Context, time.Time) ([]string, error) { return nil, nil }
+
+func (x *fixedIndex) Ready(_ context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
+	heads := x.pages[q.Group]
+	page := duework.ReadyPage{Heads: heads[:min(q.Users, len(heads))]}
+	if q.Users < len(heads) {
+		page.Next = heads[q.Users].Turn
+	}
+	return page, nil
 }
+
+func (x *fixedIndex) Route(context.Context, []duework.Route) error { return nil }
+
+func (x *fixedIndex) Release(context.Context, []string, time.Time) error { return nil }
 
 func (x *fixedIndex) Claim(context.Context, []duework.Key, time.Time, time.Time) ([]duework.Claim, error) {
 	return x.claims, nil
 }
 
 // allocScenario is a cycle through Dispatch's main paths: two lanes, users shed by their
-// cap and by the lane's limit, and one lost claim. No user is unrouted: the reason is built
-// with fmt.Errorf, whose sync.Pool the race detector empties at random, and the count must
-// be exact under -race too. It returns the Config, without an Observer, and the index.
-func allocScenario(t rapid.TB) (Config, *fixedIndex) {
+// cap and by the lane's limit, users read and cut, and one lost claim. No LaneFor fails:
+// the reason is built with fmt.Errorf, whose sync.Pool the race detector empties at random,
+// and the count must be exact under -race too. It returns the Config, without an Observer,
+// the index, and the lane of every user.
+func allocScenario(t rapid.TB) (Config, *fixedIndex, map[string]Lane) {
 	t.Helper()
-	x := &fixedIndex{}
+	x := &fixedIndex{pages: map[string][]duework.Head{}}
+	laneOf := map[string]Lane{}
 	for u := range 12 {
 		user := fmt.Sprintf("u%02d", u)
-		h := duework.Head{UserID: user, LastServed: t0.Add(-time.Duration(u) * time.Minute)}
+		h := duework.Head{UserID: user, Turn: at(-100 + u)}
 		for k := range 3 {
 			h.Due = append(h.Due, ent(user, fmt.Sprintf("k%d", k), -100+u*3+k))
 		}
 		h.More = u == 0
-		x.heads = append(x.heads, h)
+		lane := Lane("free")
+		if u < 4 {
+			lane = "pro"
+		}
+		laneOf[user] = lane
+		x.pages[string(lane)] = append(x.pages[string(lane)], h)
 	}
 	cfg := Config{
 		Lanes: []LaneCapacity{
 			{Lane: "pro", PerUserLimit: 3, PerCycleLimit: 8},
-			{Lane: "free", PerUserLimit: 1, PerCycleLimit: 4},
+			{Lane: "free", PerUserLimit: 1, PerCycleLimit: 4, MinShare: 3},
 		},
 		GlobalBatchLimit: 10,
-		LaneFor: func(_ context.Context, user string) (Lane, error) {
-			if user < "u04" {
-				return "pro", nil
-			}
-			return "free", nil
-		},
-		ClaimFor: time.Minute,
+		LaneFor:          func(_ context.Context, user string) (Lane, error) { return laneOf[user], nil },
+		ClaimFor:         time.Minute,
 	}
-	// Claim everything Select picks but the first pick.
-	sel := Select(SelectInput{Heads: x.heads, LaneOf: map[string]Lane{
-		"u00": "pro", "u01": "pro", "u02": "pro", "u03": "pro",
-		"u04": "free", "u05": "free", "u06": "free", "u07": "free", "u08": "free", "u09": "free", "u10": "free", "u11": "free",
-	}, Lanes: cfg.Lanes, GlobalBatchLimit: cfg.GlobalBatchLimit})
-	for i, s := range sel.Items {
-		if i == 0 {
-			continue
+	// Claim everything the cycle chooses but the first pick.
+	for i, s := range Select(x.selectInput(cfg, laneOf)).Items {
+		if i > 0 {
+			x.claims = append(x.claims, duework.Claim{Entry: s.Entry, Token: uint64(i), Until: t0.Add(time.Minute)})
 		}
-		x.claims = append(x.claims, duework.Claim{Entry: s.Entry, Token: uint64(i), Until: t0.Add(time.Minute)})
 	}
-	return cfg, x
+	return cfg, x, laneOf
+}
+
+// selectInput is what a Dispatcher's reads of x under cfg give Select.
+func (x *fixedIndex) selectInput(cfg Config, laneOf map[string]Lane) SelectInput {
+	in := SelectInput{LaneOf: laneOf, Lanes: cfg.Lanes, GlobalBatchLimit: cfg.GlobalBatchLimit}
+	filled := 0
+	for _, lc := range cfg.Lanes {
+		n := min(lc.PerCycleLimit, max(lc.MinShare, cfg.GlobalBatchLimit-filled))
+		page, _ := x.Ready(context.Background(), duework.ReadyQuery{Group: string(lc.Lane), Users: max(n, 1)})
+		if n > 0 {
+			in.Heads = append(in.Heads, page.Heads...)
+			filled += fairLen(page.Heads, lc.PerUserLimit, min(lc.PerCycleLimit, cfg.GlobalBatchLimit))
+		}
+	}
+	return in
 }
 
 // dispatchAllocs is the number of allocations of one Dispatch of allocScenario under cfg.
@@ -89,79 +113,138 @@ func dispatchAllocs(t testing.TB, cfg Config, x *fixedIndex) float64 {
 	})
 }
 
-// TestDispatchPairsClaimsLikeALookupByKey pins how Dispatch pairs claims with selected
-// items — each selected key gets the last claim of it, or counts as lost — whatever Claim
-// returns: in order or not, with claims lost, with a claim repeated or foreign, and with a
-// head that repeats an entry (the last two break the Index contract).
-func TestDispatchPairsClaimsLikeALookupByKey(t *testing.T) {
+// dispatchAllocsPin is what one Dispatch of allocScenario allocates, with or without an
+// Observer: the items and the claims' keys, the reads' per-lane slices, Select's orders,
+// picks and counts, the users handed back, the shed users, the lane reports.
+const dispatchAllocsPin = 16
+
+func TestDispatchAllocatesAFixedCountPerCycle(t *testing.T) {
+	cfg, x, _ := allocScenario(t)
+	if got := dispatchAllocs(t, cfg, x); got != dispatchAllocsPin {
+		t.Errorf("Dispatch allocates %v times per cycle, want exactly %v (update the pin if the change is intended)", got, float64(dispatchAllocsPin))
+	}
+	var n int
+	cfg.Observer = ObserverFunc(func(CycleInfo) { n++ })
+	if got := dispatchAllocs(t, cfg, x); got != dispatchAllocsPin {
+		t.Errorf("Dispatch with an Observer allocates %v times per cycle, want %v: observing costs nothing", got, float64(dispatchAllocsPin))
+	}
+	if n == 0 {
+		t.Error("the observer was never called")
+	}
+}
+
+// TestDispatchPairsEachChosenKeyWithItsClaim pins how Dispatch pairs claims with the
+// chosen items whatever Claim returns: each item is a claim of its chosen key, no claim is
+// handed out twice, every chosen key is dispatched or counted lost, and a conforming answer
+// (the claimed keys' claims, in the order of keys) is paired exactly. Claims out of order,
+// repeated or foreign, and a head that repeats an entry, break the Index contract and must
+// still hand out nothing wrong.
+func TestDispatchPairsEachChosenKeyWithItsClaim(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		cfg, x := allocScenario(rt)
+		cfg, x, laneOf := allocScenario(rt)
+		conforming := true
 		if rapid.Bool().Draw(rt, "repeat an entry") {
-			h := &x.heads[rapid.IntRange(0, len(x.heads)-1).Draw(rt, "head")]
-			h.Due = append(slices.Clone(h.Due[:1]), h.Due...)
+			lane := rapid.SampledFrom([]string{"pro", "free"}).Draw(rt, "lane")
+			h := &x.pages[lane][rapid.IntRange(0, len(x.pages[lane])-1).Draw(rt, "head")]
+			h.Due = append(slices.Clone(h.Due[:1]), h.Due[:2]...)
+			conforming = false
 		}
-		laneOf := map[string]Lane{}
-		for _, h := range x.heads {
-			lane, _ := cfg.LaneFor(context.Background(), h.UserID)
-			laneOf[h.UserID] = lane
-		}
-		sel := Select(SelectInput{Heads: x.heads, LaneOf: laneOf, Lanes: cfg.Lanes, GlobalBatchLimit: cfg.GlobalBatchLimit})
+		sel := Select(x.selectInput(cfg, laneOf))
 		var pool []duework.Claim
 		for i, s := range sel.Items {
 			pool = append(pool, duework.Claim{Entry: s.Entry, Token: uint64(i + 1), Until: t0.Add(time.Minute)})
 		}
-		pool = append(pool, duework.Claim{Entry: ent("stranger", "s", 0), Token: 99})
-		// A subsequence of the pool, maybe shuffled, maybe with a claim given twice.
 		x.claims = nil
-		for _, c := range pool[:len(pool)-1] {
+		var want []Item
+		for i, c := range pool {
 			if rapid.Bool().Draw(rt, "claimed") {
 				x.claims = append(x.claims, c)
+				want = append(want, Item{Claim: c, Lane: sel.Items[i].Lane})
 			}
 		}
 		if rapid.Bool().Draw(rt, "foreign claim") {
-			x.claims = append(x.claims, pool[len(pool)-1])
+			x.claims = append(x.claims, duework.Claim{Entry: ent("stranger", "s", 0), Token: 99})
+			conforming = false
 		}
 		if len(x.claims) > 0 && rapid.Bool().Draw(rt, "claim twice") {
 			c := x.claims[rapid.IntRange(0, len(x.claims)-1).Draw(rt, "twice")]
 			c.Token += 100
 			x.claims = append(x.claims, c)
+			conforming = false
 		}
 		if rapid.Bool().Draw(rt, "shuffle") {
 			x.claims = rapid.Permutation(x.claims).Draw(rt, "order")
-		}
-
-		last := map[duework.Key]duework.Claim{}
-		for _, c := range x.claims {
-			last[c.Entry.Key()] = c
-		}
-		want := Batch{ShedUserIDs: sel.ShedUserIDs, Lanes: make([]LaneReport, len(cfg.Lanes))}
-		for i, lc := range cfg.Lanes {
-			want.Lanes[i].Lane = lc.Lane
-			for _, lane := range laneOf {
-				if lane == lc.Lane {
-					want.Lanes[i].Users++
-				}
-			}
-			for _, u := range sel.ShedUserIDs {
-				if laneOf[u] == lc.Lane {
-					want.Lanes[i].Shed++
-				}
-			}
-		}
-		for _, s := range sel.Items {
-			li := slices.IndexFunc(cfg.Lanes, func(lc LaneCapacity) bool { return lc.Lane == s.Lane })
-			c, ok := last[s.Entry.Key()]
-			if !ok {
-				want.Lanes[li].LostClaims++
-				continue
-			}
-			want.Items = append(want.Items, Item{Claim: c, Lane: s.Lane})
-			want.Lanes[li].Dispatched++
+			conforming = false
 		}
 
 		got := mustDispatch(rt, mustNew(rt, x, cfg), t0)
-		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
-			rt.Fatalf("Dispatch differs from pairing by key (-want +got):\n%s", diff)
+		if conforming {
+			if diff := cmp.Diff(want, got.Items, cmpopts.EquateEmpty()); diff != "" {
+				rt.Fatalf("items differ from the claims returned (-want +got):\n%s", diff)
+			}
+		}
+		used := map[duework.Claim]bool{}
+		chosen := map[Lane]map[duework.Key]int{}
+		for _, s := range sel.Items {
+			if chosen[s.Lane] == nil {
+				chosen[s.Lane] = map[duework.Key]int{}
+			}
+			chosen[s.Lane][s.Entry.Key()]++
+		}
+		for _, it := range got.Items {
+			if used[it.Claim] || !slices.Contains(x.claims, it.Claim) || chosen[it.Lane][it.Claim.Entry.Key()] == 0 {
+				rt.Fatalf("item %+v: not a claim of a key chosen in its lane, or handed out twice", it)
+			}
+			used[it.Claim] = true
+		}
+		for _, l := range got.Lanes {
+			n := 0
+			for _, c := range chosen[l.Lane] {
+				n += c
+			}
+			if l.Dispatched+l.LostClaims != n {
+				rt.Fatalf("lane %s: %d dispatched and %d lost of %d chosen", l.Lane, l.Dispatched, l.LostClaims, n)
+			}
+		}
+		if diff := cmp.Diff(sel.ShedUserIDs, got.ShedUserIDs, cmpopts.EquateEmpty()); diff != "" {
+			rt.Fatalf("shed differs from Select's (-Select +Dispatch):\n%s", diff)
 		}
 	})
+}
+
+func TestDispatchAllocationsDoNotFollowBacklog(t *testing.T) {
+	// Speed lives in BenchmarkDispatchNoisyBacklog; allocations are counts, so they can be
+	// pinned here: a cycle over duework.Memory allocates as often and as many bytes whether
+	// the noisy user's due backlog is 100 or 20,000 entries deep.
+	measure := func(depth int) (allocs, bytes float64) {
+		idx := duework.NewMemory()
+		schedule(t, idx, backlog("noisy", depth, -1_000_000)...)
+		users := []string{"noisy"}
+		for u := range 200 {
+			users = append(users, fmt.Sprintf("u%03d", u))
+			schedule(t, idx, ent(users[len(users)-1], "feed", -u))
+		}
+		route(t, idx, "free", users...)
+		d := mustNew(t, idx, oneLaneConfig(3, 150, 150))
+		now := t0
+		cycle := func() {
+			now = now.Add(2 * time.Minute) // the previous cycle's claims have ended
+			mustDispatch(t, d, now)
+		}
+		allocs = testing.AllocsPerRun(20, cycle)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 20 {
+			cycle()
+		}
+		runtime.ReadMemStats(&after)
+		return allocs, float64(after.TotalAlloc-before.TotalAlloc) / 20
+	}
+	shallowN, shallowB := measure(100)
+	deepN, deepB := measure(20_000)
+	t.Logf("per cycle: backlog 100: %.0f allocations, %.0f bytes; backlog 20,000: %.0f allocations, %.0f bytes", shallowN, shallowB, deepN, deepB)
+	if deepN > shallowN*1.05+10 || deepB > shallowB*1.1+4096 {
+		t.Errorf("a cycle allocates more with a deeper backlog: %.0f allocations and %.0f bytes at 20,000, %.0f and %.0f at 100",
+			deepN, deepB, shallowN, shallowB)
+	}
 }

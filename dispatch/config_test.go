@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -33,24 +35,41 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		change func(*Config)
 		want   []string // every one must appear in the error
 	}{
-		{"no lanes", func(c *Config) { c.Lanes = nil }, []string{"Config.Lanes must hold at least one lane"}},
-		{"empty lane name", func(c *Config) { c.Lanes[1].Lane = "" }, []string{"Config.Lanes[1].Lane must not be empty"}},
-		{"duplicate lane", func(c *Config) { c.Lanes[1].Lane = "pro" }, []string{`Config.Lanes[1].Lane "pro" duplicates Config.Lanes[0]`}},
-		{"PerUserLimit 0", func(c *Config) { c.Lanes[1].PerUserLimit = 0 }, []string{"Config.Lanes[1].PerUserLimit must be ≥ 1, got 0"}},
-		{"PerCycleLimit -1", func(c *Config) { c.Lanes[0].PerCycleLimit = -1 }, []string{"Config.Lanes[0].PerCycleLimit must be ≥ 1, got -1"}},
-		{"MinShare < 0", func(c *Config) { c.Lanes[0].MinShare = -2 }, []string{"Config.Lanes[0].MinShare must be ≥ 0, got -2"}},
-		{"MinShare > global", func(c *Config) { c.Lanes[1].MinShare = 61 }, []string{"Config.Lanes[1].MinShare 61 exceeds Config.GlobalBatchLimit 60"}},
-		{"MinShares > global", func(c *Config) { c.Lanes[0].MinShare = 56 }, []string{"MinShares add up to 61, more than Config.GlobalBatchLimit 60"}},
-		{"GlobalBatchLimit 0", func(c *Config) { c.GlobalBatchLimit = 0; c.Lanes[1].MinShare = 0 }, []string{"Config.GlobalBatchLimit must be ≥ 1, got 0"}},
-		{"nil LaneFor", func(c *Config) { c.LaneFor = nil }, []string{"Config.LaneFor must not be nil"}},
+		{"no lanes", func(c *Config) { c.Lanes = nil }, []string{"Config.Lanes must hold at least one lane, got none"}},
+		{"empty lane name", func(c *Config) { c.Lanes[1].Lane = "" }, []string{`Config.Lanes[1].Lane must not be empty, got ""`}},
+		{"duplicate lane", func(c *Config) { c.Lanes[1].Lane = "pro" }, []string{`Config.Lanes[1].Lane must differ from Lanes[0].Lane, got "pro"`}},
+		{"PerUserLimit 0", func(c *Config) { c.Lanes[1].PerUserLimit = 0 }, []string{"Config.Lanes[1].PerUserLimit must be in [1, 1048576], got 0"}},
+		{"PerUserLimit beyond what an Index serves", func(c *Config) { c.Lanes[0].PerUserLimit = math.MaxInt },
+			[]string{fmt.Sprintf("Config.Lanes[0].PerUserLimit must be in [1, 1048576], got %d", math.MaxInt)}},
+		{"PerCycleLimit -1", func(c *Config) { c.Lanes[0].PerCycleLimit = -1 }, []string{"Config.Lanes[0].PerCycleLimit must be in [1, 1048576], got -1"}},
+		{"PerCycleLimit beyond what an Index serves", func(c *Config) { c.Lanes[0].PerCycleLimit = duework.MaxLimit + 1 },
+			[]string{"Config.Lanes[0].PerCycleLimit must be in [1, 1048576], got 1048577"}},
+		{"MinShare < 0", func(c *Config) { c.Lanes[0].MinShare = -2 }, []string{"Config.Lanes[0].MinShare must be in [0, GlobalBatchLimit 60], got -2"}},
+		{"MinShare > global", func(c *Config) { c.Lanes[1].MinShare = 61 }, []string{"Config.Lanes[1].MinShare must be in [0, GlobalBatchLimit 60], got 61"}},
+		{"MinShares > global", func(c *Config) { c.Lanes[0].MinShare = 56 }, []string{"Config.Lanes must have MinShares that add up to at most GlobalBatchLimit 60, got 61"}},
+		{"GlobalBatchLimit 0", func(c *Config) { c.GlobalBatchLimit = 0; c.Lanes[1].MinShare = 0 }, []string{"Config.GlobalBatchLimit must be in [1, 1048576], got 0"}},
+		{"GlobalBatchLimit beyond what an Index serves", func(c *Config) { c.GlobalBatchLimit = math.MaxInt },
+			[]string{fmt.Sprintf("Config.GlobalBatchLimit must be in [1, 1048576], got %d", math.MaxInt)}},
+		{"nil LaneFor", func(c *Config) { c.LaneFor = nil }, []string{"Config.LaneFor must not be nil, got nil"}},
 		{"ClaimFor 0", func(c *Config) { c.ClaimFor = 0 }, []string{"Config.ClaimFor must be > 0, got 0s"}},
 		{"ClaimFor negative", func(c *Config) { c.ClaimFor = -time.Second }, []string{"Config.ClaimFor must be > 0, got -1s"}},
+		{"HoldFor negative", func(c *Config) { c.HoldFor = -time.Second }, []string{"Config.HoldFor must be ≥ 0, got -1s"}},
+		{"RetryAfter equal to HoldFor", func(c *Config) { c.HoldFor, c.RetryAfter = time.Minute, time.Minute },
+			[]string{"Config.RetryAfter must be longer than HoldFor 1m0s, got 1m0s"}},
+		{"RetryAfter shorter than the default HoldFor", func(c *Config) { c.RetryAfter = time.Second },
+			[]string{"Config.RetryAfter must be longer than HoldFor 10s, got 1s"}},
+		{"the default RetryAfter not longer than HoldFor", func(c *Config) { c.HoldFor = 2 * time.Minute },
+			[]string{"Config.RetryAfter must be longer than HoldFor 2m0s, got 1m0s"}},
+		{"RouteLimit negative", func(c *Config) { c.RouteLimit = -1 }, []string{"Config.RouteLimit must be in [0, 1048576] (0: GlobalBatchLimit), got -1"}},
+		{"RouteLimit beyond what an Index serves", func(c *Config) { c.RouteLimit = math.MaxInt },
+			[]string{fmt.Sprintf("Config.RouteLimit must be in [0, 1048576] (0: GlobalBatchLimit), got %d", math.MaxInt)}},
 		{"everything at once", func(c *Config) {
 			c.Lanes[0].PerUserLimit = 0
 			c.Lanes[1].PerCycleLimit = 0
 			c.LaneFor = nil
 			c.ClaimFor = 0
-		}, []string{"Lanes[0].PerUserLimit", "Lanes[1].PerCycleLimit", "Config.LaneFor", "Config.ClaimFor"}},
+			c.RouteLimit = -3
+		}, []string{"Lanes[0].PerUserLimit", "Lanes[1].PerCycleLimit", "Config.LaneFor", "Config.ClaimFor", "Config.RouteLimit"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,43 +93,65 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 func TestNewRefusesNilIndex(t *testing.T) {
 	_, err := New(nil, validConfig())
-	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "idx must not be nil") {
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "New's idx must not be nil, got nil") {
 		t.Fatalf("New(nil, …) = %v", err)
 	}
 }
 
-func TestNewAcceptsValidConfigAndCopiesLanes(t *testing.T) {
+func TestNewAppliesDefaultsAndCopiesLanes(t *testing.T) {
 	cfg := validConfig()
 	d, err := New(stubIndex{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Lanes[0].Lane = "changed"
-	if d.lanes[0].Lane != "pro" || d.perUser != 3 {
-		t.Errorf("dispatcher lanes %+v perUser %d", d.lanes, d.perUser)
+	if d.lanes[0].Lane != "pro" {
+		t.Errorf("dispatcher lanes %+v changed with the Config's", d.lanes)
 	}
-	// MinShares may add up to exactly the global limit.
+	if d.holdFor != DefaultHoldFor || d.retryAfter != DefaultRetryAfter || d.routeLimit != cfg.GlobalBatchLimit {
+		t.Errorf("zero HoldFor, RetryAfter, RouteLimit became %v, %v, %d; want %v, %v, %d",
+			d.holdFor, d.retryAfter, d.routeLimit, DefaultHoldFor, DefaultRetryAfter, cfg.GlobalBatchLimit)
+	}
+	cfg = validConfig()
+	cfg.HoldFor, cfg.RetryAfter, cfg.RouteLimit = time.Second, 2*time.Second, 7
+	if d, err = New(stubIndex{}, cfg); err != nil || d.holdFor != time.Second || d.retryAfter != 2*time.Second || d.routeLimit != 7 {
+		t.Errorf("New(%+v) = %+v, %v: set fields must be kept", cfg, d, err)
+	}
+	// MinShares may add up to exactly the global limit; limits may reach MaxLimit.
 	cfg = validConfig()
 	cfg.Lanes[0].MinShare = 55
+	cfg.Lanes[1].PerUserLimit = duework.MaxLimit
+	cfg.RouteLimit = duework.MaxLimit
 	if _, err := New(stubIndex{}, cfg); err != nil {
-		t.Errorf("MinShares summing to GlobalBatchLimit refused: %v", err)
+		t.Errorf("a valid config refused: %v", err)
 	}
 }
 
-// FuzzConfigValidate checks that Validate accepts exactly the configs the rules allow, never
-// panics, and names a Config field in every error.
-func FuzzConfigValidate(f *testing.F) {
-	f.Add(uint8(2), 3, 50, 0, 1, 20, 5, 60, int64(time.Minute), true, false)
-	f.Add(uint8(0), 1, 1, 0, 1, 1, 0, 1, int64(1), true, false)
-	f.Add(uint8(2), 0, -1, -5, 1, 1, 99, 10, int64(0), false, true)
-	f.Add(uint8(4), 1, 1, 3, 1, 1, 3, 5, int64(-1), true, true)
-	f.Fuzz(func(t *testing.T, n uint8, pu0, pc0, ms0, pu1, pc1, ms1, global int, claimFor int64, laneFor, dupNames bool) {
+// FuzzNewConfig checks that New accepts exactly the configs the rules allow, never panics,
+// and names a Config field in every line of its error.
+func FuzzNewConfig(f *testing.F) {
+	f.Add(uint8(2), 3, 50, 0, 1, 20, 5, 60, int64(time.Minute), int64(0), int64(0), 0, true, false)
+	f.Add(uint8(0), 1, 1, 0, 1, 1, 0, 1, int64(1), int64(1), int64(2), 1, true, false)
+	f.Add(uint8(2), 0, -1, -5, 1, 1, 99, 10, int64(0), int64(-1), int64(5), -1, false, true)
+	f.Add(uint8(4), 1, 1, 3, 1, 1, 3, 5, int64(-1), int64(3), int64(3), 1<<21, true, true)
+	f.Add(uint8(1), math.MaxInt, 1, 0, 1, 1, 0, 5, int64(1), int64(0), int64(0), 0, true, false)
+	f.Fuzz(func(t *testing.T, n uint8, pu0, pc0, ms0, pu1, pc1, ms1, global int, claimFor, holdFor, retryAfter int64, routeLimit int, laneFor, dupNames bool) {
 		n %= 5
-		cfg := Config{GlobalBatchLimit: global, ClaimFor: time.Duration(claimFor)}
+		cfg := Config{GlobalBatchLimit: global, ClaimFor: time.Duration(claimFor), HoldFor: time.Duration(holdFor),
+			RetryAfter: time.Duration(retryAfter), RouteLimit: routeLimit}
 		if laneFor {
 			cfg.LaneFor = everyoneFree
 		}
-		want := n > 0 && global >= 1 && laneFor && claimFor > 0
+		inLimit := func(n int) bool { return n >= 1 && n <= duework.MaxLimit }
+		hold, retry := cfg.HoldFor, cfg.RetryAfter
+		if hold == 0 {
+			hold = DefaultHoldFor
+		}
+		if retry == 0 {
+			retry = DefaultRetryAfter
+		}
+		want := n > 0 && inLimit(global) && laneFor && claimFor > 0 && hold >= 0 && retry > hold &&
+			routeLimit >= 0 && routeLimit <= duework.MaxLimit
 		shares := 0
 		for i := range int(n) {
 			lc := LaneCapacity{Lane: laneNames[i], PerUserLimit: pu0, PerCycleLimit: pc0, MinShare: ms0}
@@ -121,7 +162,7 @@ func FuzzConfigValidate(f *testing.F) {
 				lc.Lane = laneNames[0]
 				want = false
 			}
-			if lc.PerUserLimit < 1 || lc.PerCycleLimit < 1 || lc.MinShare < 0 || lc.MinShare > global {
+			if !inLimit(lc.PerUserLimit) || !inLimit(lc.PerCycleLimit) || lc.MinShare < 0 || lc.MinShare > global {
 				want = false
 			} else {
 				shares += lc.MinShare
@@ -131,17 +172,17 @@ func FuzzConfigValidate(f *testing.F) {
 		if shares > global {
 			want = false
 		}
-		err := cfg.Validate()
+		_, err := New(stubIndex{}, cfg)
 		if (err == nil) != want {
-			t.Fatalf("Validate(%+v) = %v, want valid %v", cfg, err, want)
+			t.Fatalf("New(%+v) = %v, want valid %v", cfg, err, want)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
-				if !strings.Contains(line, "Config.") {
-					t.Fatalf("error line %q names no field", line)
+				if !strings.Contains(line, "Config.") || !strings.Contains(line, ", got ") {
+					t.Fatalf("error line %q names no field or no value", line)
 				}
 			}
 		}

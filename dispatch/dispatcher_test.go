@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +25,59 @@ func laneMap(m map[string]Lane) LaneFor {
 		}
 		return "", fmt.Errorf("no plan for %q", user)
 	}
+}
+
+// plans is a LaneFor whose answers a test changes as it goes, and which counts its calls.
+type plans struct {
+	mu      sync.Mutex
+	lanes   map[string]Lane
+	fail    map[string]error
+	panics  map[string]bool
+	calls   map[string]int
+	ncalls  int
+	onCall  func(user string)
+	callLog []string
+}
+
+func newPlans(lanes map[string]Lane) *plans {
+	return &plans{lanes: lanes, fail: map[string]error{}, panics: map[string]bool{}, calls: map[string]int{}}
+}
+
+func (p *plans) laneFor(_ context.Context, user string) (Lane, error) {
+	p.mu.Lock()
+	p.calls[user]++
+	p.ncalls++
+	p.callLog = append(p.callLog, user)
+	lane, err, panics, onCall := p.lanes[user], p.fail[user], p.panics[user], p.onCall
+	p.mu.Unlock()
+	if onCall != nil {
+		onCall(user)
+	}
+	if panics {
+		panic("plan store corrupt for " + user)
+	}
+	if err != nil {
+		return "", err
+	}
+	if lane == "" {
+		return "", fmt.Errorf("no plan for %q", user)
+	}
+	return lane, nil
+}
+
+func (p *plans) set(user string, lane Lane) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lanes[user] = lane
+}
+
+// took returns the calls so far, per user, and forgets them.
+func (p *plans) took() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.calls
+	p.calls, p.ncalls, p.callLog = map[string]int{}, 0, nil
+	return out
 }
 
 func mustNew(t rapid.TB, idx duework.Index, cfg Config) *Dispatcher {
@@ -54,6 +107,15 @@ func itemPicks(b Batch) []string {
 	return out
 }
 
+// unroutedIDs returns the users of a batch's Unrouted.
+func unroutedIDs(b Batch) []string {
+	var out []string
+	for _, u := range b.Unrouted {
+		out = append(out, u.UserID)
+	}
+	return out
+}
+
 // backlog returns n entries of user, keyed k000…, due one second apart from first.
 func backlog(user string, n, first int) []duework.Entry {
 	out := make([]duework.Entry, n)
@@ -63,14 +125,26 @@ func backlog(user string, n, first int) []duework.Entry {
 	return out
 }
 
-// allDue returns every unclaimed entry due at now, in the ordering contract's order.
+// allDue returns every entry visible at now, in DueBefore's order.
 func allDue(t rapid.TB, idx duework.Index, now time.Time) []duework.Entry {
 	t.Helper()
-	es, err := idx.DueBefore(context.Background(), now, 1<<30)
+	es, err := idx.DueBefore(context.Background(), now, duework.MaxLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return es
+}
+
+// complete completes every item of b with its entry due again at next.
+func complete(t rapid.TB, idx duework.Index, b Batch, next time.Time) {
+	t.Helper()
+	for _, it := range b.Items {
+		e := it.Claim.Entry
+		e.DueAt, e.LastRunAt = next, next
+		if err := idx.Complete(context.Background(), tenant(t, e.UserID), it.Claim, e); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func twoLanes() Config {
@@ -85,32 +159,46 @@ func twoLanes() Config {
 	}
 }
 
-func TestDispatchCycle(t *testing.T) {
+func oneLaneConfig(perUser, perCycle, global int) Config {
+	return Config{Lanes: oneLane(perUser, perCycle), GlobalBatchLimit: global, LaneFor: everyoneFree, ClaimFor: time.Minute}
+}
+
+func TestDispatchRoutesNewUsersAndServesThemInTheSameCycle(t *testing.T) {
 	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
-		idx := newIndex()
+		idx := &hookIndex{Index: newIndex()}
 		schedule(t, idx, backlog("noisy", 10, -100)...)
 		schedule(t, idx, ent("carol", "c", -5), ent("quiet", "q", -1), ent("later", "l", 100))
 		d := mustNew(t, idx, twoLanes())
 
 		b := mustDispatch(t, d, t0)
+		if diff := cmp.Diff([]string{"pro:noisy/k000", "pro:carol/c", "pro:noisy/k001", "free:quiet/q"}, itemPicks(b)); diff != "" {
+			t.Errorf("items (-want +got):\n%s", diff)
+		}
 		want := Batch{
-			Items:       nil, // checked through itemPicks
 			ShedUserIDs: []string{"noisy"},
 			Lanes: []LaneReport{
 				{Lane: "pro", Users: 2, Dispatched: 3, Shed: 1},
 				{Lane: "free", Users: 1, Dispatched: 1},
 			},
 		}
-		if diff := cmp.Diff([]string{"pro:noisy/k000", "pro:carol/c", "pro:noisy/k001", "free:quiet/q"}, itemPicks(b)); diff != "" {
-			t.Errorf("items (-want +got):\n%s", diff)
-		}
 		if diff := cmp.Diff(want, b, cmpopts.IgnoreFields(Batch{}, "Items"), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("batch (-want +got):\n%s", diff)
 		}
 		for _, it := range b.Items {
 			if !it.Claim.Until.Equal(t0.Add(time.Minute)) {
-				t.Errorf("rule 6: %v claimed until %v, want now + ClaimFor", it.Claim.Entry.Key(), it.Claim.Until)
+				t.Errorf("%v claimed until %v, want now + ClaimFor", it.Claim.Entry.Key(), it.Claim.Until)
 			}
+		}
+		wantOps := []string{"Groups", "Ready", "Route", "Release", "Ready", "Ready", "Claim"}
+		if diff := cmp.Diff(wantOps, idx.ops()); diff != "" {
+			t.Errorf("Index calls (-want +got):\n%s", diff)
+		}
+		// The new users now stand in their lanes' queues.
+		if got := readyUsers(t, idx, "pro", t0.Add(time.Second)); !slices.Equal(got, []string{"noisy"}) {
+			t.Errorf("pro's queue after the cycle: %v, want noisy (carol's one entry is claimed)", got)
+		}
+		if got := readyUsers(t, idx, "", t0.Add(time.Hour)); !slices.Equal(got, []string{"later"}) {
+			t.Errorf("unrouted after the cycle: %v, want only later, due after it", got)
 		}
 
 		// While the claims last, the next cycle hands out only the rest.
@@ -119,8 +207,7 @@ func TestDispatchCycle(t *testing.T) {
 			t.Errorf("second cycle (-want +got):\n%s", diff)
 		}
 		// Once they end, unfinished work is due again: nothing was lost.
-		due := allDue(t, idx, t0.Add(90*time.Second))
-		if len(due) != 12 {
+		if due := allDue(t, idx, t0.Add(90*time.Second)); len(due) != 12 {
 			t.Errorf("after the claims ended %d entries are due, want 12", len(due))
 		}
 	})
@@ -134,19 +221,46 @@ func TestDispatchNothingDue(t *testing.T) {
 		if len(b.Items)+len(b.ShedUserIDs)+len(b.Unrouted) != 0 || len(b.Lanes) != 2 {
 			t.Errorf("empty cycle: %+v", b)
 		}
-		if len(idx.claims) != 0 {
-			t.Errorf("Claim called with nothing selected: %v", idx.claims)
+		if ops := idx.ops(); slices.Contains(ops, "Claim") || slices.Contains(ops, "Route") {
+			t.Errorf("an empty cycle called %v", ops)
 		}
 	})
 }
 
-func TestDispatchRule1StarvationBound(t *testing.T) {
+func TestDispatchSendsAServedUserToTheBack(t *testing.T) {
+	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
+		idx := newIndex()
+		users := []string{"u1", "u2", "u3", "u4", "u5"}
+		for i, u := range users {
+			schedule(t, idx, backlog(u, 3, -10+i)...)
+		}
+		route(t, idx, "free", users...)
+		d := mustNew(t, idx, oneLaneConfig(1, 2, 10))
+		var got []string
+		for c := range 5 {
+			b := mustDispatch(t, d, t0.Add(time.Duration(c)*time.Second))
+			got = append(got, strings.Join(itemPicks(b), " "))
+		}
+		want := []string{
+			"free:u1/k000 free:u2/k000",
+			"free:u3/k000 free:u4/k000",
+			"free:u5/k000 free:u1/k001",
+			"free:u2/k001 free:u3/k001",
+			"free:u4/k001 free:u1/k002", // u1 and u5, both served at t0+2s, tie on Turn
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("cycles (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestDispatchServesEveryUserWithinCeilUOverLCycles(t *testing.T) {
 	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
 		checkStarvationBound(t, newIndex(), 10, 3, 2, 2)
 	})
 }
 
-func TestDispatchRule1StarvationBoundProperty(t *testing.T) {
+func TestDispatchServesEveryUserWithinCeilUOverLCyclesProperty(t *testing.T) {
 	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
 		rapid.Check(t, func(rt *rapid.T) {
 			users := rapid.IntRange(1, 40).Draw(rt, "users")
@@ -159,11 +273,11 @@ func TestDispatchRule1StarvationBoundProperty(t *testing.T) {
 }
 
 // checkStarvationBound keeps users users (one of them, "noisy", with a backlog a thousand
-// times deeper and older than the others' depth entries) continuously due in one lane of
-// per-cycle limit limit: each cycle's items are completed due again before the next cycle.
-// Every user must be served in every window of ceil(users/limit) consecutive cycles.
+// times deeper than the others' depth entries and older than all of them) continuously
+// ready in one lane of per-cycle limit limit: each cycle's items are completed due again at
+// once, never with a DueAt before the completion's now. Every user must be served in every
+// window of ceil(users/limit) consecutive cycles.
 func checkStarvationBound(t rapid.TB, idx duework.Index, users, limit, perUser, depth int) {
-	ctx := context.Background()
 	names := []string{"noisy"}
 	schedule(t, idx, backlog("noisy", 1000*depth, -1_000_000)...)
 	for u := 1; u < users; u++ {
@@ -171,26 +285,17 @@ func checkStarvationBound(t rapid.TB, idx duework.Index, users, limit, perUser, 
 		names = append(names, name)
 		schedule(t, idx, backlog(name, depth, -u)...)
 	}
-	d := mustNew(t, idx, Config{
-		Lanes:            []LaneCapacity{{Lane: "free", PerUserLimit: perUser, PerCycleLimit: limit}},
-		GlobalBatchLimit: 1000,
-		LaneFor:          func(context.Context, string) (Lane, error) { return "free", nil },
-		ClaimFor:         30 * time.Second,
-	})
+	cfg := oneLaneConfig(perUser, limit, 1000)
+	cfg.ClaimFor = 30 * time.Second
+	d := mustNew(t, idx, cfg)
 	bound := (users + limit - 1) / limit
-	cycles := 3*bound + 2
 	lastServed := map[string]int{} // cycle index; absent: never
-	for c := range cycles {
+	for c := range 3*bound + 2 {
 		now := t0.Add(time.Duration(c) * time.Minute)
 		b := mustDispatch(t, d, now)
+		complete(t, idx, b, now) // "run now" again: due at the completion's now
 		for _, it := range b.Items {
 			lastServed[it.Claim.Entry.UserID] = c
-			next := it.Claim.Entry
-			next.DueAt = now.Add(time.Second) // due again by the next cycle
-			next.LastRunAt = now
-			if err := idx.Complete(ctx, tenant(t, next.UserID), it.Claim, next); err != nil {
-				t.Fatal(err)
-			}
 		}
 		for _, u := range names {
 			since, ok := lastServed[u]
@@ -198,148 +303,431 @@ func checkStarvationBound(t rapid.TB, idx duework.Index, users, limit, perUser, 
 				since = -1
 			}
 			if c-since >= bound {
-				t.Fatalf("rule 1: cycle %d: %s last served in cycle %d, bound is %d cycles (%d users, per-cycle limit %d)",
+				t.Fatalf("cycle %d: %s last served in cycle %d, the bound is %d cycles (%d users, per-cycle limit %d)",
 					c, u, since, bound, users, limit)
 			}
 		}
 	}
 }
 
-func TestDispatchRule5Unrouted(t *testing.T) {
+func TestDispatchCallsLaneForOnlyForUsersItRoutesOrServes(t *testing.T) {
+	const ready, batch = 100_000, 1_000
 	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
-		errNoPlan := errors.New("entitlements down")
-		lanes := map[string]Lane{"a": "pro", "b": "free", "c": "free", "gold": "gold"}
-		cfg := twoLanes()
-		cfg.LaneFor = func(_ context.Context, user string) (Lane, error) {
-			if user == "broken" {
-				return "", errNoPlan
-			}
-			return lanes[user], nil
-		}
-		build := func(withUnrouted bool) duework.Index {
-			idx := newIndex()
-			schedule(t, idx, backlog("a", 3, -10)...)
-			schedule(t, idx, ent("b", "k", -9), ent("c", "k", -8))
-			if withUnrouted {
-				schedule(t, idx, backlog("broken", 2, -50)...)
-				schedule(t, idx, ent("gold", "k", -60))
-			}
-			return idx
-		}
-		idx := build(true)
-		b := mustDispatch(t, mustNew(t, idx, cfg), t0)
-		if len(b.Unrouted) != 2 || b.Unrouted[0].UserID != "broken" || b.Unrouted[1].UserID != "gold" {
-			t.Fatalf("rule 5: Unrouted %v, want broken and gold in UserID order", b.Unrouted)
-		}
-		if !errors.Is(b.Unrouted[0].Err, errNoPlan) {
-			t.Errorf("rule 5: broken's reason %v does not wrap the LaneFor error", b.Unrouted[0].Err)
-		}
-		if !errors.Is(b.Unrouted[1].Err, ErrUnknownLane) {
-			t.Errorf("rule 5: gold's reason %v is not ErrUnknownLane", b.Unrouted[1].Err)
-		}
-		if !slices.Contains(b.ShedUserIDs, "broken") || !slices.Contains(b.ShedUserIDs, "gold") {
-			t.Errorf("rule 4: unrouted users not shed: %v", b.ShedUserIDs)
-		}
-		var stillDue []string
-		for _, e := range allDue(t, idx, t0) {
-			if e.UserID == "broken" || e.UserID == "gold" {
-				stillDue = append(stillDue, e.Key().UserID+"/"+e.WorkKey)
+		idx := &hookIndex{Index: newIndex()}
+		ctx := context.Background()
+		lanes := map[string]Lane{}
+		var routed []string
+		for u := range ready {
+			id := fmt.Sprintf("u%06d", u)
+			lanes[id] = "free"
+			routed = append(routed, id)
+			if err := idx.Schedule(ctx, tenant(t, id), ent(id, "feed", -u%5000)); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if diff := cmp.Diff([]string{"gold/k", "broken/k000", "broken/k001"}, stillDue); diff != "" {
-			t.Errorf("rule 5: unrouted work not due (-want +got):\n%s", diff)
+		route(t, idx, "free", routed...)
+		var stale []string
+		for u := range 150 { // new users and users of a lane the Config no longer names
+			id := fmt.Sprintf("n%03d", u)
+			lanes[id] = "free"
+			schedule(t, idx, ent(id, "feed", -u))
+			if u%3 == 0 {
+				stale = append(stale, id)
+			}
 		}
-		// Everyone else is dispatched exactly as if the unrouted users did not exist.
-		plain := mustDispatch(t, mustNew(t, build(false), cfg), t0)
-		if diff := cmp.Diff(itemPicks(plain), itemPicks(b)); diff != "" {
-			t.Errorf("rule 5: routed users' batch changed (-without +with unrouted):\n%s", diff)
+		route(t, idx, "plus", stale...)
+		p := newPlans(lanes)
+		cfg := oneLaneConfig(1, batch, batch)
+		cfg.LaneFor = p.laneFor
+		d := mustNew(t, idx, cfg)
+		for c := range 2 {
+			idx.recorded()
+			b := mustDispatch(t, d, t0.Add(time.Duration(c)*time.Second))
+			if len(b.Items) != batch {
+				t.Fatalf("cycle %d dispatched %d items, want %d", c, len(b.Items), batch)
+			}
+			calls := p.took()
+			allowed := map[string]bool{}
+			for _, it := range b.Items {
+				allowed[it.Claim.Entry.UserID] = true
+			}
+			for _, cl := range idx.recorded() {
+				if cl.op == "Ready" && cl.query.Group != "free" {
+					for _, u := range cl.users {
+						allowed[u] = true
+					}
+				}
+			}
+			for u, n := range calls {
+				if !allowed[u] || n != 1 {
+					t.Errorf("cycle %d: LaneFor(%s) called %d times; it was neither routed nor served", c, u, n)
+				}
+			}
+			if len(calls) > len(allowed) || len(allowed) > cfg.GlobalBatchLimit+cfg.GlobalBatchLimit {
+				t.Errorf("cycle %d: %d LaneFor calls for %d users routed or served", c, len(calls), len(allowed))
+			}
+			t.Logf("cycle %d: %d LaneFor calls, %d items, %d users ready", c, len(calls), len(b.Items), ready+150)
 		}
 	})
 }
 
-func TestDispatchRule6LostClaims(t *testing.T) {
+func TestDispatchNeverLetsAFailingLaneForBlockNewUsers(t *testing.T) {
+	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
+		idx := &hookIndex{Index: newIndex()}
+		errDown := errors.New("entitlements down")
+		p := newPlans(map[string]Lane{"bad3": "gold"})
+		p.fail["bad1"] = errDown
+		p.panics["bad2"] = true
+		// The failing users stand first in the unrouted queue, with old work.
+		schedule(t, idx, ent("bad1", "k", -300), ent("bad2", "k", -299), ent("bad3", "k", -298))
+		cfg := oneLaneConfig(1, 10, 10)
+		cfg.LaneFor, cfg.RouteLimit = p.laneFor, 3
+		cfg.HoldFor, cfg.RetryAfter = 5*time.Second, time.Minute
+		d := mustNew(t, idx, cfg)
+
+		reads := map[string]int{} // routing reads per failing user
+		served := map[string]bool{}
+		for c := range 30 { // every 10 s for five minutes; two new users a cycle
+			now := t0.Add(time.Duration(c) * 10 * time.Second)
+			for i := range 2 {
+				u := fmt.Sprintf("g%02d", 2*c+i)
+				p.set(u, "free")
+				schedule(t, idx, duework.Entry{UserID: u, WorkKey: "k", DueAt: now})
+			}
+			idx.recorded()
+			b := mustDispatch(t, d, now)
+			for _, cl := range idx.recorded() {
+				if cl.op == "Ready" && cl.query.Group == "" {
+					for _, u := range cl.users {
+						if strings.HasPrefix(u, "bad") {
+							reads[u]++
+						}
+					}
+				}
+			}
+			for _, it := range b.Items {
+				served[it.Claim.Entry.UserID] = true
+			}
+			for _, u := range b.Unrouted {
+				if !strings.HasPrefix(u.UserID, "bad") {
+					t.Errorf("cycle %d: %s unrouted: %v", c, u.UserID, u.Err)
+				}
+			}
+			if c == 0 {
+				if diff := cmp.Diff([]string{"bad1", "bad2", "bad3"}, unroutedIDs(b)); diff != "" {
+					t.Fatalf("unrouted (-want +got):\n%s", diff)
+				}
+				for i, is := range []error{errDown, ErrLaneForPanic, ErrUnknownLane} {
+					if !errors.Is(b.Unrouted[i].Err, is) {
+						t.Errorf("%s's reason %v does not wrap %v", b.Unrouted[i].UserID, b.Unrouted[i].Err, is)
+					}
+				}
+			}
+		}
+		// Every new user was served, each in the cycle it arrived in or the next.
+		for i := range 60 {
+			if u := fmt.Sprintf("g%02d", i); !served[u] && i < 58 {
+				t.Errorf("%s never served", u)
+			}
+		}
+		// A failing user costs one routing read per RetryAfter: 300 s of cycles, 60 s apart.
+		for _, u := range []string{"bad1", "bad2", "bad3"} {
+			if reads[u] < 2 || reads[u] > 5 {
+				t.Errorf("%s was read for routing %d times in five minutes, want one read per minute (5)", u, reads[u])
+			}
+		}
+		// Their work is still due.
+		var stillDue []string
+		for _, e := range allDue(t, idx, t0.Add(time.Hour)) {
+			if strings.HasPrefix(e.UserID, "bad") {
+				stillDue = append(stillDue, e.UserID)
+			}
+		}
+		if diff := cmp.Diff([]string{"bad1", "bad2", "bad3"}, stillDue); diff != "" {
+			t.Errorf("the failing users' work (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestDispatchRoutesUsersOfALaneTheConfigNoLongerNames(t *testing.T) {
+	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
+		idx := newIndex()
+		schedule(t, idx, ent("p1", "k", -10), ent("p2", "k", -9), ent("f1", "k", -8))
+		route(t, idx, "plus", "p1", "p2") // a lane of an earlier Config
+		route(t, idx, "free", "f1")
+		p := newPlans(map[string]Lane{"p1": "pro", "p2": "free", "f1": "free"})
+		cfg := twoLanes()
+		cfg.LaneFor = p.laneFor
+		b := mustDispatch(t, mustNew(t, idx, cfg), t0)
+		if diff := cmp.Diff([]string{"pro:p1/k", "free:p2/k", "free:f1/k"}, itemPicks(b)); diff != "" {
+			t.Errorf("items (-want +got):\n%s", diff)
+		}
+		if got := readyUsers(t, idx, "plus", t0.Add(time.Hour)); len(got) != 0 {
+			t.Errorf("users still in the lane the Config no longer names: %v", got)
+		}
+		if diff := cmp.Diff(map[string]int{"p1": 1, "p2": 1, "f1": 1}, p.took()); diff != "" {
+			t.Errorf("LaneFor calls (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestDispatchSplitsRouteLimitBetweenNewAndStaleUsers(t *testing.T) {
+	cases := []struct {
+		name          string
+		unrouted      int
+		stale         int
+		limit         int
+		wantUnrouted  int // users the unrouted group's read asks for
+		wantStale     int // users the stale group's read asks for, 0: no read
+		wantReadTotal int
+	}{
+		{"both ready", 10, 10, 5, 3, 2, 5},
+		{"few new users leave the rest to stale ones", 1, 10, 5, 3, 4, 5},
+		{"no stale users", 10, 0, 5, 5, 0, 5},
+		{"no new users", 0, 10, 5, 0, 5, 5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			idx := &hookIndex{Index: newIndexForCase()}
+			lanes := map[string]Lane{}
+			for i := range c.unrouted {
+				u := fmt.Sprintf("n%02d", i)
+				lanes[u] = "free"
+				schedule(t, idx, ent(u, "k", -i))
+			}
+			for i := range c.stale {
+				u := fmt.Sprintf("s%02d", i)
+				lanes[u] = "free"
+				schedule(t, idx, ent(u, "k", -i))
+				route(t, idx, "plus", u)
+			}
+			cfg := oneLaneConfig(1, 100, 100)
+			cfg.LaneFor, cfg.RouteLimit = laneMap(lanes), c.limit
+			mustDispatch(t, mustNew(t, idx, cfg), t0)
+			asked := map[string]int{}
+			read := 0
+			for _, cl := range idx.recorded() {
+				if cl.op == "Ready" && cl.query.Group != "free" {
+					asked[cl.query.Group] = cl.query.Users
+					read += len(cl.users)
+					if cl.query.PerUser != 1 || cl.query.Hold != DefaultRetryAfter {
+						t.Errorf("routing read %+v, want PerUser 1 and Hold RetryAfter", cl.query)
+					}
+				}
+			}
+			if asked[""] != c.wantUnrouted || asked["plus"] != c.wantStale || read != c.wantReadTotal {
+				t.Errorf("routing reads asked %v and read %d users, want unrouted %d, stale %d, %d read",
+					asked, read, c.wantUnrouted, c.wantStale, c.wantReadTotal)
+			}
+		})
+	}
+}
+
+// newIndexForCase is the Index of table tests that need only one.
+func newIndexForCase() duework.Index { return indexes[0].new() }
+
+func TestRerouteAppliesAPlanChangeAtOnce(t *testing.T) {
+	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
+		idx := newIndex()
+		schedule(t, idx, ent("a", "k", -10), ent("b", "k", -9), ent("carol", "k", -1), ent("dan", "k", -2))
+		route(t, idx, "free", "a", "b", "carol", "dan")
+		p := newPlans(map[string]Lane{"a": "free", "b": "free", "carol": "free", "dan": "free"})
+		cfg := Config{
+			Lanes: []LaneCapacity{
+				{Lane: "pro", PerUserLimit: 1, PerCycleLimit: 10},
+				{Lane: "free", PerUserLimit: 1, PerCycleLimit: 2},
+			},
+			GlobalBatchLimit: 10, LaneFor: p.laneFor, ClaimFor: time.Minute,
+		}
+		d := mustNew(t, idx, cfg)
+		// carol upgrades: she would wait behind a and b in the free lane.
+		p.set("carol", "pro")
+		p.set("dan", "gold")
+		p.panics["b"] = true
+		err := d.Reroute(context.Background(), "carol", "dan", "b", "nobody")
+		if !errors.Is(err, ErrUnknownLane) || !errors.Is(err, ErrLaneForPanic) || !strings.Contains(err.Error(), `"nobody"`) {
+			t.Errorf("Reroute error %v, want dan's unknown lane, b's panic and nobody's missing plan", err)
+		}
+		if diff := cmp.Diff(map[string]int{"carol": 1, "dan": 1, "b": 1, "nobody": 1}, p.took()); diff != "" {
+			t.Errorf("LaneFor calls (-want +got):\n%s", diff)
+		}
+		b := mustDispatch(t, d, t0)
+		if diff := cmp.Diff([]string{"pro:carol/k", "free:a/k", "free:b/k"}, itemPicks(b)); diff != "" {
+			t.Errorf("the cycle after Reroute (-want +got):\n%s", diff)
+		}
+		if err := d.Reroute(context.Background()); err != nil {
+			t.Errorf("Reroute of nobody: %v", err)
+		}
+	})
+}
+
+func TestDispatchMovesServedUsersWhoseLaneChanged(t *testing.T) {
+	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
+		idx := newIndex()
+		schedule(t, idx, backlog("up", 3, -10)...)
+		schedule(t, idx, backlog("flaky", 3, -9)...)
+		schedule(t, idx, backlog("stay", 3, -8)...)
+		route(t, idx, "free", "up", "flaky", "stay")
+		p := newPlans(map[string]Lane{"up": "pro", "flaky": "free", "stay": "free"})
+		p.fail["flaky"] = errors.New("timeout")
+		cfg := twoLanes()
+		cfg.LaneFor = p.laneFor
+		d := mustNew(t, idx, cfg)
+
+		b := mustDispatch(t, d, t0)
+		if diff := cmp.Diff([]string{"free:up/k000", "free:flaky/k000", "free:stay/k000"}, itemPicks(b)); diff != "" {
+			t.Errorf("first cycle, before the change is seen (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"flaky"}, unroutedIDs(b)); diff != "" || !strings.Contains(b.Unrouted[0].Err.Error(), `stays in lane "free"`) {
+			t.Errorf("unrouted (-want +got):\n%s%v", diff, b.Unrouted)
+		}
+		if diff := cmp.Diff(map[string]int{"up": 1, "flaky": 1, "stay": 1}, p.took()); diff != "" {
+			t.Errorf("LaneFor calls: once per served user (-want +got):\n%s", diff)
+		}
+		b = mustDispatch(t, d, t0.Add(time.Second))
+		if diff := cmp.Diff([]string{"pro:up/k001", "pro:up/k002", "free:flaky/k001", "free:stay/k001"}, itemPicks(b)); diff != "" {
+			t.Errorf("second cycle, up in its new lane, flaky where it was (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestDispatchReportsWaitingSince(t *testing.T) {
+	lanes := func(proCycle, freeShare int) Config {
+		return Config{
+			Lanes: []LaneCapacity{
+				{Lane: "pro", PerUserLimit: 1, PerCycleLimit: proCycle},
+				{Lane: "free", PerUserLimit: 1, PerCycleLimit: 10, MinShare: freeShare},
+				{Lane: "idle", PerUserLimit: 1, PerCycleLimit: 10},
+			},
+			GlobalBatchLimit: 4, LaneFor: everyoneFree, ClaimFor: time.Minute,
+		}
+	}
+	cases := []struct {
+		name      string
+		cfg       Config
+		users     []int
+		pro, free time.Time
+	}{
+		// pro reads 2 and serves both: it waits since the next one's turn (the page's
+		// Next); free reads 2 (4 − 2), serves both, and f3 waits.
+		{"the page's Next", lanes(2, 0), []int{2, 2, 0}, at(-98), at(-48)},
+		// pro fills the batch; free reads nothing to serve and waits since f1's turn.
+		{"a lane left with nothing", lanes(10, 0), []int{4, 0, 0}, time.Time{}, at(-50)},
+		// free's reservation cuts two of the four users pro read.
+		{"read and cut", lanes(10, 2), []int{4, 2, 0}, at(-98), at(-48)},
+	}
+	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				idx := newIndex()
+				for i, u := range []string{"p1", "p2", "p3", "p4"} {
+					schedule(t, idx, ent(u, "k", -100+i))
+				}
+				for i, u := range []string{"f1", "f2", "f3"} {
+					schedule(t, idx, ent(u, "k", -50+i))
+				}
+				route(t, idx, "pro", "p1", "p2", "p3", "p4")
+				route(t, idx, "free", "f1", "f2", "f3")
+				b := mustDispatch(t, mustNew(t, idx, c.cfg), t0)
+				var users []int
+				for _, l := range b.Lanes {
+					users = append(users, l.Users)
+				}
+				if !slices.Equal(users, c.users) || !b.Lanes[0].WaitingSince.Equal(c.pro) || !b.Lanes[1].WaitingSince.Equal(c.free) || !b.Lanes[2].WaitingSince.IsZero() {
+					t.Errorf("lanes %+v, want users %v, pro waiting since %v, free since %v, idle zero", b.Lanes, c.users, c.pro, c.free)
+				}
+				if c.users[1] == 0 && b.Lanes[1].Shed != 0 {
+					t.Errorf("the lane left with nothing shed %d users: its one read does not count", b.Lanes[1].Shed)
+				}
+				// Nothing stays held: every user not served is ready again at once.
+				ready := len(readyUsers(t, idx, "pro", t0)) + len(readyUsers(t, idx, "free", t0))
+				if ready+len(b.Items) != 7 {
+					t.Errorf("%d users ready after serving %d of 7: some are still held", ready, len(b.Items))
+				}
+			})
+		}
+	})
+}
+
+func TestDispatchReadsOnlyWhatEachLaneCouldBeGiven(t *testing.T) {
+	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
+		idx := &hookIndex{Index: newIndex()}
+		schedule(t, idx, backlog("p1", 3, -20)...)
+		schedule(t, idx, backlog("p2", 3, -19)...)
+		route(t, idx, "pro", "p1", "p2")
+		for i := range 5 {
+			u := fmt.Sprintf("plus%d", i)
+			schedule(t, idx, ent(u, "k", -10+i))
+			route(t, idx, "plus", u)
+			u = fmt.Sprintf("free%d", i)
+			schedule(t, idx, ent(u, "k", -10+i))
+			route(t, idx, "free", u)
+		}
+		cfg := Config{
+			Lanes: []LaneCapacity{
+				{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 3},
+				{Lane: "plus", PerUserLimit: 1, PerCycleLimit: 10, MinShare: 1},
+				{Lane: "free", PerUserLimit: 1, PerCycleLimit: 10},
+			},
+			GlobalBatchLimit: 5, LaneFor: everyoneFree, ClaimFor: time.Minute, HoldFor: 3 * time.Second,
+		}
+		b := mustDispatch(t, mustNew(t, idx, cfg), t0)
+		var got []duework.ReadyQuery
+		for _, c := range idx.recorded() {
+			if c.op == "Ready" {
+				got = append(got, c.query)
+			}
+		}
+		want := []duework.ReadyQuery{
+			{Group: "pro", Now: t0, Users: 3, PerUser: 2, Hold: 3 * time.Second},  // min(3, 5 − 0)
+			{Group: "plus", Now: t0, Users: 2, PerUser: 1, Hold: 3 * time.Second}, // pro's order is 3: max(1, 5 − 3)
+			{Group: "free", Now: t0, Users: 1, PerUser: 1},                        // nothing left: one unheld user, for WaitingSince
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Ready calls (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"pro:p1/k000", "pro:p2/k000", "pro:p1/k001", "plus:plus0/k", "plus:plus1/k"}, itemPicks(b)); diff != "" {
+			t.Errorf("items (-want +got):\n%s", diff)
+		}
+		if b.Lanes[2].Users != 0 || !b.Lanes[2].WaitingSince.Equal(at(-10)) {
+			t.Errorf("free lane %+v, want no users read, waiting since free0's turn", b.Lanes[2])
+		}
+	})
+}
+
+func TestDispatchDoesNotRefillOrShedALostClaim(t *testing.T) {
 	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
 		idx := &hookIndex{Index: newIndex()}
 		schedule(t, idx, ent("a", "k", -3), ent("b", "k", -2), ent("c", "k", -1))
-		// Another dispatcher claims b's entry between our DueHeads and our Claim.
-		idx.beforeClaim = func(keys []duework.Key) {
+		route(t, idx, "free", "a", "b", "c")
+		// Another dispatcher claims b's entry between our read and our claim.
+		idx.beforeClaim = func([]duework.Key) {
 			if _, err := idx.Index.Claim(context.Background(), []duework.Key{{UserID: "b", WorkKey: "k"}}, t0, t0.Add(time.Hour)); err != nil {
 				t.Error(err)
 			}
 		}
-		d := mustNew(t, idx, Config{
-			Lanes:            []LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 2}},
-			GlobalBatchLimit: 10,
-			LaneFor:          func(context.Context, string) (Lane, error) { return "free", nil },
-			ClaimFor:         time.Minute,
-		})
-		b := mustDispatch(t, d, t0)
+		b := mustDispatch(t, mustNew(t, idx, oneLaneConfig(1, 2, 10)), t0)
 		if diff := cmp.Diff([]string{"free:a/k"}, itemPicks(b)); diff != "" {
-			t.Errorf("rule 6: a lost claim is not refilled (-want +got):\n%s", diff)
+			t.Errorf("a lost claim is not refilled (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]LaneReport{{Lane: "free", Users: 3, Dispatched: 1, Shed: 1, LostClaims: 1}}, b.Lanes); diff != "" {
-			t.Errorf("rule 6: lane report (-want +got):\n%s", diff)
+		want := []LaneReport{{Lane: "free", Users: 2, Dispatched: 1, LostClaims: 1, WaitingSince: at(-1)}}
+		if diff := cmp.Diff(want, b.Lanes); diff != "" {
+			t.Errorf("lane report (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]string{"c"}, b.ShedUserIDs); diff != "" {
-			t.Errorf("rule 6: a lost claim does not shed its user (-want +got):\n%s", diff)
+		if len(b.ShedUserIDs) != 0 {
+			t.Errorf("a lost claim shed %v", b.ShedUserIDs)
+		}
+		if got := readyUsers(t, idx, "free", t0); !slices.Equal(got, []string{"c"}) {
+			t.Errorf("ready after the cycle: %v, want c only (a served, b claimed elsewhere)", got)
 		}
 	})
 }
 
-func TestDispatchRule6ConcurrentDispatchers(t *testing.T) {
-	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
-		rapid.Check(t, func(rt *rapid.T) {
-			idx := newIndex()
-			pop := genPopulation(rt)
-			pop.load(rt, idx)
-			cfg := pop.config(rt)
-			cfg.ClaimFor = time.Duration(rapid.IntRange(1, 5).Draw(rt, "claimMinutes")) * time.Minute
-			ds := []*Dispatcher{mustNew(rt, idx, cfg), mustNew(rt, idx, cfg)}
-
-			type handout struct {
-				now   time.Time
-				claim duework.Claim
-			}
-			var mu sync.Mutex
-			var handouts []handout
-			for step := range rapid.IntRange(1, 4).Draw(rt, "steps") {
-				now := t0.Add(time.Duration(step) * time.Minute)
-				var wg sync.WaitGroup
-				for _, d := range ds {
-					wg.Go(func() {
-						b, err := d.Dispatch(context.Background(), now)
-						if err != nil {
-							rt.Error(err)
-							return
-						}
-						mu.Lock()
-						defer mu.Unlock()
-						for _, it := range b.Items {
-							handouts = append(handouts, handout{now, it.Claim})
-						}
-					})
-				}
-				wg.Wait()
-			}
-			last := map[duework.Key]handout{}
-			for _, h := range handouts {
-				k := h.claim.Entry.Key()
-				if prev, ok := last[k]; ok && prev.claim.Until.After(h.now) && !h.now.Before(prev.now) {
-					rt.Fatalf("rule 6: %v handed out at %v while its claim from %v lasts until %v", k, h.now, prev.now, prev.claim.Until)
-				}
-				if prev, ok := last[k]; !ok || prev.now.Before(h.now) {
-					last[k] = h
-				}
-			}
-		})
-	})
-}
-
-func TestDispatchRule7Deterministic(t *testing.T) {
+func TestDispatchIsDeterministic(t *testing.T) {
 	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
 		rapid.Check(t, func(rt *rapid.T) {
 			pop := genPopulation(rt)
-			cfg := pop.config(rt)
+			cfg := pop.config()
 			a, b := newIndex(), newIndex()
 			pop.load(rt, a)
 			pop.load(rt, b)
@@ -348,74 +736,28 @@ func TestDispatchRule7Deterministic(t *testing.T) {
 				now := t0.Add(time.Duration(c) * 90 * time.Second)
 				ba, bb := mustDispatch(rt, da, now), mustDispatch(rt, db, now)
 				if diff := cmp.Diff(ba, bb, cmpopts.IgnoreFields(duework.Claim{}, "Token"), sameMessage); diff != "" {
-					rt.Fatalf("rule 7: cycle %d differs between two equal indexes (-a +b):\n%s", c, diff)
+					rt.Fatalf("cycle %d differs between two equal indexes (-a +b):\n%s", c, diff)
 				}
 			}
 		})
 	})
 }
 
-func TestDispatchRule8Cost(t *testing.T) {
+func TestDispatchHandsBackWhatItReadWhenCtxEnds(t *testing.T) {
 	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
 		idx := &hookIndex{Index: newIndex()}
-		schedule(t, idx, backlog("noisy", 500, -1000)...)
-		schedule(t, idx, ent("quiet", "q", -1), ent("carol", "c", -1), ent("later", "l", 100))
-		calls := map[string]int{}
-		cfg := twoLanes()
-		route := cfg.LaneFor
-		cfg.LaneFor = func(ctx context.Context, user string) (Lane, error) {
-			calls[user]++
-			return route(ctx, user)
+		schedule(t, idx, ent("a", "k", -3), ent("b", "k", -2), ent("new", "k", -1))
+		route(t, idx, "free", "a", "b")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		idx.beforeClaim = func([]duework.Key) { cancel() }
+		cfg := oneLaneConfig(1, 10, 10)
+		_, err := mustNew(t, idx, cfg).Dispatch(ctx, t0)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Dispatch = %v, want context.Canceled", err)
 		}
-		b := mustDispatch(t, mustNew(t, idx, cfg), t0)
-		if diff := cmp.Diff([]int{2}, idx.dueHeads); diff != "" {
-			t.Errorf("rule 8: DueHeads perUser must be the largest PerUserLimit (-want +got):\n%s", diff)
-		}
-		if idx.dueBefore != 0 {
-			t.Errorf("rule 8: Dispatch called DueBefore, which walks backlogs")
-		}
-		if len(idx.claims) != 1 || len(idx.claims[0]) != len(b.Items) {
-			t.Errorf("rule 8: want one Claim of the %d selected keys, got %v", len(b.Items), idx.claims)
-		}
-		if diff := cmp.Diff(map[string]int{"noisy": 1, "quiet": 1, "carol": 1}, calls); diff != "" {
-			t.Errorf("LaneFor must run once per user with due work (-want +got):\n%s", diff)
-		}
-	})
-}
-
-func TestDispatchIndexErrors(t *testing.T) {
-	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
-		errDown := errors.New("index down")
-		ctx := context.Background()
-		for _, c := range []struct {
-			name  string
-			setup func(*hookIndex) context.Context
-			is    error
-		}{
-			{"DueHeads fails", func(h *hookIndex) context.Context { h.dueHeadsErr = errDown; return ctx }, errDown},
-			{"Claim fails", func(h *hookIndex) context.Context { h.claimErr = errDown; return ctx }, errDown},
-			{"duplicate heads", func(h *hookIndex) context.Context { h.duplicateHeads = true; return ctx }, nil},
-			{"cancelled", func(h *hookIndex) context.Context {
-				cctx, cancel := context.WithCancel(ctx)
-				cancel()
-				return cctx
-			}, context.Canceled},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				idx := &hookIndex{Index: newIndex()}
-				schedule(t, idx, ent("quiet", "q", -1), ent("carol", "c", -1))
-				cctx := c.setup(idx)
-				b, err := mustNew(t, idx, twoLanes()).Dispatch(cctx, t0)
-				if err == nil || (c.is != nil && !errors.Is(err, c.is)) {
-					t.Fatalf("Dispatch = %v, want an error wrapping %v", err, c.is)
-				}
-				if len(b.Items)+len(b.Lanes)+len(b.ShedUserIDs) != 0 {
-					t.Errorf("a failed Dispatch returned a batch: %+v", b)
-				}
-				if due := allDue(t, idx.Index, t0); len(due) != 2 {
-					t.Errorf("after a failed Dispatch %d entries are due, want 2: nothing claimed", len(due))
-				}
-			})
+		if got := readyUsers(t, idx, "free", t0); !slices.Equal(got, []string{"a", "b", "new"}) {
+			t.Errorf("ready after the cancelled cycle: %v, want every user handed back", got)
 		}
 	})
 }
@@ -425,7 +767,7 @@ var sameMessage = cmp.Comparer(func(a, b error) bool { return (a == nil) == (b =
 
 // --- random populations ---
 
-// population is a random set of users, their lanes and backlogs.
+// population is a random set of users, their lanes and backlogs, all unrouted.
 type population struct {
 	lanes   []LaneCapacity
 	global  int
@@ -447,171 +789,6 @@ func genPopulation(t *rapid.T) population {
 
 func (p population) load(t rapid.TB, idx duework.Index) { schedule(t, idx, p.entries...) }
 
-func (p population) config(*rapid.T) Config {
+func (p population) config() Config {
 	return Config{Lanes: p.lanes, GlobalBatchLimit: p.global, LaneFor: laneMap(p.laneOf), ClaimFor: time.Minute}
-}
-
-func TestDispatchProperties(t *testing.T) {
-	forEachIndex(t, func(t *testing.T, newIndex func() duework.Index) {
-		rapid.Check(t, func(rt *rapid.T) {
-			ctx := context.Background()
-			pop := genPopulation(rt)
-			idx := newIndex()
-			pop.load(rt, idx)
-			cfg := pop.config(rt)
-			d := mustNew(rt, idx, cfg)
-			// A few earlier cycles give users different LastServed times and claims.
-			for c := range rapid.IntRange(0, 2).Draw(rt, "earlier") {
-				mustDispatch(rt, d, t0.Add(time.Duration(c-3)*40*time.Second))
-			}
-
-			now := t0
-			before := allDue(rt, idx, now)
-			perUser := 0
-			for _, lc := range cfg.Lanes {
-				perUser = max(perUser, lc.PerUserLimit)
-			}
-			heads, err := idx.DueHeads(ctx, now, perUser)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			b := mustDispatch(rt, d, now)
-
-			// Dispatch hands out exactly what Select chooses (no other dispatcher here).
-			routed := map[string]Lane{}
-			for _, h := range heads {
-				if lane, ok := pop.laneOf[h.UserID]; ok && slices.ContainsFunc(cfg.Lanes, func(lc LaneCapacity) bool { return lc.Lane == lane }) {
-					routed[h.UserID] = lane
-				}
-			}
-			in := SelectInput{Heads: heads, LaneOf: routed, Lanes: cfg.Lanes, GlobalBatchLimit: cfg.GlobalBatchLimit}
-			got := Selection{ShedUserIDs: b.ShedUserIDs}
-			for _, it := range b.Items {
-				got.Items = append(got.Items, Selected{Entry: it.Claim.Entry, Lane: it.Lane})
-				if !it.Claim.Until.Equal(now.Add(cfg.ClaimFor)) {
-					rt.Errorf("rule 6: claim until %v, want now + ClaimFor", it.Claim.Until)
-				}
-			}
-			if diff := cmp.Diff(Select(in), got, cmpopts.EquateEmpty()); diff != "" {
-				rt.Fatalf("Dispatch differs from Select over the same heads (-Select +Dispatch):\n%s", diff)
-			}
-			checkSelection(rt, in, got) // rules 1–4
-
-			// Shed, from the index alone: users with due work who did not get all of it.
-			dueCount, gotCount := map[string]int{}, map[string]int{}
-			for _, e := range before {
-				dueCount[e.UserID]++
-			}
-			for _, it := range b.Items {
-				gotCount[it.Claim.Entry.UserID]++
-			}
-			var wantShed []string
-			for u, n := range dueCount {
-				if gotCount[u] < n {
-					wantShed = append(wantShed, u)
-				}
-			}
-			slices.Sort(wantShed)
-			if diff := cmp.Diff(wantShed, b.ShedUserIDs, cmpopts.EquateEmpty()); diff != "" {
-				rt.Fatalf("rule 4: ShedUserIDs (-want +got):\n%s", diff)
-			}
-
-			// Nothing deleted: every entry not dispatched is still due, and every entry exists.
-			dispatched := map[duework.Key]bool{}
-			for _, it := range b.Items {
-				dispatched[it.Claim.Entry.Key()] = true
-			}
-			var wantAfter []duework.Entry
-			for _, e := range before {
-				if !dispatched[e.Key()] {
-					wantAfter = append(wantAfter, e)
-				}
-			}
-			// In DueBefore's own order: what is left is the earlier result less what went out.
-			if diff := cmp.Diff(wantAfter, allDue(rt, idx, now), cmpopts.EquateEmpty()); diff != "" {
-				rt.Fatalf("rule 4: due work after the cycle (-want +got):\n%s", diff)
-			}
-			for _, e := range pop.entries {
-				if _, err := idx.Get(ctx, tenant(rt, e.UserID), e.WorkKey); err != nil {
-					rt.Fatalf("rule 4: %v gone after a cycle: %v", e.Key(), err)
-				}
-			}
-
-			// Unrouted: every user with due work whose lane failed, in order.
-			var wantUnrouted []string
-			for _, h := range heads {
-				if _, ok := routed[h.UserID]; !ok {
-					wantUnrouted = append(wantUnrouted, h.UserID)
-				}
-			}
-			var gotUnrouted []string
-			for _, u := range b.Unrouted {
-				gotUnrouted = append(gotUnrouted, u.UserID)
-			}
-			if diff := cmp.Diff(wantUnrouted, gotUnrouted, cmpopts.EquateEmpty()); diff != "" {
-				rt.Fatalf("rule 5: Unrouted (-want +got):\n%s", diff)
-			}
-
-			// Lane reports, in Config order.
-			want := make([]LaneReport, len(cfg.Lanes))
-			for i, lc := range cfg.Lanes {
-				want[i].Lane = lc.Lane
-				for _, h := range heads {
-					if routed[h.UserID] == lc.Lane {
-						want[i].Users++
-						if slices.Contains(b.ShedUserIDs, h.UserID) {
-							want[i].Shed++
-						}
-					}
-				}
-				for _, it := range b.Items {
-					if it.Lane == lc.Lane {
-						want[i].Dispatched++
-					}
-				}
-			}
-			if diff := cmp.Diff(want, b.Lanes); diff != "" {
-				rt.Fatalf("lane reports (-want +got):\n%s", diff)
-			}
-		})
-	})
-}
-
-func TestDispatchRule8AllocsDoNotFollowBacklog(t *testing.T) {
-	// Speed lives in BenchmarkDispatchNoisyBacklog; allocations are counts, so rule 8 can be
-	// pinned here: a cycle over duework.Memory allocates as often and as many bytes whether
-	// the noisy user's due backlog is 100 or 20,000 entries deep.
-	measure := func(depth int) (allocs, bytes float64) {
-		idx := duework.NewMemory()
-		schedule(t, idx, backlog("noisy", depth, -1_000_000)...)
-		for u := range 200 {
-			schedule(t, idx, ent(fmt.Sprintf("u%03d", u), "feed", -u))
-		}
-		d := mustNew(t, idx, Config{
-			Lanes:            []LaneCapacity{{Lane: "free", PerUserLimit: 3, PerCycleLimit: 150}},
-			GlobalBatchLimit: 150,
-			LaneFor:          func(context.Context, string) (Lane, error) { return "free", nil },
-			ClaimFor:         time.Minute,
-		})
-		now := t0
-		cycle := func() {
-			now = now.Add(2 * time.Minute) // the previous cycle's claims have ended
-			mustDispatch(t, d, now)
-		}
-		allocs = testing.AllocsPerRun(20, cycle)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range 20 {
-			cycle()
-		}
-		runtime.ReadMemStats(&after)
-		return allocs, float64(after.TotalAlloc-before.TotalAlloc) / 20
-	}
-	shallowN, shallowB := measure(100)
-	deepN, deepB := measure(20_000)
-	t.Logf("per cycle: backlog 100: %.0f allocations, %.0f bytes; backlog 20,000: %.0f allocations, %.0f bytes", shallowN, shallowB, deepN, deepB)
-	if deepN > shallowN*1.05+10 || deepB > shallowB*1.1+4096 {
-		t.Errorf("rule 8: a cycle allocates more with a deeper backlog: %.0f allocations and %.0f bytes at 20,000, %.0f and %.0f at 100",
-			deepN, deepB, shallowN, shallowB)
-	}
 }

@@ -3,6 +3,8 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"strings"
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
@@ -10,59 +12,64 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// A noisy pro user with a thousand overdue feeds and a quiet free user with one blog share
-// a cycle: the pro lane comes first, but its per-user cap leaves the quiet user its turn,
-// and the noisy user is named in the shed list, its work still due.
+// scheduleFeeds schedules one entry per feed for user, due at due.
+func scheduleFeeds(idx duework.Index, user string, due time.Time, feeds ...string) {
+	tc, err := tenancy.NewContext(user)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, feed := range feeds {
+		if err := idx.Schedule(context.Background(), tc, duework.Entry{UserID: user, WorkKey: feed, Tier: "hot", DueAt: due}); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// items renders a batch's items as lane:user/feed.
+func items(b dispatch.Batch) string {
+	var out []string
+	for _, it := range b.Items {
+		out = append(out, fmt.Sprintf("%s:%s/%s", it.Lane, it.Claim.Entry.UserID, it.Claim.Entry.WorkKey))
+	}
+	return strings.Join(out, " ")
+}
+
+// Three tenants share the free lane, which hands out two items a cycle. The first cycle
+// routes them all to it (their lane comes from LaneFor). Each cycle serves
+// the two users at the front of the queue and sends them to the back, so cara, left
+// waiting by the first cycle, goes first in the second. Nobody completes a claim here, so a
+// user whose feeds are all claimed drops out of the queue until its claims end.
 func ExampleDispatcher_Dispatch() {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	idx := duework.NewMemory()
+	scheduleFeeds(idx, "ann", now.Add(-60*time.Minute), "blog", "news")
+	scheduleFeeds(idx, "bob", now.Add(-59*time.Minute), "blog", "news")
+	scheduleFeeds(idx, "cara", now.Add(-58*time.Minute), "blog", "news")
 
-	noisy, _ := tenancy.NewContext("noisy")
-	for i := range 1000 {
-		e := duework.Entry{UserID: "noisy", WorkKey: fmt.Sprintf("feed-%04d", i), Tier: "hot", DueAt: now.Add(-72 * time.Hour)}
-		if err := idx.Schedule(ctx, noisy, e); err != nil {
-			panic(err)
-		}
-	}
-	quiet, _ := tenancy.NewContext("quiet")
-	if err := idx.Schedule(ctx, quiet, duework.Entry{UserID: "quiet", WorkKey: "blog", Tier: "warm", DueAt: now.Add(-time.Minute)}); err != nil {
-		panic(err)
-	}
-
-	plans := map[string]dispatch.Lane{"noisy": "pro", "quiet": "free"}
 	d, err := dispatch.New(idx, dispatch.Config{
-		Lanes: []dispatch.LaneCapacity{
-			{Lane: "pro", PerUserLimit: 3, PerCycleLimit: 100},
-			{Lane: "free", PerUserLimit: 3, PerCycleLimit: 100},
-		},
+		Lanes:            []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 2}},
 		GlobalBatchLimit: 10,
-		LaneFor: func(_ context.Context, userID string) (dispatch.Lane, error) {
-			return plans[userID], nil
-		},
-		ClaimFor: 5 * time.Minute,
+		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "free", nil },
+		ClaimFor:         5 * time.Minute,
 	})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-
-	batch, err := d.Dispatch(ctx, now)
-	if err != nil {
-		panic(err)
-	}
-	for _, it := range batch.Items {
-		fmt.Println(it.Lane, it.Claim.Entry.UserID, it.Claim.Entry.WorkKey, "until", it.Claim.Until.Format("15:04"))
-	}
-	fmt.Println("shed:", batch.ShedUserIDs)
-	for _, l := range batch.Lanes {
-		fmt.Printf("%s: %d users, %d dispatched, %d shed\n", l.Lane, l.Users, l.Dispatched, l.Shed)
+	for cycle := range 3 {
+		at := now.Add(time.Duration(cycle) * time.Minute)
+		batch, err := d.Dispatch(ctx, at)
+		if err != nil {
+			log.Fatal(err)
+		}
+		waiting := "nobody waits"
+		if since := batch.Lanes[0].WaitingSince; !since.IsZero() {
+			waiting = "someone waits since " + since.Format("15:04")
+		}
+		fmt.Printf("%s %s; %s\n", at.Format("15:04"), items(batch), waiting)
 	}
 	// Output:
-	// pro noisy feed-0000 until 12:05
-	// pro noisy feed-0001 until 12:05
-	// pro noisy feed-0002 until 12:05
-	// free quiet blog until 12:05
-	// shed: [noisy]
-	// pro: 1 users, 3 dispatched, 1 shed
-	// free: 1 users, 1 dispatched, 0 shed
+	// 12:00 free:ann/blog free:bob/blog; someone waits since 11:02
+	// 12:01 free:cara/blog free:ann/news; someone waits since 12:00
+	// 12:02 free:bob/news free:cara/news; nobody waits
 }

@@ -3,58 +3,45 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
-	"github.com/rotaworks/rota/tenancy"
 )
 
-// An Observer in the Config hears about every cycle; here it feeds a ShedTracker that
-// names a user once it has been shed for three consecutive cycles. The noisy user's
-// backlog is deeper than its cap, so it is shed every cycle; the quiet user is served in
-// full in the first cycle and never counted.
+// An Observer hears about every cycle. This one warns when a lane keeps a user waiting
+// longer than 90 seconds: now − WaitingSince is the wait of the first user the cycle left
+// in the queue, however many users the lane holds.
 func ExampleObserver() {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	idx := duework.NewMemory()
-	for user, n := range map[string]int{"noisy": 50, "quiet": 1} {
-		tc, _ := tenancy.NewContext(user)
-		for i := range n {
-			e := duework.Entry{UserID: user, WorkKey: fmt.Sprintf("feed-%02d", i), Tier: "hot", DueAt: now.Add(-time.Hour)}
-			if err := idx.Schedule(ctx, tc, e); err != nil {
-				panic(err)
-			}
-		}
+	for _, user := range []string{"ann", "bob", "cara", "dan"} {
+		scheduleFeeds(idx, user, now, "feed")
 	}
-
-	tracker := dispatch.ShedTracker{Threshold: 3}
-	observer := dispatch.ObserverFunc(func(info dispatch.CycleInfo) {
-		l := info.Batch.Lanes[0]
-		fmt.Printf("%s %s: %d users, %d dispatched, shed %v\n", info.Now.Format("15:04"), l.Lane, l.Users, l.Dispatched, info.Batch.ShedUserIDs)
-		for _, u := range tracker.Record(info.Batch.ShedUserIDs) {
-			fmt.Printf("  %s has waited %d cycles\n", u, tracker.Streak(u))
+	warn := dispatch.ObserverFunc(func(info dispatch.CycleInfo) {
+		for _, l := range info.Batch.Lanes {
+			if wait := info.Now.Sub(l.WaitingSince); !l.WaitingSince.IsZero() && wait > 90*time.Second {
+				fmt.Printf("%s: lane %s keeps a user waiting %v\n", info.Now.Format("15:04"), l.Lane, wait)
+			}
 		}
 	})
 	d, err := dispatch.New(idx, dispatch.Config{
-		Lanes:            []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 2, PerCycleLimit: 10}},
+		Lanes:            []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1}},
 		GlobalBatchLimit: 10,
 		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "free", nil },
-		ClaimFor:         time.Hour, // nobody completes a claim in this example
-		Observer:         observer,
+		ClaimFor:         time.Hour,
+		Observer:         warn,
 	})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	for i := range 4 {
 		if _, err := d.Dispatch(ctx, now.Add(time.Duration(i)*time.Minute)); err != nil {
-			panic(err)
+			log.Fatal(err)
 		}
 	}
 	// Output:
-	// 12:00 free: 2 users, 3 dispatched, shed [noisy]
-	// 12:01 free: 1 users, 2 dispatched, shed [noisy]
-	// 12:02 free: 1 users, 2 dispatched, shed [noisy]
-	//   noisy has waited 3 cycles
-	// 12:03 free: 1 users, 2 dispatched, shed [noisy]
+	// 12:02: lane free keeps a user waiting 2m0s
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/rotaworks/rota/duework"
 )
 
-// Select needs no index: it takes the heads DueHeads would return. The noisy user has more
-// due work than its head holds (More); both users still get their turn.
+// Select needs no index: it takes the heads the lanes' reads return. The noisy user stands
+// first in the queue and has more due work than its head holds (More); the quiet user
+// still gets an item before the noisy one gets a second.
 func ExampleSelect() {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	entry := func(user, key string, ago time.Duration) duework.Entry {
@@ -17,10 +18,10 @@ func ExampleSelect() {
 	}
 	sel := dispatch.Select(dispatch.SelectInput{
 		Heads: []duework.Head{
-			{UserID: "noisy", Due: []duework.Entry{
+			{UserID: "noisy", Turn: now.Add(-72 * time.Hour), Due: []duework.Entry{
 				entry("noisy", "feed-1", 72*time.Hour), entry("noisy", "feed-2", 71*time.Hour), entry("noisy", "feed-3", 70*time.Hour),
 			}, More: true},
-			{UserID: "quiet", Due: []duework.Entry{entry("quiet", "blog", time.Minute)}},
+			{UserID: "quiet", Turn: now.Add(-time.Minute), Due: []duework.Entry{entry("quiet", "blog", time.Minute)}},
 		},
 		LaneOf: map[string]dispatch.Lane{"noisy": "free", "quiet": "free"},
 		Lanes: []dispatch.LaneCapacity{

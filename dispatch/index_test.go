@@ -1,8 +1,8 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,162 +12,19 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/duework/indextest"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// refIndex is a naive duework.Index, written straight from the contract: every read scans
-// every row. The Dispatch tests run over duework.Memory and over it, so that a failure
-// shows whether the dispatcher or the index is at fault.
-type refIndex struct {
-	mu         sync.Mutex
-	rows       map[duework.Key]*refRow
-	lastServed map[string]time.Time
-	tokens     uint64
-}
-
-type refRow struct {
-	e       duework.Entry
-	claimed bool
-	token   uint64
-	until   time.Time
-}
-
-var _ duework.Index = (*refIndex)(nil)
-
-func newRefIndex() *refIndex {
-	return &refIndex{rows: map[duework.Key]*refRow{}, lastServed: map[string]time.Time{}}
-}
-
-func (x *refIndex) visibleDue(r *refRow, now time.Time) bool {
-	return !r.e.DueAt.After(now) && (!r.claimed || !r.until.After(now))
-}
-
-func (x *refIndex) Schedule(_ context.Context, tc tenancy.Context, e duework.Entry) error {
-	if err := e.Validate(tc); err != nil {
-		return err
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.rows[e.Key()] = &refRow{e: e}
-	return nil
-}
-
-func (x *refIndex) Unschedule(_ context.Context, tc tenancy.Context, workKey string) error {
-	if err := tc.Check(); err != nil {
-		return err
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	delete(x.rows, duework.Key{UserID: tc.UserID(), WorkKey: workKey})
-	return nil
-}
-
-func (x *refIndex) Get(_ context.Context, tc tenancy.Context, workKey string) (duework.Entry, error) {
-	if err := tc.Check(); err != nil {
-		return duework.Entry{}, err
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	r, ok := x.rows[duework.Key{UserID: tc.UserID(), WorkKey: workKey}]
-	if !ok {
-		return duework.Entry{}, duework.ErrNotFound
-	}
-	return r.e, nil
-}
-
-func (x *refIndex) due(now time.Time) []duework.Entry {
-	var out []duework.Entry
-	for _, r := range x.rows {
-		if x.visibleDue(r, now) {
-			out = append(out, r.e)
-		}
-	}
-	slices.SortFunc(out, contractOrder)
-	return out
-}
-
-// contractOrder is DueBefore's (DueAt, UserID, WorkKey) order.
-func contractOrder(a, b duework.Entry) int {
-	return cmp.Or(a.DueAt.Compare(b.DueAt), cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.WorkKey, b.WorkKey))
-}
-
-func (x *refIndex) DueBefore(_ context.Context, now time.Time, limit int) ([]duework.Entry, error) {
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: limit %d", duework.ErrInvalid, limit)
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := x.due(now)
-	return out[:min(limit, len(out))], nil
-}
-
-func (x *refIndex) DueHeads(_ context.Context, now time.Time, perUser int) ([]duework.Head, error) {
-	if perUser < 1 {
-		return nil, fmt.Errorf("%w: perUser %d", duework.ErrInvalid, perUser)
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	byUser := map[string][]duework.Entry{}
-	for _, e := range x.due(now) {
-		byUser[e.UserID] = append(byUser[e.UserID], e)
-	}
-	var heads []duework.Head
-	for u, es := range byUser {
-		heads = append(heads, duework.Head{
-			UserID:     u,
-			LastServed: x.lastServed[u],
-			Due:        es[:min(perUser, len(es))],
-			More:       len(es) > perUser,
-		})
-	}
-	slices.SortFunc(heads, func(a, b duework.Head) int { return cmp.Compare(a.UserID, b.UserID) })
-	return heads, nil
-}
-
-func (x *refIndex) Claim(_ context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
-	if !until.After(now) {
-		return nil, fmt.Errorf("%w: until %v not after now %v", duework.ErrInvalid, until, now)
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var out []duework.Claim
-	for _, k := range keys {
-		r, ok := x.rows[k]
-		if !ok || !x.visibleDue(r, now) {
-			continue
-		}
-		x.tokens++
-		r.claimed, r.token, r.until = true, x.tokens, until
-		x.lastServed[k.UserID] = now
-		out = append(out, duework.Claim{Entry: r.e, Token: r.token, Until: until})
-	}
-	return out, nil
-}
-
-func (x *refIndex) Complete(_ context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
-	if err := next.Validate(tc); err != nil {
-		return err
-	}
-	if c.Entry.Key() != next.Key() {
-		return fmt.Errorf("%w: next %v is not the claim's entry %v", duework.ErrInvalid, next.Key(), c.Entry.Key())
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	r, ok := x.rows[c.Entry.Key()]
-	if !ok || !r.claimed || r.token != c.Token {
-		return duework.ErrClaimLost
-	}
-	x.rows[next.Key()] = &refRow{e: next}
-	return nil
-}
-
-// indexes lists the Index implementations every Dispatch test runs over.
+// indexes lists the Index implementations every Dispatch test runs over: the in-memory one
+// and the reference model, so that a failure shows whether the dispatcher or the index is
+// at fault.
 var indexes = []struct {
 	name string
 	new  func() duework.Index
 }{
 	{"memory", func() duework.Index { return duework.NewMemory() }},
-	{"ref", func() duework.Index { return newRefIndex() }},
+	{"model", func() duework.Index { return indextest.NewModel() }},
 }
 
 // forEachIndex runs f as one subtest per Index implementation.
@@ -197,49 +54,144 @@ func schedule(t rapid.TB, idx duework.Index, es ...duework.Entry) {
 	}
 }
 
-// hookIndex wraps an Index to watch or disturb the dispatcher's calls.
+// route puts users into group directly, as an earlier cycle would have.
+func route(t rapid.TB, idx duework.Index, group Lane, users ...string) {
+	t.Helper()
+	routes := make([]duework.Route, len(users))
+	for i, u := range users {
+		routes[i] = duework.Route{UserID: u, Group: string(group)}
+	}
+	if err := idx.Route(context.Background(), routes); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyUsers returns the users of group ready and unheld at now, in turn order, without
+// holding them.
+func readyUsers(t rapid.TB, idx duework.Index, group Lane, now time.Time) []string {
+	t.Helper()
+	page, err := idx.Ready(context.Background(), duework.ReadyQuery{Group: string(group), Now: now, Users: duework.MaxLimit, PerUser: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(page.Heads))
+	for i, h := range page.Heads {
+		out[i] = h.UserID
+	}
+	return out
+}
+
+// call is one Index call a dispatcher made, as hookIndex records it.
+type call struct {
+	op    string // "Groups", "Ready", "Route", "Release", "Claim"
+	query duework.ReadyQuery
+	users []string // the users Ready returned, Release's, Route's (user>group), Claim's (user/key)
+	until time.Time
+}
+
+// hookIndex wraps an Index to record, disturb or fail the dispatcher's calls.
 type hookIndex struct {
 	duework.Index
-	mu             sync.Mutex
-	dueHeads       []int // perUser of every DueHeads call
-	dueBefore      int
-	claims         [][]duework.Key
-	dueHeadsErr    error
-	claimErr       error
-	beforeClaim    func(keys []duework.Key) // runs before Claim is forwarded
-	duplicateHeads bool                     // return the first head twice
+	mu    sync.Mutex
+	calls []call
+	// failAt, when > 0, makes the failAt-th recorded call fail with errInjected.
+	failAt int
+	// fail, when not nil, decides for each call, numbered from 1, whether it fails with
+	// errInjected.
+	fail func(n int, c call) bool
+	// beforeClaim runs before Claim is forwarded.
+	beforeClaim func(keys []duework.Key)
 }
 
-func (h *hookIndex) DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error) {
+var errInjected = errors.New("injected index failure")
+
+// record notes c and returns its place among the calls, and errInjected when c is to fail.
+func (h *hookIndex) record(c call) (int, error) {
 	h.mu.Lock()
-	h.dueBefore++
+	h.calls = append(h.calls, c)
+	n := len(h.calls)
+	fail := h.fail
 	h.mu.Unlock()
-	return h.Index.DueBefore(ctx, now, limit)
+	if n == h.failAt || (fail != nil && fail(n, c)) {
+		return n - 1, fmt.Errorf("%s, call %d: %w", c.op, n, errInjected)
+	}
+	return n - 1, nil
 }
 
-func (h *hookIndex) DueHeads(ctx context.Context, now time.Time, perUser int) ([]duework.Head, error) {
+// ops returns the recorded calls' operations.
+func (h *hookIndex) ops() []string {
 	h.mu.Lock()
-	h.dueHeads = append(h.dueHeads, perUser)
+	defer h.mu.Unlock()
+	out := make([]string, len(h.calls))
+	for i, c := range h.calls {
+		out[i] = c.op
+	}
+	return out
+}
+
+// recorded returns the calls recorded so far and forgets them.
+func (h *hookIndex) recorded() []call {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.calls
+	h.calls = nil
+	return out
+}
+
+func (h *hookIndex) Groups(ctx context.Context, now time.Time) ([]string, error) {
+	if _, err := h.record(call{op: "Groups"}); err != nil {
+		return nil, err
+	}
+	return h.Index.Groups(ctx, now)
+}
+
+// Ready records the users it returns in its call.
+func (h *hookIndex) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
+	i, err := h.record(call{op: "Ready", query: q})
+	if err != nil {
+		return duework.ReadyPage{}, err
+	}
+	page, err := h.Index.Ready(ctx, q)
+	users := make([]string, len(page.Heads))
+	for j, hd := range page.Heads {
+		users[j] = hd.UserID
+	}
+	h.mu.Lock()
+	if i < len(h.calls) {
+		h.calls[i].users = users
+	}
 	h.mu.Unlock()
-	if h.dueHeadsErr != nil {
-		return nil, h.dueHeadsErr
+	return page, err
+}
+
+func (h *hookIndex) Route(ctx context.Context, routes []duework.Route) error {
+	c := call{op: "Route"}
+	for _, r := range routes {
+		c.users = append(c.users, r.UserID+">"+r.Group)
 	}
-	heads, err := h.Index.DueHeads(ctx, now, perUser)
-	if h.duplicateHeads && len(heads) > 0 {
-		heads = append(heads[:1], heads...)
+	if _, err := h.record(c); err != nil {
+		return err
 	}
-	return heads, err
+	return h.Index.Route(ctx, routes)
+}
+
+func (h *hookIndex) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
+	if _, err := h.record(call{op: "Release", users: slices.Clone(userIDs), until: heldUntil}); err != nil {
+		return err
+	}
+	return h.Index.Release(ctx, userIDs, heldUntil)
 }
 
 func (h *hookIndex) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
-	h.mu.Lock()
-	h.claims = append(h.claims, slices.Clone(keys))
-	h.mu.Unlock()
+	c := call{op: "Claim", until: until}
+	for _, k := range keys {
+		c.users = append(c.users, k.UserID+"/"+k.WorkKey)
+	}
+	if _, err := h.record(c); err != nil {
+		return nil, err
+	}
 	if h.beforeClaim != nil {
 		h.beforeClaim(keys)
-	}
-	if h.claimErr != nil {
-		return nil, h.claimErr
 	}
 	return h.Index.Claim(ctx, keys, now, until)
 }

@@ -23,9 +23,10 @@ func ent(user, key string, due int) duework.Entry {
 	return duework.Entry{UserID: user, WorkKey: key, Tier: "hot", DueAt: at(due)}
 }
 
-// head builds a head whose entries are due at the given offsets, keyed k0, k1, …
-func head(user string, lastServed time.Time, dues ...int) duework.Head {
-	h := duework.Head{UserID: user, LastServed: lastServed}
+// head builds a head with the given Turn whose entries are due at the given offsets,
+// keyed k0, k1, …
+func head(user string, turn time.Time, dues ...int) duework.Head {
+	h := duework.Head{UserID: user, Turn: turn}
 	for i, d := range dues {
 		h.Due = append(h.Due, ent(user, fmt.Sprintf("k%d", i), d))
 	}
@@ -53,7 +54,7 @@ func allIn(lane Lane, users ...string) map[string]Lane {
 	return m
 }
 
-func TestSelectRule1RoundRobin(t *testing.T) {
+func TestSelectGivesEveryUserOneItemBeforeAnyGetsASecond(t *testing.T) {
 	// a has a deep backlog; everyone gets one item before anyone gets a second.
 	in := SelectInput{
 		Heads: []duework.Head{
@@ -67,27 +68,26 @@ func TestSelectRule1RoundRobin(t *testing.T) {
 	}
 	want := []string{"free:a/k0", "free:b/k0", "free:c/k0", "free:a/k1", "free:c/k1", "free:a/k2", "free:a/k3", "free:a/k4"}
 	if diff := cmp.Diff(want, picks(Select(in))); diff != "" {
-		t.Errorf("rule 1: round robin order (-want +got):\n%s", diff)
+		t.Errorf("round robin order (-want +got):\n%s", diff)
 	}
 }
 
-func TestSelectRule1RoundOrder(t *testing.T) {
+func TestSelectGoesInTurnOrder(t *testing.T) {
 	// Per-cycle limit 1: the single item shows who stands first in a round.
 	cases := []struct {
 		name  string
 		heads []duework.Head
 		want  string
 	}{
-		{"never served before served", []duework.Head{
-			head("a", at(-100), -50), head("b", time.Time{}, 0)}, "b"},
-		{"oldest LastServed first", []duework.Head{
-			head("a", at(-10), -50), head("b", at(-20), 0)}, "b"},
-		{"then earliest due entry", []duework.Head{
-			head("a", at(-10), 5), head("b", at(-10), 3)}, "b"},
+		{"earliest Turn first", []duework.Head{
+			head("a", at(-10), -50), head("b", at(-20), -20)}, "b"},
 		{"then UserID", []duework.Head{
-			head("b", at(-10), 3), head("a", at(-10), 3)}, "a"},
+			head("b", at(-10), -10), head("a", at(-10), -10)}, "a"},
 		{"a deep old backlog does not jump the queue", []duework.Head{
-			head("noisy", at(-1), -1000, -999, -998), head("quiet", at(-2), 0)}, "quiet"},
+			head("noisy", at(-1), -1000, -999, -998), head("quiet", at(-2), -2)}, "quiet"},
+		{"nor does an old LastServed", []duework.Head{
+			{UserID: "a", Turn: at(-1), LastServed: at(-100), Due: []duework.Entry{ent("a", "k", -100)}},
+			{UserID: "b", Turn: at(-2), Due: []duework.Entry{ent("b", "k", -2)}}}, "b"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,13 +98,13 @@ func TestSelectRule1RoundOrder(t *testing.T) {
 				GlobalBatchLimit: 10,
 			})
 			if len(sel.Items) != 1 || sel.Items[0].Entry.UserID != c.want {
-				t.Fatalf("rule 1: got %v, want %s first", picks(sel), c.want)
+				t.Fatalf("got %v, want %s first", picks(sel), c.want)
 			}
 		})
 	}
 }
 
-func TestSelectRule1EntryOrder(t *testing.T) {
+func TestSelectHandsOutAUsersItemsInDueOrder(t *testing.T) {
 	// A user's items go in (DueAt, WorkKey) order even when Due is not.
 	h := duework.Head{UserID: "a", Due: []duework.Entry{ent("a", "z", 2), ent("a", "y", 1), ent("a", "x", 2)}}
 	sel := Select(SelectInput{
@@ -115,14 +115,14 @@ func TestSelectRule1EntryOrder(t *testing.T) {
 	})
 	want := []string{"free:a/y", "free:a/x", "free:a/z"}
 	if diff := cmp.Diff(want, picks(sel)); diff != "" {
-		t.Errorf("rule 1: entry order (-want +got):\n%s", diff)
+		t.Errorf("entry order (-want +got):\n%s", diff)
 	}
 	if h.Due[0].WorkKey != "z" {
 		t.Errorf("Select reordered its input")
 	}
 }
 
-func TestSelectRule2Caps(t *testing.T) {
+func TestSelectKeepsPerUserAndPerCycleLimits(t *testing.T) {
 	in := SelectInput{
 		Heads: []duework.Head{
 			head("a", time.Time{}, 1, 2, 3, 4, 5),
@@ -136,14 +136,14 @@ func TestSelectRule2Caps(t *testing.T) {
 	want := []string{"free:a/k0", "free:b/k0", "free:c/k0", "free:a/k1", "free:b/k1"}
 	sel := Select(in)
 	if diff := cmp.Diff(want, picks(sel)); diff != "" {
-		t.Errorf("rule 2: PerUserLimit 2, PerCycleLimit 5 (-want +got):\n%s", diff)
+		t.Errorf("PerUserLimit 2, PerCycleLimit 5 (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"a", "b", "c"}, sel.ShedUserIDs); diff != "" {
-		t.Errorf("rule 4: capped users are shed (-want +got):\n%s", diff)
+		t.Errorf("capped users are shed (-want +got):\n%s", diff)
 	}
 }
 
-func TestSelectRule3Priority(t *testing.T) {
+func TestSelectAppliesTheGlobalLimitInPriorityOrder(t *testing.T) {
 	heads := []duework.Head{
 		head("p1", time.Time{}, 1, 2), head("p2", time.Time{}, 1),
 		head("f1", time.Time{}, 0, 1), head("f2", time.Time{}, 0),
@@ -176,13 +176,13 @@ func TestSelectRule3Priority(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sel := Select(SelectInput{Heads: heads, LaneOf: laneOf, Lanes: lanes(c.freeShare), GlobalBatchLimit: c.global})
 			if diff := cmp.Diff(c.want, picks(sel)); diff != "" {
-				t.Errorf("rule 3 (-want +got):\n%s", diff)
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestSelectRule3MinShareInPriorityOrder(t *testing.T) {
+func TestSelectReservesMinSharesInPriorityOrder(t *testing.T) {
 	// When the reservations add up to more than the global limit (New refuses that, Select
 	// does not), the higher lanes reserve first.
 	heads := []duework.Head{head("a", time.Time{}, 1, 2, 3), head("b", time.Time{}, 1, 2, 3), head("c", time.Time{}, 1, 2, 3)}
@@ -198,25 +198,25 @@ func TestSelectRule3MinShareInPriorityOrder(t *testing.T) {
 	})
 	want := []string{"y:b/k0", "y:b/k1", "z:c/k0"}
 	if diff := cmp.Diff(want, picks(sel)); diff != "" {
-		t.Errorf("rule 3 (-want +got):\n%s", diff)
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 
-func TestSelectRule4Shed(t *testing.T) {
-	more := head("more", time.Time{}, 1)
+func TestSelectShedsEveryUserLeftWithWork(t *testing.T) {
+	more := head("more", at(-3), 1)
 	more.More = true
 	in := SelectInput{
 		Heads: []duework.Head{
-			head("all", time.Time{}, 1),        // gets everything
-			head("capped", time.Time{}, 1, 2),  // PerUserLimit 1
-			more,                               // has due work beyond Due
-			head("nolane", time.Time{}, 1),     // missing from LaneOf
-			head("unknown", time.Time{}, 1),    // lane not configured
-			head("idle", time.Time{}),          // no due work at all
-			head("global", time.Time{}, 50),    // cut by the global limit
-			head("zlast", at(-1), 60),          // served before: last in the round, cut too
-			head("bottom", time.Time{}, 1),     // lower lane, no slot left
-			head("topfill", time.Time{}, 0, 0), // fills the top lane
+			head("all", at(-5), 1),        // gets everything
+			head("capped", at(-4), 1, 2),  // PerUserLimit 1
+			more,                          // has due work beyond Due
+			head("nolane", at(-9), 1),     // missing from LaneOf
+			head("unknown", at(-9), 1),    // lane not configured
+			head("idle", at(-9)),          // no due work at all
+			head("global", at(-1), 50),    // cut by the global limit
+			head("zlast", at(1), 60),      // latest Turn: last in the round, cut too
+			head("bottom", at(-9), 1),     // lower lane, no slot left
+			head("topfill", at(-6), 0, 0), // first in the top lane
 		},
 		LaneOf: map[string]Lane{
 			"all": "top", "capped": "top", "more": "top", "unknown": "gone", "idle": "top",
@@ -235,7 +235,7 @@ func TestSelectRule4Shed(t *testing.T) {
 	}
 	wantShed := []string{"bottom", "capped", "global", "more", "nolane", "topfill", "unknown", "zlast"}
 	if diff := cmp.Diff(wantShed, sel.ShedUserIDs); diff != "" {
-		t.Errorf("rule 4: shed (-want +got):\n%s", diff)
+		t.Errorf("shed (-want +got):\n%s", diff)
 	}
 }
 
@@ -252,7 +252,7 @@ func TestSelectDeterministicWhateverHeadOrder(t *testing.T) {
 		}
 		in.Heads = shuffled
 		if diff := cmp.Diff(want, Select(in)); diff != "" {
-			t.Errorf("rule 7: heads in order %v (-first +this):\n%s", perm, diff)
+			t.Errorf("heads in order %v (-first +this):\n%s", perm, diff)
 		}
 	}
 }
@@ -341,21 +341,8 @@ func modelSelect(in SelectInput) Selection {
 		users := byLane[li]
 		sort.SliceStable(users, func(i, j int) bool {
 			a, b := users[i], users[j]
-			if a.h.LastServed.IsZero() != b.h.LastServed.IsZero() {
-				return a.h.LastServed.IsZero()
-			}
-			if !a.h.LastServed.Equal(b.h.LastServed) {
-				return a.h.LastServed.Before(b.h.LastServed)
-			}
-			var ad, bd time.Time
-			if len(a.due) > 0 {
-				ad = a.due[0].DueAt
-			}
-			if len(b.due) > 0 {
-				bd = b.due[0].DueAt
-			}
-			if !ad.Equal(bd) {
-				return ad.Before(bd)
+			if !a.h.Turn.Equal(b.h.Turn) {
+				return a.h.Turn.Before(b.h.Turn)
 			}
 			return a.h.UserID < b.h.UserID
 		})
@@ -479,17 +466,15 @@ func (r routing) maxPerUser() int {
 	return p
 }
 
-// genSelectInput draws a routing and, for each user, a backlog and a LastServed time, as
-// DueHeads would return them with perUser the largest PerUserLimit.
+// genSelectInput draws a routing and, for each user, a backlog and a Turn (ties are
+// common), as the lanes' Ready calls would return them with PerUser the largest
+// PerUserLimit.
 func genSelectInput(t *rapid.T) SelectInput {
 	r := genRouting(t)
 	perUser := r.maxPerUser()
 	in := SelectInput{Lanes: r.lanes, GlobalBatchLimit: r.global, LaneOf: r.laneOf}
 	for _, id := range r.users {
-		h := duework.Head{UserID: id}
-		if s := rapid.IntRange(-1, 5).Draw(t, "lastServed"); s >= 0 {
-			h.LastServed = at(-60 * s)
-		}
+		h := duework.Head{UserID: id, Turn: at(-60 * rapid.IntRange(0, 5).Draw(t, "turn"))}
 		backlog := rapid.IntRange(1, 12).Draw(t, "backlog")
 		for k := range min(backlog, perUser) {
 			h.Due = append(h.Due, ent(id, fmt.Sprintf("w%02d", k), rapid.IntRange(-30, 0).Draw(t, "due")))
@@ -526,9 +511,7 @@ func TestSelectMatchesModelOddInput(t *testing.T) {
 		for u := range rapid.IntRange(0, 40).Draw(t, "users") {
 			id := fmt.Sprintf("u%02d", u)
 			h := duework.Head{UserID: id, More: rapid.Bool().Draw(t, "more")}
-			if rapid.Bool().Draw(t, "served") {
-				h.LastServed = at(-rapid.IntRange(0, 3).Draw(t, "lastServed"))
-			}
+			h.Turn = at(-rapid.IntRange(0, 3).Draw(t, "turn"))
 			for k := range rapid.IntRange(0, 5).Draw(t, "due") {
 				h.Due = append(h.Due, ent(id, fmt.Sprintf("w%d", rapid.IntRange(0, 9).Draw(t, "key")*10+k), rapid.IntRange(-3, 0).Draw(t, "dueAt")))
 			}
@@ -544,7 +527,9 @@ func TestSelectMatchesModelOddInput(t *testing.T) {
 
 // --- properties stated directly, without the model ---
 
-// checkSelection checks rules 1–4 on one Selection and reports every violation.
+// checkSelection checks one Selection against the fairness rules stated directly —
+// entry order, caps, the global limit, MinShare, priority, max-min fairness inside a lane,
+// shedding — and reports every violation.
 func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel Selection) {
 	laneIdx := map[Lane]int{}
 	for i, lc := range in.Lanes {
@@ -573,13 +558,13 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 			t.Errorf("user %s dispatched in lane %s, its lane is %s", u, it.Lane, in.LaneOf[u])
 		}
 		if got[u] >= len(h.Due) || h.Due[got[u]] != it.Entry {
-			t.Errorf("rule 1: user %s item %d is %v, not its next due entry", u, got[u], it.Entry)
+			t.Errorf("user %s item %d is %v, not its next due entry", u, got[u], it.Entry)
 		}
 		got[u]++
 		perLane[li]++
 	}
 	if len(sel.Items) > in.GlobalBatchLimit {
-		t.Errorf("rule 3: %d items above GlobalBatchLimit %d", len(sel.Items), in.GlobalBatchLimit)
+		t.Errorf("%d items above GlobalBatchLimit %d", len(sel.Items), in.GlobalBatchLimit)
 	}
 	could := make([]int, len(in.Lanes)) // what each lane could dispatch without the global limit
 	for _, h := range in.Heads {
@@ -589,7 +574,7 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 		}
 		lc := in.Lanes[li]
 		if got[h.UserID] > lc.PerUserLimit {
-			t.Errorf("rule 2: user %s got %d, PerUserLimit %d", h.UserID, got[h.UserID], lc.PerUserLimit)
+			t.Errorf("user %s got %d, PerUserLimit %d", h.UserID, got[h.UserID], lc.PerUserLimit)
 		}
 		could[li] += min(len(h.Due), lc.PerUserLimit)
 	}
@@ -598,12 +583,12 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 	for li, lc := range in.Lanes {
 		could[li] = min(could[li], lc.PerCycleLimit)
 		if perLane[li] > lc.PerCycleLimit {
-			t.Errorf("rule 2: lane %s got %d, PerCycleLimit %d", lc.Lane, perLane[li], lc.PerCycleLimit)
+			t.Errorf("lane %s got %d, PerCycleLimit %d", lc.Lane, perLane[li], lc.PerCycleLimit)
 		}
 		reserve[li] = min(lc.MinShare, could[li], in.GlobalBatchLimit-reserved)
 		reserved += reserve[li]
 		if perLane[li] < reserve[li] {
-			t.Errorf("rule 3: lane %s got %d, below its reservation %d", lc.Lane, perLane[li], reserve[li])
+			t.Errorf("lane %s got %d, below its reservation %d", lc.Lane, perLane[li], reserve[li])
 		}
 	}
 	// Priority beyond the reservations.
@@ -613,7 +598,7 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 		}
 		for hi := range lo {
 			if perLane[hi] < could[hi] {
-				t.Errorf("rule 3: lane %s got %d (> reserve %d) while higher lane %s got %d of %d",
+				t.Errorf("lane %s got %d (> reserve %d) while higher lane %s got %d of %d",
 					in.Lanes[lo].Lane, perLane[lo], reserve[lo], in.Lanes[hi].Lane, perLane[hi], could[hi])
 			}
 		}
@@ -624,7 +609,7 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 		total += could[li]
 	}
 	if len(sel.Items) < min(total, in.GlobalBatchLimit) {
-		t.Errorf("rule 3: %d items, but lanes could use %d of %d", len(sel.Items), total, in.GlobalBatchLimit)
+		t.Errorf("%d items, but lanes could use %d of %d", len(sel.Items), total, in.GlobalBatchLimit)
 	}
 	// Max-min fairness inside a lane.
 	for _, u := range in.Heads {
@@ -634,7 +619,28 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 		}
 		for _, v := range in.Heads {
 			if in.LaneOf[v.UserID] == in.LaneOf[u.UserID] && got[v.UserID] > got[u.UserID]+1 {
-				t.Errorf("rule 1: %s got %d while %s, which wanted more, got %d", v.UserID, got[v.UserID], u.UserID, got[u.UserID])
+				t.Errorf("%s got %d while %s, which wanted more, got %d", v.UserID, got[v.UserID], u.UserID, got[u.UserID])
+			}
+		}
+	}
+	// Turn order inside a lane: an earlier user never gets fewer items than a later one,
+	// unless it wanted fewer.
+	for i, u := range in.Heads {
+		li, ok := laneIdx[in.LaneOf[u.UserID]]
+		if !ok {
+			continue
+		}
+		for _, v := range in.Heads[i+1:] {
+			if in.LaneOf[v.UserID] != in.LaneOf[u.UserID] {
+				continue
+			}
+			first, later := u, v
+			if compareTurns(v, u) < 0 {
+				first, later = v, u
+			}
+			wants := min(len(first.Due), in.Lanes[li].PerUserLimit)
+			if got[first.UserID] < min(wants, got[later.UserID]) {
+				t.Errorf("%s got %d, ahead of it in turn order %s got %d", later.UserID, got[later.UserID], first.UserID, got[first.UserID])
 			}
 		}
 	}
@@ -649,7 +655,7 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 	}
 	slices.Sort(want)
 	if !slices.Equal(want, sel.ShedUserIDs) {
-		t.Errorf("rule 4: ShedUserIDs %v, want %v", sel.ShedUserIDs, want)
+		t.Errorf("ShedUserIDs %v, want %v", sel.ShedUserIDs, want)
 	}
 }
 
@@ -663,7 +669,7 @@ func TestSelectProperties(t *testing.T) {
 func TestCheckSelectionCatchesBrokenRules(t *testing.T) {
 	// The property checker must fail on selections that break the rules.
 	in := SelectInput{
-		Heads:  []duework.Head{head("a", time.Time{}, 1, 2, 3), head("b", time.Time{}, 1, 2, 3), head("c", time.Time{}, 1)},
+		Heads:  []duework.Head{head("a", at(-2), 1, 2, 3), head("b", at(-1), 1, 2, 3), head("c", time.Time{}, 1)},
 		LaneOf: map[string]Lane{"a": "pro", "b": "pro", "c": "free"},
 		Lanes: []LaneCapacity{
 			{Lane: "pro", PerUserLimit: 3, PerCycleLimit: 4},
@@ -686,6 +692,7 @@ func TestCheckSelectionCatchesBrokenRules(t *testing.T) {
 		"shed unsorted": {Items: good.Items, ShedUserIDs: []string{"c", "b", "a"}},
 		"over global":   {Items: append(slices.Clone(good.Items), pick("free", "c", 0)), ShedUserIDs: []string{"a", "b"}},
 		"wrong order":   {Items: []Selected{pick("pro", "a", 1), pick("pro", "b", 0), pick("pro", "a", 0), pick("pro", "b", 1)}, ShedUserIDs: good.ShedUserIDs},
+		"turn order":    {Items: []Selected{pick("pro", "b", 0), pick("pro", "b", 1), pick("pro", "a", 0), pick("free", "c", 0)}, ShedUserIDs: []string{"a", "b"}},
 	}
 	for name, sel := range broken {
 		r := &recorder{}

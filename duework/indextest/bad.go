@@ -2,185 +2,246 @@ package indextest
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-func badInput(s *suite) {
-	seed := entry("amy", "a", 0)
-	s.schedule(seed)
-	c := s.claimOne(key("amy", "a"), at(0), at(10))
-	amy := tenant(s.t, "amy")
-	var zero tenancy.Context
-	with := func(f func(e *duework.Entry)) duework.Entry {
-		e := seed
-		f(&e)
-		return e
-	}
-	cases := []struct {
-		what  string
-		want  error
-		field string // named in the message, case-insensitively
-		call  func() error
-	}{
-		{"Schedule with an empty WorkKey", duework.ErrInvalid, "WorkKey", func() error {
-			return s.x.Schedule(bg, amy, with(func(e *duework.Entry) { e.WorkKey = "" }))
-		}},
-		{"Schedule with a zero DueAt", duework.ErrInvalid, "DueAt", func() error {
-			return s.x.Schedule(bg, amy, with(func(e *duework.Entry) { e.DueAt = time.Time{} }))
-		}},
-		{"Schedule of an Entry whose UserID is not the Context's", duework.ErrInvalid, "UserID", func() error {
-			return s.x.Schedule(bg, amy, with(func(e *duework.Entry) { e.UserID = "bo" }))
-		}},
-		{"Schedule with the zero Context", tenancy.ErrNoTenant, "", func() error {
-			return s.x.Schedule(bg, zero, with(func(e *duework.Entry) { e.DueAt = at(99) }))
-		}},
-		{"Unschedule with an empty WorkKey", duework.ErrInvalid, "WorkKey", func() error {
-			return s.x.Unschedule(bg, amy, "")
-		}},
-		{"Unschedule with the zero Context", tenancy.ErrNoTenant, "", func() error {
-			return s.x.Unschedule(bg, zero, "a")
-		}},
-		{"Get with an empty WorkKey", duework.ErrInvalid, "WorkKey", func() error {
-			_, err := s.x.Get(bg, amy, "")
-			return err
-		}},
-		{"Get with the zero Context", tenancy.ErrNoTenant, "", func() error {
-			_, err := s.x.Get(bg, zero, "a")
-			return err
-		}},
-		{"DueBefore with limit 0", duework.ErrInvalid, "limit", func() error {
-			_, err := s.x.DueBefore(bg, at(100), 0)
-			return err
-		}},
-		{"DueBefore with limit -1", duework.ErrInvalid, "limit", func() error {
-			_, err := s.x.DueBefore(bg, at(100), -1)
-			return err
-		}},
-		{"Ready with PerUser 0", duework.ErrInvalid, "PerUser", func() error {
-			_, err := s.x.Ready(bg, duework.ReadyQuery{Now: at(100), Users: 1, PerUser: 0})
-			return err
-		}},
-		{"Ready with PerUser -3", duework.ErrInvalid, "PerUser", func() error {
-			_, err := s.x.Ready(bg, duework.ReadyQuery{Now: at(100), Users: 1, PerUser: -3})
-			return err
-		}},
-		{"Claim with until equal to now", duework.ErrInvalid, "until", func() error {
-			_, err := s.x.Claim(bg, []duework.Key{key("amy", "a")}, at(100), at(100))
-			return err
-		}},
-		{"Claim with until before now", duework.ErrInvalid, "until", func() error {
-			_, err := s.x.Claim(bg, []duework.Key{key("amy", "a")}, at(100), at(50))
-			return err
-		}},
-		{"Complete with the zero Context", tenancy.ErrNoTenant, "", func() error {
-			return s.x.Complete(bg, zero, c, entry("amy", "a", 50))
-		}},
-		{"Complete with a next whose DueAt is zero", duework.ErrInvalid, "DueAt", func() error {
-			return s.x.Complete(bg, amy, c, with(func(e *duework.Entry) { e.DueAt = time.Time{} }))
-		}},
-		{"Complete with a next whose WorkKey is empty", duework.ErrInvalid, "WorkKey", func() error {
-			return s.x.Complete(bg, amy, c, with(func(e *duework.Entry) { e.WorkKey = "" }))
-		}},
-		{"Complete with a next whose WorkKey is not the claim's", duework.ErrInvalid, "WorkKey", func() error {
-			return s.x.Complete(bg, amy, c, with(func(e *duework.Entry) { e.WorkKey = "other"; e.DueAt = at(50) }))
-		}},
-		{"Complete with a next whose UserID is not the Context's", duework.ErrInvalid, "UserID", func() error {
-			return s.x.Complete(bg, amy, c, with(func(e *duework.Entry) { e.UserID = "bo"; e.DueAt = at(50) }))
-		}},
-	}
-	for _, tc := range cases {
-		err := tc.call()
+// The rules of bad input.
+
+// badCase is one call that must fail with want, its message naming field
+// (case-insensitively; "" for tenancy.ErrNoTenant).
+type badCase struct {
+	what  string
+	want  error
+	field string
+	call  func() error
+}
+
+// refused fails for every case that does not fail as it should.
+func (s *suite) refused(cases []badCase) {
+	s.t.Helper()
+	for _, c := range cases {
+		err := c.call()
 		switch {
-		case !errors.Is(err, tc.want):
-			s.errorf("%s: %v, want %v", tc.what, err, tc.want)
-		case !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tc.field)):
-			s.errorf("%s: the error %q does not name the field %s", tc.what, err, tc.field)
+		case !errors.Is(err, c.want):
+			s.errorf("%s: %v, want %v", c.what, err, c.want)
+		case !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.field)):
+			s.errorf("%s: the error %q does not name the field %s", c.what, err, c.field)
 		}
 	}
-	// Nothing changed: the entry is as scheduled, nothing else exists, the claim still
-	// holds and is still the entry's current one.
-	s.wantEntry("amy", "a", seed)
-	s.wantAbsent("amy", "other")
-	s.wantAbsent("bo", "a")
-	s.wantDue(at(5))
-	s.wantDue(at(10), key("amy", "a"))
-	if err := s.complete(c, entry("amy", "a", 50)); err != nil {
+}
+
+var (
+	long     = strings.Repeat("x", tenancy.MaxIDLength+1)
+	tooEarly = duework.MinTime.Add(-time.Nanosecond)
+	tooLate  = duework.MaxTime.Add(time.Nanosecond)
+	// The extremes an Index keeps exactly: the suite's times are whole microseconds.
+	earliest = duework.MinTime.Add(time.Microsecond)
+	latest   = duework.MaxTime.Truncate(time.Microsecond)
+)
+
+// invalidEntries are the ways an Entry is invalid, each with the field its error names.
+var invalidEntries = []struct {
+	what, field string
+	change      func(e *duework.Entry)
+}{
+	{"an empty WorkKey", "WorkKey", func(e *duework.Entry) { e.WorkKey = "" }},
+	{"a WorkKey with a NUL", "WorkKey", func(e *duework.Entry) { e.WorkKey = "a\x00" }},
+	{"a WorkKey with a newline", "WorkKey", func(e *duework.Entry) { e.WorkKey = "a\nb" }},
+	{"a WorkKey not UTF-8", "WorkKey", func(e *duework.Entry) { e.WorkKey = "\xff" }},
+	{"a WorkKey too long", "WorkKey", func(e *duework.Entry) { e.WorkKey = long }},
+	{"a Tier with an escape sequence", "Tier", func(e *duework.Entry) { e.Tier = "hot\x1b[2J" }},
+	{"a Tier not UTF-8", "Tier", func(e *duework.Entry) { e.Tier = "h\xffot" }},
+	{"a Tier too long", "Tier", func(e *duework.Entry) { e.Tier = long }},
+	{"a zero DueAt", "DueAt", func(e *duework.Entry) { e.DueAt = time.Time{} }},
+	{"a DueAt before MinTime", "DueAt", func(e *duework.Entry) { e.DueAt = tooEarly }},
+	{"a DueAt after MaxTime", "DueAt", func(e *duework.Entry) { e.DueAt = tooLate }},
+	{"a LastRunAt before MinTime", "LastRunAt", func(e *duework.Entry) { e.LastRunAt = tooEarly }},
+	{"a LastRunAt after MaxTime", "LastRunAt", func(e *duework.Entry) { e.LastRunAt = tooLate }},
+	{"a negative MissStreak", "MissStreak", func(e *duework.Entry) { e.MissStreak = -1 }},
+	{"a MissStreak past MaxMissStreak", "MissStreak", func(e *duework.Entry) { e.MissStreak = duework.MaxMissStreak + 1 }},
+	{"the UserID of another user", "UserID", func(e *duework.Entry) { e.UserID = "bo" }},
+}
+
+// badEntryCases are the calls that take an Entry, with each bad Entry and with the zero
+// Context; c is a current claim of seed.
+func (s *suite) badEntryCases(seed duework.Entry, c duework.Claim) []badCase {
+	amy := tenant(s.t, seed.UserID)
+	ms, _ := s.x.(duework.MissingScheduler)
+	var cases []badCase
+	add := func(what string, want error, field string, e duework.Entry, tc tenancy.Context) {
+		if e.WorkKey != "other" { // a valid Entry, bad only as a claim's next
+			cases = append(cases, badCase{"Schedule of " + what, want, field, func() error { return s.x.Schedule(bg, tc, e) }})
+		}
+		cases = append(cases,
+			badCase{"Complete with a next with " + what, want, field, func() error { return s.x.Complete(bg, tc, c, e) }},
+			badCase{"CompleteMany of an item with " + what, want, field, func() error {
+				errs, err := s.x.CompleteMany(bg, []duework.Done{{Tenant: tc, Claim: c, Next: e}})
+				if err != nil || len(errs) != 1 {
+					return errors.Join(errors.New("CompleteMany failed as a whole"), err)
+				}
+				return errs[0]
+			}})
+		if ms != nil && e.WorkKey != "other" {
+			cases = append(cases, badCase{"ScheduleMissing of " + what, want, field, func() error {
+				_, err := ms.ScheduleMissing(bg, tc, []duework.Entry{entry(seed.UserID, "fine", 0), e})
+				return err
+			}})
+		}
+	}
+	for _, b := range invalidEntries {
+		e := seed
+		b.change(&e)
+		add(b.what, duework.ErrInvalid, b.field, e, amy)
+	}
+	add("the zero Context", tenancy.ErrNoTenant, "", seed, tenancy.Context{})
+	other := seed
+	other.WorkKey = "other"
+	add("a WorkKey not the claim's", duework.ErrInvalid, "WorkKey", other, amy)
+	forged := c
+	forged.Entry.UserID = "bo"
+	return append(cases, badCase{"Complete of a claim naming another user", duework.ErrInvalid, "UserID", func() error {
+		return s.x.Complete(bg, amy, forged, seed)
+	}})
+}
+
+// wantUnchanged fails unless the index holds exactly seed, claimed by c, and bo's x due at
+// t0 in the unrouted group, unheld.
+func (s *suite) wantUnchanged(seed duework.Entry, c duework.Claim) {
+	s.t.Helper()
+	s.wantEntry(seed.UserID, seed.WorkKey, seed)
+	s.wantAbsent(seed.UserID, "other")
+	s.wantAbsent(seed.UserID, "fine")
+	s.wantAbsent("bo", seed.WorkKey)
+	s.wantDue(at(5), key("bo", "x"))
+	s.wantReady("", at(5), "bo")
+	if err := s.complete(c, entry(seed.UserID, seed.WorkKey, 50)); err != nil {
 		s.errorf("Complete after the bad calls: %v, want nil", err)
 	}
 }
 
-// parallelClaimers runs workers that claim overlapping sets of keys at the same now, in
-// small batches, and checks that each entry went to one of them once per claim window.
-func parallelClaimers(s *suite) {
-	const (
-		users   = 4
-		perUser = 12
-		workers = 8
-		batch   = 5
-	)
-	var all []duework.Key
-	for u := range users {
-		for k := range perUser {
-			e := entry(fmt.Sprintf("u%d", u), fmt.Sprintf("k%02d", k), -k)
-			s.schedule(e)
-			all = append(all, e.Key())
-		}
+func badEntries(s *suite) {
+	seed := entry("amy", "a", 0)
+	s.schedule(seed, entry("bo", "x", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(10))
+	s.refused(s.badEntryCases(seed, c))
+	s.wantUnchanged(seed, c)
+}
+
+// badArgumentCases are the calls with a bad time, limit, Hold, group name or work key.
+func (s *suite) badArgumentCases() []badCase {
+	amy := tenant(s.t, "amy")
+	ready := func(q duework.ReadyQuery) func() error {
+		return func() error { _, err := s.x.Ready(bg, q); return err }
 	}
-	tokens := map[duework.Key]map[uint64]bool{}
-	for window := range 3 {
-		now := at(window * 100)
-		until := now.Add(50 * time.Second)
-		got := make([][]duework.Claim, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				// Each worker asks for three quarters of the keys, starting at its own
-				// offset, so that every key is wanted by several workers.
-				want := slices.Concat(all[w*6%len(all):], all[:w*6%len(all)])[:len(all)*3/4]
-				for len(want) > 0 {
-					n := min(batch, len(want))
-					cs, err := s.x.Claim(bg, want[:n], now, until)
-					if err != nil {
-						s.errorf("Claim in worker %d: %v", w, err)
-						return
-					}
-					got[w] = append(got[w], cs...)
-					want = want[n:]
-				}
-			})
-		}
-		wg.Wait()
-		count := map[duework.Key]int{}
-		for _, cs := range got {
-			for _, c := range cs {
-				k := c.Entry.Key()
-				count[k]++
-				if tokens[k] == nil {
-					tokens[k] = map[uint64]bool{}
-				}
-				if tokens[k][c.Token] {
-					s.errorf("window %d: %v got token %d, which an earlier claim of it had", window, k, c.Token)
-				}
-				tokens[k][c.Token] = true
-			}
-		}
-		for _, k := range all {
-			switch n := count[k]; {
-			case n > 1:
-				s.errorf("window %d: %v was claimed %d times at once", window, k, n)
-			case n == 0:
-				s.errorf("window %d: %v, due and wanted by several workers, was claimed by none", window, k)
-			}
-		}
-		if len(count) != len(all) {
-			s.errorf("window %d: claims name %d entries, want the %d scheduled", window, len(count), len(all))
-		}
+	q := func(change func(q *duework.ReadyQuery)) duework.ReadyQuery {
+		q := duework.ReadyQuery{Now: at(0), Users: 5, PerUser: 5, Hold: time.Minute}
+		change(&q)
+		return q
+	}
+	dueBefore := func(now time.Time, limit int) func() error {
+		return func() error { _, err := s.x.DueBefore(bg, now, limit); return err }
+	}
+	claim := func(now, until time.Time) func() error {
+		return func() error { _, err := s.x.Claim(bg, []duework.Key{key("bo", "x")}, now, until); return err }
+	}
+	inv := duework.ErrInvalid
+	cases := []badCase{
+		{"DueBefore with now before MinTime", inv, "now", dueBefore(tooEarly, 5)},
+		{"DueBefore with now after MaxTime", inv, "now", dueBefore(tooLate, 5)},
+		{"DueBefore with limit 0", inv, "limit", dueBefore(at(100), 0)},
+		{"DueBefore with limit -1", inv, "limit", dueBefore(at(100), -1)},
+		{"DueBefore with limit MaxLimit+1", inv, "limit", dueBefore(at(100), duework.MaxLimit+1)},
+		{"Ready with Now before MinTime", inv, "Now", ready(q(func(q *duework.ReadyQuery) { q.Now = tooEarly }))},
+		{"Ready with Now after MaxTime", inv, "Now", ready(q(func(q *duework.ReadyQuery) { q.Now, q.Hold = tooLate, 0 }))},
+		{"Ready with Now+Hold after MaxTime", inv, "Hold", ready(q(func(q *duework.ReadyQuery) { q.Now = latest }))},
+		{"Ready with a negative Hold", inv, "Hold", ready(q(func(q *duework.ReadyQuery) { q.Hold = -time.Second }))},
+		{"Ready with Users 0", inv, "Users", ready(q(func(q *duework.ReadyQuery) { q.Users = 0 }))},
+		{"Ready with Users MaxLimit+1", inv, "Users", ready(q(func(q *duework.ReadyQuery) { q.Users = duework.MaxLimit + 1 }))},
+		{"Ready with PerUser 0", inv, "PerUser", ready(q(func(q *duework.ReadyQuery) { q.PerUser = 0 }))},
+		{"Ready with PerUser -3", inv, "PerUser", ready(q(func(q *duework.ReadyQuery) { q.PerUser = -3 }))},
+		{"Ready with PerUser MaxLimit+1", inv, "PerUser", ready(q(func(q *duework.ReadyQuery) { q.PerUser = duework.MaxLimit + 1 }))},
+		{"Groups with now after MaxTime", inv, "now", func() error { _, err := s.x.Groups(bg, tooLate); return err }},
+		{"Groups with now before MinTime", inv, "now", func() error { _, err := s.x.Groups(bg, tooEarly); return err }},
+		{"Release with heldUntil after MaxTime", inv, "heldUntil", func() error { return s.x.Release(bg, []string{"bo"}, tooLate) }},
+		{"Release with heldUntil before MinTime", inv, "heldUntil", func() error { return s.x.Release(bg, []string{"bo"}, tooEarly) }},
+		{"Claim with now before MinTime", inv, "now", claim(tooEarly, at(100))},
+		{"Claim with until after MaxTime", inv, "until", claim(at(0), tooLate)},
+		{"Claim with until equal to now", inv, "until", claim(at(100), at(100))},
+		{"Claim with until before now", inv, "until", claim(at(100), at(50))},
+		{"Unschedule with the zero Context", tenancy.ErrNoTenant, "", func() error { return s.x.Unschedule(bg, tenancy.Context{}, "a") }},
+		{"Get with the zero Context", tenancy.ErrNoTenant, "", func() error { _, err := s.x.Get(bg, tenancy.Context{}, "a"); return err }},
+	}
+	for _, name := range []string{"\x00", "bad\nname", "\xff", long} {
+		cases = append(cases,
+			badCase{"Ready of group " + name[:min(len(name), 9)], inv, "Group", ready(q(func(q *duework.ReadyQuery) { q.Group = name }))},
+			badCase{"Route to group " + name[:min(len(name), 9)], inv, "Group", func() error {
+				return s.x.Route(bg, []duework.Route{{UserID: "bo", Group: "pro"}, {UserID: "amy", Group: name}})
+			}})
+	}
+	for _, work := range []string{"", "a\x00", "\xff", long} {
+		cases = append(cases,
+			badCase{"Get of work key " + work[:min(len(work), 9)], inv, "WorkKey", func() error { _, err := s.x.Get(bg, amy, work); return err }},
+			badCase{"Unschedule of work key " + work[:min(len(work), 9)], inv, "WorkKey", func() error { return s.x.Unschedule(bg, amy, work) }})
+	}
+	return cases
+}
+
+func badArguments(s *suite) {
+	seed := entry("amy", "a", 0)
+	s.schedule(seed, entry("bo", "x", 0))
+	c := s.claimOne(key("amy", "a"), at(0), at(10))
+	s.refused(s.badArgumentCases())
+	s.wantUnchanged(seed, c)
+}
+
+func invalidKeysSkipped(s *suite) {
+	s.schedule(entry("amy", "a", 0), entry("bo", "b", 0))
+	keys := []duework.Key{
+		key("amy", ""), key("amy", "a\x00"), key("", "a"), key("bo\x00", "b"), key("amy", "a"),
+		key("amy", long), key("\xff", "a"), key(long, "b"), key("bo", "b\n"), key("bo", "b"),
+	}
+	cs, err := s.x.Claim(bg, keys, at(0), at(10))
+	if err != nil {
+		s.fatalf("Claim with invalid keys among valid ones: %v, want nil", err)
+	}
+	if got, want := keysOf(claimEntries(cs)), []duework.Key{key("amy", "a"), key("bo", "b")}; !slices.Equal(got, want) {
+		s.errorf("Claim with invalid keys among valid ones claimed %v, want %v", got, want)
+	}
+}
+
+func claimEntries(cs []duework.Claim) []duework.Entry {
+	es := make([]duework.Entry, len(cs))
+	for i, c := range cs {
+		es[i] = c.Entry
+	}
+	return es
+}
+
+func bounds(s *suite) {
+	early := duework.Entry{UserID: "amy", WorkKey: "early", Tier: long[:tenancy.MaxIDLength], DueAt: earliest, MissStreak: duework.MaxMissStreak}
+	late := duework.Entry{UserID: "amy", WorkKey: long[:tenancy.MaxIDLength], DueAt: latest, LastRunAt: latest}
+	s.schedule(early, late, entry("bo", "x", 0))
+	s.wantEntry("amy", "early", early)
+	s.wantEntry("amy", late.WorkKey, late)
+	if es := s.dueBefore(latest, duework.MaxLimit); len(es) != 3 || es[0].WorkKey != "early" || !es[2].DueAt.Equal(latest) {
+		s.errorf("DueBefore(MaxTime, MaxLimit) = %s, want amy's early, bo's x, amy's late", showAll(es))
+	}
+	// Claimed until MaxTime, amy is ready at MaxTime and not before.
+	c := s.claimOne(early.Key(), earliest, latest)
+	if !c.Until.Equal(latest) {
+		s.errorf("a claim until MaxTime has Until %v, want %v", c.Until, latest)
+	}
+	s.wantGroups(latest.Add(-time.Microsecond), "")
+	s.hold("", latest.Add(-time.Second), duework.MaxLimit, time.Second, "bo")
+	s.wantReady("", latest.Add(-time.Microsecond))
+	s.release(latest, "bo")
+	p := s.ready(duework.ReadyQuery{Now: latest, Users: duework.MaxLimit, PerUser: duework.MaxLimit})
+	if len(p.Heads) != 2 || p.Heads[1].UserID != "amy" || len(p.Heads[1].Due) != 2 || !p.Heads[1].Turn.Equal(latest) {
+		s.errorf("Ready at MaxTime with every limit at MaxLimit = %s, want bo, then amy with both entries and Turn MaxTime", showPage(p))
 	}
 }

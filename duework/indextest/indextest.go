@@ -19,7 +19,9 @@ import (
 const MinSequences = 1000
 
 // Run checks that the Index implementations returned by newIndex keep the duework.Index
-// contract. newIndex must return a fresh, empty Index on every call.
+// contract, one subtest per rule. newIndex must return a fresh, empty Index on every call.
+// The rules of duework.MissingScheduler and duework.ClaimGuard are skipped, with a message,
+// for an Index that does not implement them.
 func Run(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 	t.Helper()
 	for _, r := range rules {
@@ -31,22 +33,17 @@ func Run(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 			r.check(&suite{t: t, x: x, rule: r.text})
 		})
 	}
-	t.Run("ParallelClaimers", func(t *testing.T) {
-		parallelClaimers(&suite{t: t, x: newIndex(t), rule: parallelRule})
-	})
 	t.Run("StateMachine", func(t *testing.T) { stateMachine(t, newIndex) })
 }
-
-const parallelRule = "concurrent Claims hand out each entry at most once per claim window"
 
 // Rules lists the rules Run checks, one line per subtest: its name, a colon, and the rule
 // that its failure messages cite.
 func Rules() []string {
-	out := make([]string, 0, len(rules)+2)
+	out := make([]string, 0, len(rules)+1)
 	for _, r := range rules {
 		out = append(out, r.name+": "+r.text)
 	}
-	return append(out, "ParallelClaimers: "+parallelRule, "StateMachine: "+modelRule)
+	return append(out, "StateMachine: "+modelRule)
 }
 
 // t0 is the suite's fixed instant; every time is t0 plus an offset.
@@ -60,6 +57,7 @@ type tb interface {
 	Helper()
 	Errorf(format string, args ...any)
 	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
 }
 
 // suite is one rule's test: the index under test and the rule that failures cite.
@@ -121,17 +119,48 @@ func (s *suite) dueBefore(now time.Time, limit int) []duework.Entry {
 	return es
 }
 
-// dueHeads reads every ready user of the unrouted group, ordered by UserID.
-// TODO(v2): the rules that use it move to Ready's own order.
-func (s *suite) dueHeads(now time.Time, perUser int) []duework.Head {
+// ready returns Ready's page for q, failing the rule on an error.
+func (s *suite) ready(q duework.ReadyQuery) duework.ReadyPage {
 	s.t.Helper()
-	p, err := s.x.Ready(bg, duework.ReadyQuery{Now: now, Users: duework.MaxLimit, PerUser: perUser})
+	p, err := s.x.Ready(bg, q)
 	if err != nil {
-		s.fatalf("Ready(%v, %d): %v", now, perUser, err)
+		s.fatalf("Ready(%s): %v", showQuery(q), err)
 	}
-	hs := p.Heads
-	slices.SortFunc(hs, func(a, b duework.Head) int { return strings.Compare(a.UserID, b.UserID) })
-	return hs
+	return p
+}
+
+// readAll reads the ready, unheld users of group at now, up to 100, one Due entry each,
+// holding nothing.
+func (s *suite) readAll(group string, now time.Time) []duework.Head {
+	s.t.Helper()
+	return s.ready(duework.ReadyQuery{Group: group, Now: now, Users: 100, PerUser: 1}).Heads
+}
+
+// wantReady fails unless the users of readAll(group, now) are users, in order.
+func (s *suite) wantReady(group string, now time.Time, users ...string) {
+	s.t.Helper()
+	if got := userIDs(s.readAll(group, now)); !slices.Equal(got, users) && len(got)+len(users) > 0 {
+		s.errorf("Ready(group %q, t0%+v) read %q, want %q", group, now.Sub(t0), got, users)
+	}
+}
+
+// head returns user's head among readAll(group, now), and false if it is not there.
+func (s *suite) head(group string, now time.Time, user string) (duework.Head, bool) {
+	s.t.Helper()
+	for _, h := range s.readAll(group, now) {
+		if h.UserID == user {
+			return h, true
+		}
+	}
+	return duework.Head{}, false
+}
+
+func userIDs(hs []duework.Head) []string {
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		ids[i] = h.UserID
+	}
+	return ids
 }
 
 func (s *suite) claim(now, until time.Time, keys ...duework.Key) []duework.Claim {
@@ -151,6 +180,27 @@ func (s *suite) claimOne(k duework.Key, now, until time.Time) duework.Claim {
 		s.fatalf("Claim(%v) at %v got %s, want a claim of it", k, now, showClaims(cs))
 	}
 	return cs[0]
+}
+
+func (s *suite) unschedule(user, work string) {
+	s.t.Helper()
+	if err := s.x.Unschedule(bg, tenant(s.t, user), work); err != nil {
+		s.fatalf("Unschedule(%s, %s): %v", user, work, err)
+	}
+}
+
+func (s *suite) route(routes ...duework.Route) {
+	s.t.Helper()
+	if err := s.x.Route(bg, routes); err != nil {
+		s.fatalf("Route(%v): %v", routes, err)
+	}
+}
+
+func (s *suite) release(heldUntil time.Time, users ...string) {
+	s.t.Helper()
+	if err := s.x.Release(bg, users, heldUntil); err != nil {
+		s.fatalf("Release(%q, t0%+v): %v", users, heldUntil.Sub(t0), err)
+	}
 }
 
 func (s *suite) complete(c duework.Claim, next duework.Entry) error {

@@ -29,7 +29,7 @@ func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 				if x == nil {
 					rt.Fatalf("newIndex returned nil")
 				}
-				runSequence(rt, x)
+				newSequence(rt, x).run()
 			})
 		})
 		if !ok {
@@ -44,7 +44,7 @@ func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 var (
 	genUser  = rapid.SampledFrom([]string{"amy", "bo", "cy", "di"})
 	genWork  = rapid.SampledFrom([]string{"a", "b", "c"})
-	genGroup = rapid.SampledFrom([]string{"", "pro", "free"})
+	genGroup = rapid.SampledFrom([]string{"", "", "pro", "free"})
 	genKey   = rapid.Custom(func(t *rapid.T) duework.Key {
 		return duework.Key{UserID: genUser.Draw(t, "user"), WorkKey: genWork.Draw(t, "work")}
 	})
@@ -72,14 +72,33 @@ var (
 // tokens differ, so the sequence completes each side with its own.
 type claimPair struct{ x, m duework.Claim }
 
+// hold is what a Ready with a Hold held: the users it read and until when.
+type hold struct {
+	users []string
+	until time.Time
+}
+
 // sequence is one generated run: the index under test, the model and what both handed out.
 type sequence struct {
 	t      *rapid.T
 	x      duework.Index
 	m      *Model
 	claims []claimPair
-	holds  []time.Time // the Now+Hold of every Ready with a hold, for Release
+	holds  []hold // every Ready with a hold that read someone, for Release
 	tokens map[duework.Key]map[uint64]bool
+	// cover, when not nil, counts the cases of the contract the run met (see note).
+	cover map[string]bool
+}
+
+func newSequence(t *rapid.T, x duework.Index) *sequence {
+	return &sequence{t: t, x: x, m: NewModel(), tokens: map[duework.Key]map[uint64]bool{}}
+}
+
+// note records that the run met case when cover is on.
+func (s *sequence) note(c string, met bool) {
+	if s.cover != nil && met {
+		s.cover[c] = true
+	}
 }
 
 func (s *sequence) fail(format string, args ...any) {
@@ -104,33 +123,29 @@ func (s *sequence) sameErr(call string, got, want error) {
 	}
 }
 
-// runSequence drives x and a Model with the same calls and compares every answer.
-func runSequence(t *rapid.T, x duework.Index) {
-	s := &sequence{t: t, x: x, m: NewModel(), tokens: map[duework.Key]map[uint64]bool{}}
-	ops := map[string]func(){
-		"Schedule":        s.schedule,
-		"ScheduleMissing": s.scheduleMissing,
-		"Unschedule":      s.unschedule,
-		"Get":             s.get,
-		"DueBefore":       s.dueBefore,
-		"Ready":           s.ready,
-		"Route":           s.route,
-		"Groups":          s.groups,
-		"Release":         s.release,
-		"Claim":           s.claim,
-		"Complete":        s.complete,
-		"CompleteMany":    s.completeMany,
-		"ClaimGuard":      s.claimGuard,
+// run drives x and the Model with the same calls, about 30 on average, and compares every
+// answer.
+func (s *sequence) run() {
+	// A few entries first, so that most sequences have users to read, hold and route.
+	for range rapid.IntRange(1, 5).Draw(s.t, "first") {
+		s.schedule()
 	}
-	names := make([]string, 0, len(ops))
-	for name := range ops {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	genOp := rapid.SampledFrom(names)
-	for range rapid.IntRange(1, 40).Draw(t, "calls") {
-		ops[genOp.Draw(t, "call")]()
-	}
+	op := func(f func()) func(*rapid.T) { return func(*rapid.T) { f() } }
+	s.t.Repeat(map[string]func(*rapid.T){
+		"Schedule":        op(s.schedule),
+		"ScheduleMissing": op(s.scheduleMissing),
+		"Unschedule":      op(s.unschedule),
+		"Get":             op(s.get),
+		"DueBefore":       op(s.dueBefore),
+		"Ready":           op(s.ready),
+		"Route":           op(s.route),
+		"Groups":          op(s.groups),
+		"Release":         op(s.release),
+		"Claim":           op(s.claim),
+		"Complete":        op(s.complete),
+		"CompleteMany":    op(s.completeMany),
+		"ClaimGuard":      op(s.claimGuard),
+	})
 }
 
 func (s *sequence) schedule() {
@@ -142,7 +157,7 @@ func (s *sequence) schedule() {
 func (s *sequence) scheduleMissing() {
 	ms, ok := s.x.(duework.MissingScheduler)
 	if !ok {
-		return
+		s.t.Skip("no MissingScheduler")
 	}
 	user := genUser.Draw(s.t, "user")
 	es := rapid.SliceOfN(genEntry, 0, 4).Draw(s.t, "entries")
@@ -187,27 +202,59 @@ func (s *sequence) dueBefore() {
 
 func (s *sequence) ready() {
 	q := duework.ReadyQuery{
-		Group:   genGroup.Draw(s.t, "group"),
+		Group:   s.group(),
 		Now:     genAt.Draw(s.t, "now"),
 		Users:   rapid.IntRange(1, 4).Draw(s.t, "users"),
 		PerUser: rapid.IntRange(1, 3).Draw(s.t, "perUser"),
 	}
 	if rapid.Bool().Draw(s.t, "hold") {
 		q.Hold = time.Duration(rapid.IntRange(1, 10).Draw(s.t, "holdFor")) * time.Second
-		s.holds = append(s.holds, q.Now.Add(q.Hold))
 	}
+	s.note("Ready passes over a held user", s.m.heldIn(q.Group, q.Now) > 0)
 	got, gerr := s.x.Ready(bg, q)
 	want, werr := s.m.Ready(bg, q)
 	s.sameErr("Ready", gerr, werr)
 	if !samePage(got, want) {
 		s.fail("Ready(%s) =\n%s\nwant\n%s", showQuery(q), showPage(got), showPage(want))
 	}
+	if q.Hold > 0 && len(want.Heads) > 0 {
+		s.holds = append(s.holds, hold{users: userIDs(want.Heads), until: q.Now.Add(q.Hold)})
+	}
+	s.note("Ready holds", q.Hold > 0 && len(want.Heads) > 0)
+	s.note("Ready reads a routed group", q.Group != "" && len(want.Heads) > 0)
+	s.note("Ready cuts at Users and sets Next", !want.Next.IsZero())
+	s.note("Ready cuts at PerUser", slices.ContainsFunc(want.Heads, func(h duework.Head) bool { return h.More }))
+	s.note("Ready reads a served user", slices.ContainsFunc(want.Heads, func(h duework.Head) bool { return !h.LastServed.IsZero() }))
+}
+
+// group draws a group, most often one a stored user is in.
+func (s *sequence) group() string {
+	var in []string
+	for _, u := range s.m.users {
+		in = append(in, u.group)
+	}
+	if len(in) == 0 || rapid.IntRange(0, 3).Draw(s.t, "anyGroup") == 0 {
+		return genGroup.Draw(s.t, "group")
+	}
+	slices.Sort(in)
+	return rapid.SampledFrom(in).Draw(s.t, "groupInUse")
 }
 
 func (s *sequence) route() {
 	routes := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) duework.Route {
 		return duework.Route{UserID: genUser.Draw(t, "user"), Group: genGroup.Draw(t, "group")}
 	}), 0, 3).Draw(s.t, "routes")
+	if len(s.holds) > 0 && rapid.Bool().Draw(s.t, "routeHeld") {
+		// A dispatcher routing users it read and holds.
+		h := rapid.SampledFrom(s.holds).Draw(s.t, "held")
+		for _, id := range h.users {
+			routes = append(routes, duework.Route{UserID: id, Group: genGroup.Draw(s.t, "heldTo")})
+		}
+	}
+	s.note("Route moves a held user", slices.ContainsFunc(routes, func(r duework.Route) bool {
+		u := s.m.users[r.UserID]
+		return u != nil && u.group != r.Group && !u.heldUntil.IsZero()
+	}))
 	s.sameErr(fmt.Sprintf("Route(%v)", routes), s.x.Route(bg, routes), s.m.Route(bg, routes))
 }
 
@@ -224,9 +271,23 @@ func (s *sequence) groups() {
 func (s *sequence) release() {
 	users := rapid.SliceOfN(genUser, 0, 3).Draw(s.t, "users")
 	heldUntil := genAt.Draw(s.t, "heldUntil")
-	if len(s.holds) > 0 && rapid.Bool().Draw(s.t, "ownHold") {
-		heldUntil = rapid.SampledFrom(s.holds).Draw(s.t, "held")
+	if len(s.holds) > 0 && rapid.IntRange(0, 3).Draw(s.t, "ownHold") > 0 {
+		// A reader handing back what it read, and maybe others.
+		h := rapid.SampledFrom(s.holds).Draw(s.t, "held")
+		users, heldUntil = append(slices.Clone(h.users), users...), h.until
+		if rapid.Bool().Draw(s.t, "others") {
+			// Naming users another read holds too, perhaps since.
+			users = append(users, rapid.SampledFrom(s.holds).Draw(s.t, "other").users...)
+		}
 	}
+	s.note("Release ends a hold", slices.ContainsFunc(users, func(id string) bool {
+		u := s.m.users[id]
+		return u != nil && !u.heldUntil.IsZero() && u.heldUntil.Equal(heldUntil)
+	}))
+	s.note("Release passes over another reader's hold", slices.ContainsFunc(users, func(id string) bool {
+		u := s.m.users[id]
+		return u != nil && !u.heldUntil.IsZero() && !u.heldUntil.Equal(heldUntil)
+	}))
 	s.sameErr(fmt.Sprintf("Release(%v, t0%+v)", users, heldUntil.Sub(t0)),
 		s.x.Release(bg, users, heldUntil), s.m.Release(bg, users, heldUntil))
 }
@@ -235,6 +296,10 @@ func (s *sequence) claim() {
 	keys := rapid.SliceOfN(genKey, 0, 5).Draw(s.t, "keys")
 	now := genAt.Draw(s.t, "now")
 	until := now.Add(time.Duration(rapid.IntRange(1, 15).Draw(s.t, "for")) * time.Second)
+	s.note("Claim ends a hold", slices.ContainsFunc(keys, func(k duework.Key) bool {
+		r, u := s.m.rows[k], s.m.users[k.UserID]
+		return r != nil && r.visible(now) && u.heldUntil.After(now)
+	}))
 	got, gerr := s.x.Claim(bg, keys, now, until)
 	want, werr := s.m.Claim(bg, keys, now, until)
 	s.sameErr("Claim", gerr, werr)
@@ -267,7 +332,7 @@ func (s *sequence) next(c duework.Claim) duework.Entry {
 
 func (s *sequence) complete() {
 	if len(s.claims) == 0 {
-		return
+		s.t.Skip("no claims")
 	}
 	c := rapid.SampledFrom(s.claims).Draw(s.t, "claim")
 	next := s.next(c.x)
@@ -278,7 +343,7 @@ func (s *sequence) complete() {
 
 func (s *sequence) completeMany() {
 	if len(s.claims) == 0 {
-		return
+		s.t.Skip("no claims")
 	}
 	picks := rapid.SliceOfN(rapid.SampledFrom(s.claims), 1, 4).Draw(s.t, "claims")
 	var xs, ms []duework.Done
@@ -293,6 +358,8 @@ func (s *sequence) completeMany() {
 	}
 	got, gerr := s.x.CompleteMany(bg, xs)
 	want, werr := s.m.CompleteMany(bg, ms)
+	s.note("CompleteMany writes some items and refuses others",
+		slices.ContainsFunc(want, func(err error) bool { return err == nil }) && slices.ContainsFunc(want, func(err error) bool { return err != nil }))
 	s.sameErr("CompleteMany", gerr, werr)
 	if len(got) != len(want) {
 		s.fail("CompleteMany of %d items returned %d outcomes, want %d", len(xs), len(got), len(want))
@@ -305,7 +372,7 @@ func (s *sequence) completeMany() {
 func (s *sequence) claimGuard() {
 	g, ok := s.x.(duework.ClaimGuard)
 	if !ok || len(s.claims) == 0 {
-		return
+		s.t.Skip("no ClaimGuard or no claims")
 	}
 	c := rapid.SampledFrom(s.claims).Draw(s.t, "claim")
 	tc := tenant(s.t, c.x.Entry.UserID)

@@ -99,6 +99,18 @@ func (m *Model) turn(id string, rows []*modelRow) (time.Time, bool) {
 	return readyAt, true
 }
 
+// heldIn counts the users of group that are ready and held at now.
+func (m *Model) heldIn(group string, now time.Time) int {
+	n := 0
+	rows := m.byUser()
+	for id, u := range m.users {
+		if turn, ok := m.turn(id, rows[id]); ok && u.group == group && !turn.After(now) && u.heldUntil.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // visibleOf returns those of rows that are visible at now, in (DueAt, WorkKey) order.
 func visibleOf(rows []*modelRow, now time.Time) []duework.Entry {
 	var out []duework.Entry

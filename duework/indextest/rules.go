@@ -21,13 +21,32 @@ var rules = []rule{
 	{"ScheduleReplaces", "Schedule inserts or replaces the tenant's entry", scheduleReplaces},
 	{"GetAbsent", "Get of an absent entry is ErrNotFound", getAbsent},
 	{"Unschedule", "Unschedule removes the entry; an absent entry is not an error", unschedule},
+	{"ScheduleMissing", "ScheduleMissing inserts the entries the tenant does not have (the first of a repeated WorkKey), leaves the others as they are, claims included, and counts what it inserted", scheduleMissing},
 
-	// Ordering.
-	{"DueBeforeOrder", "DueBefore returns the unclaimed entries with DueAt <= now in (DueAt, UserID, WorkKey) order", dueBeforeOrder},
+	// DueBefore.
+	{"DueBeforeOrder", "DueBefore returns the visible entries in (DueAt, UserID, WorkKey) order", dueBeforeOrder},
 	{"DueBeforeLimit", "DueBefore returns at most limit entries: the first ones in order", dueBeforeLimit},
-	{"DueHeadsOrder", "DueHeads returns one head per user with due entries, in UserID order, each with its first perUser due entries in (DueAt, WorkKey) order", dueHeadsOrder},
-	{"DueHeadsMore", "DueHeads sets More exactly when the user has due entries beyond Due", dueHeadsMore},
-	{"LastServed", "LastServed is the now of the last Claim that claimed any of the user's entries, zero if never", lastServed},
+
+	// Turns.
+	{"TurnOrder", "Ready returns the group's ready users in (Turn, UserID) order, user IDs compared bytewise, and none whose Turn is after Now", turnOrder},
+	{"TurnIsLaterOfReadyAtAndLastServed", "a user's Turn is max(ReadyAt, LastServed), ReadyAt the earliest instant at which one of its entries is visible", turnIsMax},
+	{"ReadyAtWithClaims", "a claimed entry counts for ReadyAt from max(DueAt, Until): a user whose visible entries are all claimed is ready again when the first claim ends", readyAtWithClaims},
+	{"ServedGoesToTheBack", "a Claim that claims a user's entry sends the user behind every user whose Turn is earlier than the Claim's now", servedGoesBack},
+	{"LastServed", "LastServed is the later of its last value and the now of each Claim that claimed any of the user's entries, zero if never", lastServed},
+	{"ReadyUsers", "Ready returns at most Users heads: the first ready, unheld users in turn order", readyUsers},
+	{"ReadyPerUser", "each Head holds the user's first PerUser visible entries in (DueAt, WorkKey) order, and More exactly when it has further visible ones", readyPerUser},
+	{"ReadyNext", "ReadyPage.Next is the Turn of the first ready, unheld user of the group that the read left unread, zero if none", readyNext},
+
+	// Holds.
+	{"HoldHides", "Ready with a Hold holds the users it returns until Now+Hold: a Ready whose Now is before that skips them", holdHides},
+	{"HoldZero", "Ready with Hold 0 holds nothing and ends no hold", holdZero},
+	{"ClaimEndsHold", "Claim ends the hold of each user it claims an entry for, and of no other", claimEndsHold},
+	{"ReleaseEndsHold", "Release ends the holds of the named users that end exactly at heldUntil, and no other; Turns stay as they were", releaseEndsHold},
+
+	// Groups.
+	{"Route", "Route moves each named user to its group, keeping its Turn and hold; users the index does not store are ignored", route},
+	{"Groups", "Groups lists, sorted bytewise, the groups that hold a user ready at now", groups},
+	{"UserOutlivesItsEntries", "a user's group, LastServed and hold survive the removal of its last entry", userOutlivesEntries},
 
 	// Isolation.
 	{"IsolationGet", "Get never sees another tenant's entry: it is ErrNotFound", isolationGet},
@@ -38,8 +57,8 @@ var rules = []rule{
 	// Claims.
 	{"ClaimOrder", "Claim returns the claims in the order of keys, each with the stored entry and Until", claimOrder},
 	{"ClaimSkips", "Claim skips keys that are absent, not yet due, claimed, or given twice", claimSkips},
-	{"ClaimHides", "a claimed entry is invisible to DueBefore, DueHeads and Claim while Until > now", claimHides},
-	{"ClaimExpires", "a claim ends at Until: from now >= Until the entry is due again, without anyone touching it", claimExpires},
+	{"ClaimHides", "a claimed entry is invisible to DueBefore, Ready and Claim while Until > now", claimHides},
+	{"ClaimExpires", "a claim ends at Until: from now >= Until the entry is visible again, without anyone touching it", claimExpires},
 	{"ClaimFollowsNow", "visibility depends only on the now of each read: a claim is in force at any now < Until, even after a read at a later now", claimFollowsNow},
 	{"FreshTokens", "each claim gets a token no earlier claim of that entry had", freshTokens},
 	{"Complete", "Complete writes next and ends the claim; completing it again is ErrClaimLost", completeWrites},
@@ -49,9 +68,21 @@ var rules = []rule{
 	{"ScheduleEndsClaim", "Schedule of a claimed entry replaces it and ends the claim: the claimant's Complete is ErrClaimLost", scheduleEndsClaim},
 	{"UnscheduleClaimed", "Unschedule removes a claimed entry; the claimant's Complete is ErrClaimLost and does not bring it back", unscheduleClaimed},
 	{"GetClaimed", "Get returns an entry whether or not it is claimed", getClaimed},
+	{"ClaimGuard", "CheckClaim and UnscheduleClaimed act only while the claim is the entry's current one, else ErrClaimLost and nothing changes", claimGuard},
+
+	// Batched completion.
+	{"CompleteMany", "CompleteMany gives each item its own outcome, applied one after another: good items are written, lost, repeated and invalid ones are not", completeMany},
+	{"CompleteManyRetry", "a CompleteMany retried after a write reports each item already written as ErrClaimLost and writes nothing twice", completeManyRetry},
 
 	// Bad input.
-	{"BadInput", "bad input is ErrInvalid naming the field (tenancy.ErrNoTenant for the zero Context) and changes nothing", badInput},
+	{"BadEntries", "an invalid Entry is ErrInvalid naming the field (tenancy.ErrNoTenant for the zero Context) wherever an Entry is taken, and changes nothing", badEntries},
+	{"BadArguments", "a bad argument (time, limit, Hold, group name, work key) is ErrInvalid naming it, and changes nothing", badArguments},
+	{"InvalidKeysSkipped", "Claim skips keys with invalid IDs and claims the rest", invalidKeysSkipped},
+	{"Bounds", "the bounds themselves are accepted: limits of MaxLimit, times at MinTime and MaxTime (to the microsecond)", bounds},
+
+	// Concurrency.
+	{"ParallelReaders", "concurrent Ready calls with a Hold at the same Now never return the same user", parallelReaders},
+	{"ParallelClaimers", "concurrent Claims hand out each entry at most once per claim window", parallelClaimers},
 }
 
 func getReturnsScheduled(s *suite) {
@@ -155,96 +186,6 @@ func dueBeforeLimit(s *suite) {
 		if !slices.Equal(got, want) {
 			s.errorf("DueBefore(now, %d) = %v, want %v", limit, got, want)
 		}
-	}
-}
-
-func headsFixture(s *suite) {
-	s.schedule(
-		entry("zed", "only", -1),
-		entry("amy", "c", -3), entry("amy", "a", -3), entry("amy", "b", -9), entry("amy", "later", 50),
-		entry("kim", "k", 60), // nothing due
-		entry("bo", "x", 0),
-	)
-}
-
-func dueHeadsOrder(s *suite) {
-	headsFixture(s)
-	amy := []duework.Entry{entry("amy", "b", -9), entry("amy", "a", -3), entry("amy", "c", -3)}
-	for _, perUser := range []int{1, 2, 3, 4, 100} {
-		got := s.dueHeads(at(0), perUser)
-		want := []duework.Head{
-			{UserID: "amy", Turn: at(-9), Due: amy[:min(perUser, 3)], More: perUser < 3},
-			{UserID: "bo", Turn: at(0), Due: []duework.Entry{entry("bo", "x", 0)}},
-			{UserID: "zed", Turn: at(-1), Due: []duework.Entry{entry("zed", "only", -1)}},
-		}
-		if !sameHeads(got, want) {
-			s.errorf("DueHeads(now, %d) =\n%s\nwant\n%s", perUser, showHeads(got), showHeads(want))
-		}
-	}
-	if got := s.dueHeads(at(-100), 1); len(got) != 0 {
-		s.errorf("DueHeads before anything is due = %s, want none", showHeads(got))
-	}
-}
-
-func dueHeadsMore(s *suite) {
-	headsFixture(s)
-	// amy has 3 due entries (and one later): More at perUser < 3 only.
-	for perUser, more := range map[int]bool{1: true, 2: true, 3: false, 4: false} {
-		hs := s.dueHeads(at(0), perUser)
-		if len(hs) == 0 || hs[0].UserID != "amy" || hs[0].More != more {
-			s.errorf("DueHeads(now, %d): amy's More should be %v: %s", perUser, more, showHeads(hs))
-		}
-	}
-	// Claiming one of amy's due entries takes it out of the count.
-	s.claimOne(key("amy", "b"), at(0), at(100))
-	hs := s.dueHeads(at(0), 2)
-	if len(hs) == 0 || hs[0].UserID != "amy" || hs[0].More || len(hs[0].Due) != 2 {
-		s.errorf("after claiming one of amy's three, DueHeads(now, 2) should give her 2 entries and no More: %s", showHeads(hs))
-	}
-}
-
-func lastServed(s *suite) {
-	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0), entry("amy", "c", 0), entry("bo", "x", 0), entry("bo", "later", 100))
-	served := func(user string) (time.Time, bool) {
-		for _, h := range s.dueHeads(at(200), 1) {
-			if h.UserID == user {
-				return h.LastServed, true
-			}
-		}
-		return time.Time{}, false
-	}
-	if ls, ok := served("amy"); !ok || !ls.IsZero() {
-		s.errorf("LastServed of a never-claimed user = %v (listed %v), want zero", ls, ok)
-	}
-	s.claimOne(key("amy", "a"), at(1), at(2))
-	if ls, _ := served("amy"); !ls.Equal(at(1)) {
-		s.errorf("LastServed after a Claim at t0+1s = %v, want t0+1s", ls)
-	}
-	if ls, _ := served("bo"); !ls.IsZero() {
-		s.errorf("a Claim that claimed nothing of bo's set his LastServed to %v", ls)
-	}
-	// A Claim that asks for bo's not-due entry claims nothing of his: no stamp.
-	s.claim(at(3), at(4), key("bo", "later"), key("amy", "b"))
-	if ls, _ := served("bo"); !ls.IsZero() {
-		s.errorf("a Claim that skipped bo's only key set his LastServed to %v", ls)
-	}
-	if ls, _ := served("amy"); !ls.Equal(at(3)) {
-		s.errorf("LastServed after a second Claim at t0+3s = %v, want t0+3s", ls)
-	}
-	// A Claim at an earlier now leaves it as it was.
-	s.claimOne(key("amy", "c"), at(0), at(1))
-	if ls, _ := served("amy"); !ls.Equal(at(3)) {
-		s.errorf("LastServed after a last Claim at t0 = %v, want t0+3s, the later", ls)
-	}
-	// It is kept while the user has no entries.
-	for _, k := range []string{"a", "b", "c"} {
-		if err := s.x.Unschedule(bg, tenant(s.t, "amy"), k); err != nil {
-			s.fatalf("Unschedule: %v", err)
-		}
-	}
-	s.schedule(entry("amy", "new", 0))
-	if ls, _ := served("amy"); !ls.Equal(at(3)) {
-		s.errorf("LastServed after amy's entries were all replaced = %v, want t0+3s", ls)
 	}
 }
 
@@ -365,9 +306,9 @@ func claimHides(s *suite) {
 	s.claimOne(key("bo", "x"), at(0), at(10))
 	for _, now := range []time.Time{at(0), at(5), at(10).Add(-time.Microsecond)} {
 		s.wantDue(now, key("amy", "b"))
-		hs := s.dueHeads(now, 5)
+		hs := s.ready(duework.ReadyQuery{Now: now, Users: 5, PerUser: 5}).Heads
 		if len(hs) != 1 || hs[0].UserID != "amy" || len(hs[0].Due) != 1 || hs[0].Due[0].WorkKey != "b" || hs[0].More {
-			s.errorf("DueHeads at t0%+v = %s, want only amy with b", now.Sub(t0), showHeads(hs))
+			s.errorf("Ready at t0%+v = %s, want only amy with b", now.Sub(t0), showHeads(hs))
 		}
 		if got := s.claim(now, now.Add(time.Second), c.Entry.Key(), key("bo", "x")); len(got) != 0 {
 			s.errorf("Claim at t0%+v of entries claimed until t0+10s got %s", now.Sub(t0), showClaims(got))
@@ -381,9 +322,9 @@ func claimExpires(s *suite) {
 	s.claimOne(key("amy", "b"), at(0), at(20))
 	// Exactly at Until the claim has ended.
 	s.wantDue(at(10), key("amy", "a"))
-	hs := s.dueHeads(at(10), 5)
+	hs := s.ready(duework.ReadyQuery{Now: at(10), Users: 5, PerUser: 5}).Heads
 	if len(hs) != 1 || len(hs[0].Due) != 1 || hs[0].Due[0].WorkKey != "a" {
-		s.errorf("DueHeads at Until = %s, want amy with a", showHeads(hs))
+		s.errorf("Ready at Until = %s, want amy with a", showHeads(hs))
 	}
 	s.wantDue(at(25), key("amy", "a"), key("amy", "b"))
 	again := s.claimOne(key("amy", "a"), at(30), at(40))
@@ -397,8 +338,8 @@ func claimFollowsNow(s *suite) {
 	c := s.claimOne(key("amy", "a"), at(0), at(10))
 	s.wantDue(at(15), key("amy", "a")) // ended at this now
 	s.wantDue(at(5))                   // but still in force at an earlier one
-	if hs := s.dueHeads(at(5), 1); len(hs) != 0 {
-		s.errorf("DueHeads at t0+5s after a read at t0+15s = %s, want none: the claim runs to t0+10s", showHeads(hs))
+	if hs := s.readAll("", at(5)); len(hs) != 0 {
+		s.errorf("Ready at t0+5s after a read at t0+15s = %s, want none: the claim runs to t0+10s", showHeads(hs))
 	}
 	if got := s.claim(at(5), at(6), key("amy", "a")); len(got) != 0 {
 		s.errorf("Claim at t0+5s of an entry claimed until t0+10s got %s", showClaims(got))
