@@ -8,99 +8,155 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rotaworks/rota/dispatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
-// A dispatcher that claims a batch and dies (its pool closed, nothing completed) loses
-// nothing: another dispatcher, on its own pool, finds the entries hidden until the claims
-// end and dispatches every one of them again at that instant; the dead one's claims are lost.
-func TestCrashedDispatcherLosesNothing(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	schema := pgtest.Schema(t, "rota_test")
-	setup := pgtest.PoolIn(t, schema, 2)
-	if err := postgres.Migrate(ctx, setup); err != nil {
+// crashFixture is a migrated schema with 10 users u0…u9 holding 3 entries k0…k2 each, due
+// at t0, t0+1s and t0+2s, and the keys of all 30 as user:key, sorted.
+func crashFixture(t *testing.T) (schema string, setup *pgxpool.Pool, want []string) {
+	t.Helper()
+	schema = pgtest.Schema(t, "rota_test")
+	setup = pgtest.PoolIn(t, schema, 2)
+	if err := postgres.Migrate(context.Background(), setup); err != nil {
 		t.Fatal(err)
 	}
 	idx := postgres.NewIndex(setup)
-	var want []string
 	for u := range 10 {
 		for k := range 3 {
 			e := schedule(t, idx, fmt.Sprintf("u%d", u), fmt.Sprintf("k%d", k), t0.Add(time.Duration(k)*time.Second))
 			want = append(want, e.UserID+":"+e.WorkKey)
 		}
 	}
-	const claimFor = 5 * time.Minute
-	cfg := dispatch.Config{
-		Lanes:            []dispatch.LaneCapacity{{Lane: "all", PerUserLimit: 3, PerCycleLimit: 100}},
-		GlobalBatchLimit: 100,
-		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "all", nil },
-		ClaimFor:         claimFor,
-	}
-	newDispatcher := func() (*dispatch.Dispatcher, *postgres.Index) {
-		pool := pgtest.PoolIn(t, schema, 2)
-		ix := postgres.NewIndex(pool)
-		d, err := dispatch.New(ix, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d, ix
-	}
-
-	now := t0.Add(time.Minute)
-	doomedPool := pgtest.PoolIn(t, schema, 2)
-	doomed, err := dispatch.New(postgres.NewIndex(doomedPool), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := doomed.Dispatch(ctx, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := itemKeys(first); !slices.Equal(got, want) {
-		t.Fatalf("the first dispatcher claimed %v, want all of %v", got, want)
-	}
-	doomedPool.Close() // the process dies holding every claim
-
-	survivor, six := newDispatcher()
-	early, err := survivor.Dispatch(ctx, now.Add(claimFor-time.Microsecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(early.Items) != 0 {
-		t.Fatalf("while the dead dispatcher's claims last, another dispatched %v", itemKeys(early))
-	}
-	again, err := survivor.Dispatch(ctx, now.Add(claimFor))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := itemKeys(again); !slices.Equal(got, want) {
-		t.Fatalf("once the claims ended the survivor dispatched %v, want all of %v", got, want)
-	}
-	old := first.Items[0].Claim
-	err = six.Complete(ctx, mustTC(t, old.Entry.UserID), old, old.Entry)
-	if !errors.Is(err, duework.ErrClaimLost) {
-		t.Fatalf("completing the dead dispatcher's claim after it was re-claimed = %v, want ErrClaimLost", err)
-	}
-	for _, it := range again.Items {
-		next := it.Claim.Entry
-		next.DueAt = now.Add(time.Hour)
-		if err := six.Complete(ctx, mustTC(t, next.UserID), it.Claim, next); err != nil {
-			t.Fatalf("completing the survivor's claim: %v", err)
-		}
-	}
-	checkSummary(t, setup)
+	slices.Sort(want)
+	return schema, setup, want
 }
 
-// itemKeys lists a batch's entries as user:key, sorted.
-func itemKeys(b dispatch.Batch) []string {
+// headKeys lists a page's entries as user:key, sorted.
+func headKeys(p duework.ReadyPage) []string {
 	var out []string
-	for _, it := range b.Items {
-		out = append(out, it.Claim.Entry.UserID+":"+it.Claim.Entry.WorkKey)
+	for _, h := range p.Heads {
+		for _, e := range h.Due {
+			out = append(out, e.UserID+":"+e.WorkKey)
+		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+func claimKeys(cs []duework.Claim) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Entry.UserID+":"+c.Entry.WorkKey)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func keysOf(p duework.ReadyPage) []duework.Key {
+	var out []duework.Key
+	for _, h := range p.Heads {
+		for _, e := range h.Due {
+			out = append(out, e.Key())
+		}
+	}
+	return out
+}
+
+// A dispatcher that reads the queue with a hold and dies before it claims (its pool closed)
+// hides its users from every other reader for the hold at most: until then another
+// dispatcher, on its own pool, reads none of them; from the hold's end it reads all of them,
+// in the same turn order, and claims every entry.
+func TestDeadReaderHidesUsersForHoldAtMost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema, setup, want := crashFixture(t)
+	const hold = 30 * time.Second
+	now := t0.Add(time.Minute)
+	q := duework.ReadyQuery{Now: now, Users: 100, PerUser: 3, Hold: hold}
+
+	doomedPool := pgtest.PoolIn(t, schema, 2)
+	first := ready(t, postgres.NewIndex(doomedPool), q)
+	if got := headKeys(first); !slices.Equal(got, want) {
+		t.Fatalf("the first dispatcher read %v, want all of %v", got, want)
+	}
+	doomedPool.Close() // the process dies between Ready and Claim
+
+	survivor := postgres.NewIndex(pgtest.PoolIn(t, schema, 2))
+	for _, at := range []time.Time{now, now.Add(hold / 2), now.Add(hold - time.Microsecond)} {
+		if p := ready(t, survivor, duework.ReadyQuery{Now: at, Users: 100, PerUser: 3, Hold: hold}); len(p.Heads) != 0 || !p.Next.IsZero() {
+			t.Fatalf("at now%+v, while the dead dispatcher's hold lasts, another read %s", at.Sub(now), showPage(p))
+		}
+	}
+	again := ready(t, survivor, duework.ReadyQuery{Now: now.Add(hold), Users: 100, PerUser: 3, Hold: hold})
+	if got, want := showPage(again), showPage(first); got != want {
+		t.Fatalf("once the hold ended the survivor read\n%s\nwant what the dead one read\n%s", got, want)
+	}
+	cs, err := survivor.Claim(ctx, keysOf(again), now.Add(hold), now.Add(hold+time.Minute))
+	if err != nil || !slices.Equal(claimKeys(cs), want) {
+		t.Fatalf("the survivor claimed %v, %v; want all of %v", claimKeys(cs), err, want)
+	}
+	checkReadyAt(t, setup)
+}
+
+// A worker that dies holding claims (its dispatcher's pool closed, nothing completed) loses
+// nothing: the entries stay hidden until the claims end, then every one of them is visible
+// again without anyone touching it, its user's Turn the claims' end; the dead worker's late
+// Complete is then ErrClaimLost, and the new claimant's succeeds.
+func TestDeadWorkerLeavesClaimsToExpire(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema, setup, want := crashFixture(t)
+	const claimFor = 5 * time.Minute
+	now := t0.Add(time.Minute)
+	q := duework.ReadyQuery{Now: now, Users: 100, PerUser: 3, Hold: time.Minute}
+
+	doomedPool := pgtest.PoolIn(t, schema, 2)
+	doomed := postgres.NewIndex(doomedPool)
+	first, err := doomed.Claim(ctx, keysOf(ready(t, doomed, q)), now, now.Add(claimFor))
+	if err != nil || !slices.Equal(claimKeys(first), want) {
+		t.Fatalf("the first dispatcher claimed %v, %v; want all of %v", claimKeys(first), err, want)
+	}
+	doomedPool.Close() // the process dies holding every claim
+
+	survivor := postgres.NewIndex(pgtest.PoolIn(t, schema, 2))
+	end := first[0].Until
+	if p := ready(t, survivor, duework.ReadyQuery{Now: end.Add(-time.Microsecond), Users: 100, PerUser: 3}); len(p.Heads) != 0 {
+		t.Fatalf("while the dead worker's claims last, another dispatcher read %s", showPage(p))
+	}
+	again := ready(t, survivor, duework.ReadyQuery{Now: end, Users: 100, PerUser: 3, Hold: time.Minute})
+	if got := headKeys(again); !slices.Equal(got, want) {
+		t.Fatalf("once the claims ended the survivor read %v, want all of %v", got, want)
+	}
+	for _, h := range again.Heads {
+		if !h.Turn.Equal(end) || !h.LastServed.Equal(now) {
+			t.Fatalf("%s's Turn %v, LastServed %v; want the claims' end %v and the dead claim's now %v", h.UserID, h.Turn, h.LastServed, end, now)
+		}
+	}
+	second, err := survivor.Claim(ctx, keysOf(again), end, end.Add(claimFor))
+	if err != nil || !slices.Equal(claimKeys(second), want) {
+		t.Fatalf("the survivor claimed %v, %v; want all of %v", claimKeys(second), err, want)
+	}
+	old := first[0]
+	if err := survivor.Complete(ctx, mustTC(t, old.Entry.UserID), old, old.Entry); !errors.Is(err, duework.ErrClaimLost) {
+		t.Fatalf("the dead worker's late Complete after the entry was claimed again = %v, want ErrClaimLost", err)
+	}
+	var done []duework.Done
+	for _, c := range second {
+		next := c.Entry
+		next.DueAt = end.Add(time.Hour)
+		done = append(done, duework.Done{Tenant: mustTC(t, c.Entry.UserID), Claim: c, Next: next})
+	}
+	errs, err := survivor.CompleteMany(ctx, done)
+	if err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("completing the survivor's claims: %v, %v", errs, err)
+	}
+	var n int
+	if err := setup.QueryRow(ctx, `SELECT count(*) FROM rota_due`).Scan(&n); err != nil || n != len(want) {
+		t.Fatalf("%d entries left of %d (%v)", n, len(want), err)
+	}
+	checkReadyAt(t, setup)
 }

@@ -12,15 +12,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Example wires the PostgreSQL Index into a Dispatcher: migrate, schedule a tenant's source,
-// dispatch it, complete it.
+// Example runs one turn of the queue by hand on the PostgreSQL Index: migrate, schedule a
+// tenant's sources, read the front of the queue with a hold, claim, and complete the batch.
+// A dispatch.Dispatcher makes these calls for you.
 //
 // It has no Output comment because it needs a running server (ROTA_TEST_DATABASE_URL, and
 // a schema named rota), and an Example cannot skip: go test compiles it but does not run it.
@@ -60,32 +60,42 @@ func exampleSteps(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error 
 		}
 	}
 
-	d, err := dispatch.New(idx, dispatch.Config{
-		Lanes:            []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 100}},
-		GlobalBatchLimit: 100,
-		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "free", nil },
-		ClaimFor:         5 * time.Minute,
-	})
+	// The next users of the unrouted group, held for 10 seconds from other readers.
+	page, err := idx.Ready(ctx, duework.ReadyQuery{Now: now, Users: 100, PerUser: 1, Hold: 10 * time.Second})
 	if err != nil {
 		return err
 	}
-	batch, err := d.Dispatch(ctx, now)
+	var keys []duework.Key
+	for _, h := range page.Heads {
+		fmt.Fprintln(out, "ready", h.UserID, "more:", h.More)
+		for _, e := range h.Due {
+			keys = append(keys, e.Key())
+		}
+	}
+	claims, err := idx.Claim(ctx, keys, now, now.Add(5*time.Minute))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "shed:", batch.ShedUserIDs)
-	for _, it := range batch.Items {
+	var done []duework.Done
+	for _, c := range claims {
 		// … run the item, then hand the entry back with its next due time.
-		tc, err := tenancy.NewContext(it.Claim.Entry.UserID)
+		tc, err := tenancy.NewContext(c.Entry.UserID)
 		if err != nil {
 			return err
 		}
-		next := it.Claim.Entry
+		next := c.Entry
 		next.LastRunAt, next.DueAt = now, now.Add(time.Hour)
-		if err := idx.Complete(ctx, tc, it.Claim, next); err != nil {
-			return err
+		done = append(done, duework.Done{Tenant: tc, Claim: c, Next: next})
+		fmt.Fprintln(out, "ran", c.Entry.UserID, c.Entry.WorkKey)
+	}
+	errs, err := idx.CompleteMany(ctx, done)
+	if err != nil {
+		return err
+	}
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("completing %s: %w", done[i].Claim.Entry.WorkKey, err)
 		}
-		fmt.Fprintln(out, "ran", it.Claim.Entry.UserID, it.Claim.Entry.WorkKey)
 	}
 	return nil
 }
@@ -97,7 +107,7 @@ func TestExampleSteps(t *testing.T) {
 	if err := exampleSteps(context.Background(), pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2), &out); err != nil {
 		t.Fatal(err)
 	}
-	want := "shed: [alice]\nran alice blog\n"
+	want := "ready alice more: true\nran alice blog\n"
 	if out.String() != want {
 		t.Fatalf("Example printed\n%s\nwant\n%s", out.String(), want)
 	}

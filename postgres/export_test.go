@@ -1,10 +1,26 @@
 package postgres
 
-// SQLDueHeads exposes the DueHeads query to the benchmarks, which print its plan.
-const SQLDueHeads = sqlDueHeads
+import (
+	"context"
 
-// SQLClaim exposes the Claim statement to the benchmarks.
-const SQLClaim = sqlClaim
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
-// SQLRecompute exposes the statement that recomputes a user's free_at after an entry write.
-const SQLRecompute = sqlRecompute
+// The dispatch statements, for the plan-shape test and the benchmarks' EXPLAIN.
+const (
+	SQLReady        = sqlReady
+	SQLClaim        = sqlClaim
+	SQLCompleteMany = sqlCompleteMany
+	SQLGroups       = sqlGroups
+	SQLRecompute    = sqlRecompute
+	// SQLPlanSettings is what the Index runs before each of them, in the same transaction.
+	SQLPlanSettings = sqlPlanSettings
+)
+
+// MigrateTo applies the schema's steps up to version, as an older release left it.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
+	return migrateTo(ctx, pool, version)
+}
+
+// Interpret is the one error translation of the Index.
+func Interpret(ctx context.Context, op string, err error) error { return interpret(ctx, op, err) }

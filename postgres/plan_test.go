@@ -16,11 +16,12 @@ import (
 )
 
 // staleFixture is the production hazard of a bulk load: one tenant's backlog COPY-loaded and
-// analyzed while it is the whole table, then quiet users scheduled through the Index, which
-// changes far too few rows for autovacuum to analyze again (and autovacuum is off for these
-// tables, so that it cannot rescue the test either). The statistics now say that every row
-// of rota_due belongs to "noisy".
-func staleFixture(tb testing.TB, backlog, quiet int) *pgxpool.Pool {
+// analyzed while it is the whole table, then many users added — in bulk, and a few through
+// the Index — and part of the backlog claimed, which changes far too few rows for autovacuum
+// to analyze again (and autovacuum is off for these tables, so that it cannot rescue the
+// test either). The statistics now say that every row of rota_due belongs to "noisy" and is
+// unclaimed, and that rota_users holds one user.
+func staleFixture(tb testing.TB, backlog, claimed, quiet int) *pgxpool.Pool {
 	tb.Helper()
 	ctx := context.Background()
 	pool := pgtest.Pool(tb)
@@ -30,13 +31,32 @@ func staleFixture(tb testing.TB, backlog, quiet int) *pgxpool.Pool {
 		}
 	}
 	pgtest.LoadDue(tb, pool, []string{"noisy"}, []int{backlog}, func(int) time.Time { return t0 })
+	for _, sql := range []string{
+		fmt.Sprintf(`INSERT INTO rota_due (user_id, work_key, tier, due_at, miss_streak)
+			SELECT format('bulk%%s', lpad(i::text, 5, '0')), 'w0', 'hot', $1::timestamptz + i * interval '1 ms', 0
+			FROM generate_series(1, %d) AS i`, quiet),
+		`INSERT INTO rota_users (user_id, ready_at, turn, group_name)
+			SELECT user_id, due_at, due_at, CASE WHEN user_id < 'bulk005' THEN 'pro' ELSE '' END FROM rota_due
+			WHERE user_id LIKE 'bulk%' AND $1::timestamptz IS NOT NULL`,
+		fmt.Sprintf(`UPDATE rota_due SET claim_token = nextval('rota_claim_token'), claim_until = $1::timestamptz + interval '1 hour'
+			WHERE user_id = 'noisy' AND work_key < 'w%07d'`, claimed),
+	} {
+		if _, err := pool.Exec(ctx, sql, t0.Add(time.Second)); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	idx := postgres.NewIndex(pool)
-	for i := range quiet {
+	for i := range 20 {
 		u := fmt.Sprintf("quiet%03d", i)
 		if err := idx.Schedule(ctx, mustTC(tb, u), duework.Entry{UserID: u, WorkKey: "w0", Tier: "hot", DueAt: t0.Add(time.Second)}); err != nil {
 			tb.Fatal(err)
 		}
 	}
+	if _, err := pool.Exec(ctx, `UPDATE rota_users u SET ready_at = r, turn = greatest(r, last_served)
+		FROM (SELECT min(greatest(d.due_at, d.claim_until)) AS r FROM rota_due d WHERE d.user_id = 'noisy') x WHERE user_id = 'noisy'`); err != nil {
+		tb.Fatal(err)
+	}
+	checkReadyAt(tb, pool)
 	return pool
 }
 
@@ -45,14 +65,14 @@ type planNode struct {
 	NodeType  string     `json:"Node Type"`
 	Relation  string     `json:"Relation Name"`
 	IndexName string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
 	Plans     []planNode `json:"Plans"`
 }
 
-// rotaDueScans lists every scan of rota_due in the plan, as "Node Type[ using Index Name]"
-// (a bitmap heap scan names the indexes of its bitmaps).
-func (n planNode) rotaDueScans() []string {
-	var out []string
-	if n.Relation == "rota_due" {
+// scans lists every scan of relation in the plan, as "Node Type[ using Index Name]" (a
+// bitmap heap scan names the indexes of its bitmaps), and each one's index condition.
+func (n planNode) scans(relation string) (scans, conds []string) {
+	if n.Relation == relation && n.NodeType != "ModifyTable" {
 		s := n.NodeType
 		if n.IndexName != "" {
 			s += " using " + n.IndexName
@@ -60,12 +80,13 @@ func (n planNode) rotaDueScans() []string {
 		if n.NodeType == "Bitmap Heap Scan" {
 			s += " using " + strings.Join(n.bitmapIndexes(), "+")
 		}
-		out = append(out, s)
+		scans, conds = append(scans, s), append(conds, n.IndexCond)
 	}
 	for _, c := range n.Plans {
-		out = append(out, c.rotaDueScans()...)
+		s, ic := c.scans(relation)
+		scans, conds = append(scans, s...), append(conds, ic...)
 	}
-	return out
+	return scans, conds
 }
 
 // bitmapIndexes lists the indexes of the Bitmap Index Scans below n.
@@ -99,6 +120,9 @@ func planOf(t *testing.T, pool *pgxpool.Pool, mode, sql string, args ...any) pla
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := tx.Exec(ctx, postgres.SQLPlanSettings); err != nil { // as the Index runs them
+		t.Fatal(err)
+	}
 	sd, err := tx.Prepare(ctx, "", sql)
 	if err != nil {
 		t.Fatal(err)
@@ -130,41 +154,76 @@ func planOf(t *testing.T, pool *pgxpool.Pool, mode, sql string, args ...any) pla
 	return out[0].Plan
 }
 
-// A bulk load leaves statistics that describe one tenant's backlog as the whole table. The
-// per-user reads must still be ranges of rota_due_free_user — never a walk of
-// rota_due_free (every due row, in due order), a sequential scan or a bitmap of the backlog
-// — in the plan for these values and in the generic plan alike. Checked on the plans'
-// shapes, not their times.
+// Every read of the dispatch path is a bounded index scan whatever the statistics say: a
+// bulk load leaves statistics that describe one tenant's backlog as the whole of rota_due
+// and one user as the whole of rota_users. In the plan for these values and in the generic
+// plan alike, users are read only from the front of a group's range of rota_users_queue or
+// by primary key, and entries only from a user's keyset range of rota_due_free_user or
+// rota_due_claimed_user or by the whole primary key (user and work key) — never a sequential
+// scan, a bitmap, rota_due_free (every due row, in due order), or a range of the primary
+// key over one user's backlog. Checked on the plans' shapes, not their times.
 func TestPlansSurviveStaleStatistics(t *testing.T) {
 	t.Parallel()
-	pool := staleFixture(t, 20_000, 20)
+	pool := staleFixture(t, 20_000, 2_000, 5_000)
 	now := t0.Add(time.Minute)
+	users := []string{"bulk00001", "bulk00002", "noisy", "quiet007"}
+	works := []string{"w0", "w0", "w0000001", "w0"}
+	const (
+		queue       = "Index Scan using rota_users_queue"
+		queueOnly   = "Index Only Scan using rota_users_queue"
+		userKey     = "Index Scan using rota_users_pkey"
+		free        = "Index Scan using rota_due_free_user"
+		freeOnly    = "Index Only Scan using rota_due_free_user"
+		claimed     = "Index Scan using rota_due_claimed_user"
+		claimedOnly = "Index Only Scan using rota_due_claimed_user"
+		dueKey      = "Index Scan using rota_due_pkey"
+		tid         = "Tid Scan"
+	)
+	reads := []struct {
+		name       string
+		sql        string
+		args       []any
+		users, due []string // the scans allowed on rota_users and rota_due
+	}{
+		{"Ready", postgres.SQLReady, []any{"", now, 100, 11, now.Add(time.Minute)}, []string{queue, userKey}, []string{free, claimed}},
+		{"Ready of a small group", postgres.SQLReady, []any{"pro", now, 100, 11, now.Add(time.Minute)}, []string{queue, userKey}, []string{free, claimed}},
+		{"Claim", postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour)}, []string{userKey}, []string{dueKey, tid}},
+		{"CompleteMany", postgres.SQLCompleteMany, []any{users, works, []int64{1, 2, 3, 4}, []string{"hot", "hot", "hot", "hot"},
+			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}}, []string{userKey}, []string{dueKey, tid}},
+		{"Groups", postgres.SQLGroups, []any{now}, []string{queueOnly, queue}, nil},
+		{"ReadyAt recomputation", postgres.SQLRecompute, []any{users}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
+		{"ReadyAt recomputation of the noisy user", postgres.SQLRecompute, []any{[]string{"noisy"}}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
+	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		t.Run(mode, func(t *testing.T) {
-			heads := planOf(t, pool, mode, postgres.SQLDueHeads, now, 11).rotaDueScans()
-			if want := []string{"Index Scan using rota_due_free_user"}; !hasOnly(heads, want, "using rota_due_claimed") {
-				t.Errorf("DueHeads reads rota_due with %q; want the per-user probe %q and the range of rota_due_claimed", heads, want)
-			}
-			recompute := planOf(t, pool, mode, postgres.SQLRecompute, "quiet007").rotaDueScans()
-			if !hasOnly(recompute, []string{"Index Only Scan using rota_due_free_user", "Index Scan using rota_due_free_user"}, "") || len(recompute) != 1 {
-				t.Errorf("the free_at recomputation reads rota_due with %q; want one range of rota_due_free_user", recompute)
+			for _, r := range reads {
+				plan := planOf(t, pool, mode, r.sql, r.args...)
+				for _, rel := range []struct {
+					name    string
+					allowed []string
+				}{{"rota_users", r.users}, {"rota_due", r.due}} {
+					scans, conds := plan.scans(rel.name)
+					if !allowedScans(scans, rel.allowed) {
+						t.Errorf("%s reads %s with %q; want only %q", r.name, rel.name, scans, rel.allowed)
+					}
+					for i, s := range scans {
+						if s == dueKey && !strings.Contains(conds[i], "work_key") {
+							t.Errorf("%s reads a range of rota_due's primary key (%s), which walks a user's backlog", r.name, conds[i])
+						}
+					}
+				}
 			}
 		})
 	}
 }
 
-// hasOnly reports whether scans holds at least one of want and nothing else but scans ending
-// in also (when also is not empty).
-func hasOnly(scans, want []string, also string) bool {
-	found := false
+// allowedScans reports whether scans holds only scans of allowed, and some scan when
+// allowed is not empty.
+func allowedScans(scans, allowed []string) bool {
 	for _, s := range scans {
-		switch {
-		case slices.Contains(want, s):
-			found = true
-		case also != "" && strings.HasSuffix(s, also):
-		default:
+		if !slices.Contains(allowed, s) {
 			return false
 		}
 	}
-	return found
+	return len(scans) > 0 || len(allowed) == 0
 }

@@ -126,8 +126,9 @@ func Pool(tb testing.TB) *pgxpool.Pool {
 
 // LoadDue bulk-loads due entries into the migrated schema of pool with COPY, and the
 // per-user summary the Index keeps: users[i] gets counts[i] entries (at least one), keys
-// w0000000, w0000001, …, tier "hot", the j-th due at due(i) + j µs. Users that already have
-// a row keep it, with free_at set to the earliest due_at of all their entries. LoadDue runs
+// w0000000, w0000001, …, tier "hot", the j-th due at due(i) + j µs. New users are in the
+// unrouted group ""; users that already have a row keep it (group, LastServed, hold), with
+// their ReadyAt recomputed over all their entries. LoadDue runs
 // VACUUM ANALYZE on both tables and reads the first and the last user's last entry back
 // through the Index: a schema change fails here instead of skewing a figure.
 func LoadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, due func(i int) time.Time) {
@@ -153,8 +154,9 @@ func LoadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, du
 		tb.Fatalf("pgtest: COPY into rota_due: %d rows of %d: %v", n, total, err)
 	}
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO rota_users (user_id, free_at) SELECT user_id, min(due_at) FROM rota_due GROUP BY user_id
-		ON CONFLICT (user_id) DO UPDATE SET free_at = EXCLUDED.free_at`); err != nil {
+		INSERT INTO rota_users AS u (user_id, ready_at, turn)
+		SELECT user_id, min(greatest(due_at, claim_until)), min(greatest(due_at, claim_until)) FROM rota_due GROUP BY user_id
+		ON CONFLICT (user_id) DO UPDATE SET ready_at = EXCLUDED.ready_at, turn = greatest(EXCLUDED.ready_at, u.last_served)`); err != nil {
 		tb.Fatal(err)
 	}
 	for _, table := range []string{"rota_due", "rota_users"} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 )
@@ -72,24 +73,26 @@ func TestPoolInSharesOneSchema(t *testing.T) {
 	}
 }
 
-// LoadDue's entries are what the Index reads: keys, due times, and the users' summaries.
+// LoadDue's entries are what the Index reads: keys, due times, and the users' ReadyAt, in
+// the unrouted group.
 func TestLoadDue(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	pgtest.LoadDue(t, pool, []string{"a", "b"}, []int{3, 1}, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Hour) })
-	heads, err := postgres.NewIndex(pool).DueHeads(context.Background(), t0.Add(2*time.Hour), 10)
+	page, err := postgres.NewIndex(pool).Ready(context.Background(), duework.ReadyQuery{Now: t0.Add(2 * time.Hour), Users: 10, PerUser: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, h := range heads {
+	for _, h := range page.Heads {
+		got = append(got, fmt.Sprintf("%s@%v", h.UserID, h.Turn.Sub(t0)))
 		for _, e := range h.Due {
 			got = append(got, fmt.Sprintf("%s/%s@%v", e.UserID, e.WorkKey, e.DueAt.Sub(t0)))
 		}
 	}
-	want := fmt.Sprint([]string{"a/w0000000@0s", "a/w0000001@1µs", "a/w0000002@2µs", "b/w0000000@1h0m0s"})
+	want := fmt.Sprint([]string{"a@0s", "a/w0000000@0s", "a/w0000001@1µs", "a/w0000002@2µs", "b@1h0m0s", "b/w0000000@1h0m0s"})
 	if fmt.Sprint(got) != want {
-		t.Fatalf("DueHeads after LoadDue = %v, want %v", got, want)
+		t.Fatalf("Ready after LoadDue = %v, want %v", got, want)
 	}
 }
 

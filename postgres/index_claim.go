@@ -1,0 +1,327 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// sqlClaim is Claim's write, one statement and so one atomic step:
+//
+//   - k: among the given keys, it locks the rows visible at now (due, and unclaimed or their
+//     claim ended) by primary key, skipping rows another transaction holds — so concurrent
+//     dispatchers never wait for each other nor claim one entry twice; a row whose claim
+//     another transaction committed meanwhile is re-checked by the lock (READ COMMITTED)
+//     and dropped;
+//   - c: it gives each a new token from the rota_claim_token sequence and its until;
+//   - s: then, on the users it claimed an entry for, it sets LastServed to the later of
+//     LastServed and now and ends the hold — no indexed column, so a HOT update. Their rows
+//     are read by one index scan over the sorted array of their IDs, so the update locks
+//     them in UserID order; it runs after c (its array is c's output). The recomputation
+//     that follows it in the batch (sqlRecompute) sets their ReadyAt and Turn from a
+//     snapshot that sees c's rows, and writes only rows s locked: the other users of the
+//     keys are untouched, so theirs are already exact.
+//
+// It cannot deadlock: its entry locks never wait (SKIP LOCKED), and its user locks are
+// taken in UserID order after them.
+const sqlClaim = `
+WITH c AS (
+	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
+	FROM (
+		SELECT d.user_id, d.work_key
+		FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
+		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
+		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+		FOR UPDATE OF d SKIP LOCKED
+	) k
+	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
+	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until
+), s AS (
+	UPDATE rota_users u SET last_served = greatest(u.last_served, $3), held_until = NULL
+	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
+)
+SELECT * FROM c`
+
+// Claim claims, atomically, those of keys that are visible at now, until until, and
+// returns their claims in the order of keys; for every user it claimed an entry of, it sets
+// LastServed to the later of LastServed and now and ends the user's hold. Keys that are
+// absent, invalid, not visible, given twice, or whose row a concurrent writer holds at that
+// moment are skipped.
+//
+// It is one round trip: the claim itself (sqlClaim), then the claimed users' ReadyAt. Stored
+// times have microsecond precision: until is rounded up to the next microsecond, so a claim
+// never ends before the until it was given.
+func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+	if err := duework.ValidateTime("now", now); err != nil {
+		return nil, err
+	}
+	if err := duework.ValidateTime("until", until); err != nil {
+		return nil, err
+	}
+	if !until.After(now) {
+		return nil, fmt.Errorf("%w: until %v is not after now %v", duework.ErrInvalid, until, now)
+	}
+	users := make([]string, 0, len(keys))
+	works := make([]string, 0, len(keys))
+	ord := make(map[duework.Key]int, len(keys))
+	for _, k := range keys {
+		if _, dup := ord[k]; dup || !validKey(k) {
+			continue
+		}
+		ord[k] = len(users)
+		users = append(users, k.UserID)
+		works = append(works, k.WorkKey)
+	}
+	if len(users) == 0 {
+		return nil, ctx.Err()
+	}
+	var got []duework.Claim
+	owners := validUsers(users)
+	b := &pgx.Batch{}
+	b.Queue(sqlPlanSettings)
+	b.Queue(sqlClaim, users, works, now, ceilMicro(until))
+	b.Queue(sqlRecompute, owners)
+	br := x.pool.SendBatch(ctx, b)
+	err := func() error {
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (duework.Claim, error) {
+			var c duework.Claim
+			var token int64
+			e, err := scanEntry(r, &token, &c.Until)
+			c.Entry, c.Token = e, uint64(token)
+			return c, err
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return nil, interpret(ctx, "Index.Claim", err)
+	}
+	// The rows come in no particular order: put them in the order of keys (each key once).
+	slices.SortFunc(got, func(a, b duework.Claim) int { return cmp.Compare(ord[a.Entry.Key()], ord[b.Entry.Key()]) })
+	return got, nil
+}
+
+// token returns c's token as the server stores it, or ErrClaimLost for a token no claim
+// of this Index ever had (0, or above the largest bigint).
+func token(op string, c duework.Claim) (int64, error) {
+	if c.Token == 0 || c.Token > 1<<63-1 {
+		return 0, lost(op, c)
+	}
+	return int64(c.Token), nil
+}
+
+func lost(op string, c duework.Claim) error {
+	return fmt.Errorf("postgres: %s: %w: entry %q token %d", op, duework.ErrClaimLost, c.Entry.WorkKey, c.Token)
+}
+
+// Complete replaces the claimed entry with next and ends the claim, or returns
+// duework.ErrClaimLost and writes nothing when c is no longer the entry's current claim (a
+// later claim replaced it, or the host rescheduled or unscheduled the entry). It succeeds
+// past c.Until as long as no later claim was made.
+func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
+	if err := duework.ValidateCompletion(tc, c, next); err != nil {
+		return err
+	}
+	tok, err := token("Index.Complete", c)
+	if err != nil {
+		return err
+	}
+	ifLost := func(n int64) error {
+		if n == 0 {
+			return lost("Index.Complete", c)
+		}
+		return nil
+	}
+	return x.writeOne(ctx, "Index.Complete", tc.UserID(), false, ifLost, `
+		UPDATE rota_due SET tier = $4, due_at = $5, last_run_at = $6, miss_streak = $7,
+			claim_token = NULL, claim_until = NULL
+		WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
+		tc.UserID(), next.WorkKey, tok, next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak)
+}
+
+// sqlCompleteMany is CompleteMany's write, one statement for the whole batch:
+//
+//   - e: it locks the rows that still carry the claim of an item, in (UserID, WorkKey)
+//     order, waiting for a row another transaction holds and re-checking the claim after
+//     the wait (READ COMMITTED);
+//   - c: it writes each item's next entry and ends its claim, returning the item's ordinal;
+//   - l: then it locks the rows of the users it wrote for, in UserID order (one index scan
+//     over the sorted array of their IDs, which waits for c), so that the ReadyAt
+//     recomputation that follows it in the batch (sqlRecompute) takes its snapshot after
+//     the locks and writes only rows l holds; the final SELECT waits for l.
+//
+// It cannot deadlock: entries are locked in one global order, and users after every entry,
+// in UserID order. Items are one per key and claim token (CompleteMany sends no key and
+// token twice), so no row is written twice.
+const sqlCompleteMany = `
+WITH k AS MATERIALIZED (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[])
+		WITH ORDINALITY AS k(user_id, work_key, token, tier, due_at, last_run_at, miss_streak, ord)
+), e AS (
+	SELECT d.ctid AS tid, k.* FROM k JOIN rota_due d
+		ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+	ORDER BY d.user_id, d.work_key
+	FOR UPDATE OF d
+), c AS (
+	UPDATE rota_due d SET tier = e.tier, due_at = e.due_at, last_run_at = e.last_run_at,
+		miss_streak = e.miss_streak, claim_token = NULL, claim_until = NULL
+	FROM e WHERE d.ctid = e.tid
+	RETURNING e.ord, d.user_id
+), l AS (
+	SELECT u.user_id FROM rota_users u
+	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
+	ORDER BY u.user_id FOR NO KEY UPDATE
+)
+SELECT c.ord FROM c WHERE (SELECT count(*) FROM l) >= 0`
+
+// CompleteMany completes every item of done as Complete would, in one round trip: one
+// statement writes the whole batch (sqlCompleteMany), a second recomputes its users'
+// ReadyAt. errs[i] is item i's outcome: nil, duework.ErrClaimLost, or the validation error
+// (duework.ErrInvalid, tenancy.ErrNoTenant) of an item refused before anything was sent. An
+// item whose key and token an earlier item of the batch already named gets ErrClaimLost,
+// as it would one after another. When err is not nil, nothing was written: the batch is
+// one transaction.
+func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(done))
+	type sent struct {
+		key   duework.Key
+		token int64
+	}
+	seen := make(map[sent]bool, len(done))
+	ords := make([]int, 0, len(done)) // ords[j]: the item of done that row j of the arrays is
+	var (
+		users, works, tiers []string
+		tokens, streaks     []int64
+		due                 []time.Time
+		last                []*time.Time
+	)
+	for i, d := range done {
+		if err := duework.ValidateCompletion(d.Tenant, d.Claim, d.Next); err != nil {
+			errs[i] = err
+			continue
+		}
+		tok, err := token("Index.CompleteMany", d.Claim)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		s := sent{d.Claim.Entry.Key(), tok}
+		if seen[s] {
+			errs[i] = lost("Index.CompleteMany", d.Claim)
+			continue
+		}
+		seen[s] = true
+		ords = append(ords, i)
+		users = append(users, d.Next.UserID)
+		works = append(works, d.Next.WorkKey)
+		tokens = append(tokens, tok)
+		tiers = append(tiers, d.Next.Tier)
+		due = append(due, d.Next.DueAt)
+		last = append(last, ts(d.Next.LastRunAt))
+		streaks = append(streaks, int64(d.Next.MissStreak))
+	}
+	if len(ords) == 0 {
+		return errs, nil
+	}
+	written := make([]bool, len(ords))
+	owners := validUsers(users)
+	b := &pgx.Batch{}
+	b.Queue(sqlPlanSettings)
+	b.Queue(sqlCompleteMany, users, works, tokens, tiers, due, last, streaks)
+	b.Queue(sqlRecompute, owners)
+	br := x.pool.SendBatch(ctx, b)
+	err := func() error {
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		j := int64(0)
+		if _, err := pgx.ForEachRow(rows, []any{&j}, func() error {
+			written[j-1] = true // WITH ORDINALITY counts from 1
+			return nil
+		}); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return nil, interpret(ctx, "Index.CompleteMany", err)
+	}
+	for j, i := range ords {
+		if !written[j] {
+			errs[i] = lost("Index.CompleteMany", done[i].Claim)
+		}
+	}
+	return errs, nil
+}
+
+// CheckClaim returns nil while c is the current claim of tc's entry c.Entry.WorkKey, and
+// duework.ErrClaimLost otherwise. It reads one row by its primary key and writes nothing.
+func (x *Index) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	if err := duework.ValidateClaim(tc, c); err != nil {
+		return err
+	}
+	tok, err := token("Index.CheckClaim", c)
+	if err != nil {
+		return err
+	}
+	var one int
+	err = x.pool.QueryRow(ctx, `SELECT 1 FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
+		tc.UserID(), c.Entry.WorkKey, tok).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return lost("Index.CheckClaim", c)
+	}
+	return interpret(ctx, "Index.CheckClaim", err)
+}
+
+// UnscheduleClaimed removes tc's entry c.Entry.WorkKey while c is its current claim, and
+// otherwise returns duework.ErrClaimLost and removes nothing.
+func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	if err := duework.ValidateClaim(tc, c); err != nil {
+		return err
+	}
+	tok, err := token("Index.UnscheduleClaimed", c)
+	if err != nil {
+		return err
+	}
+	ifLost := func(n int64) error {
+		if n == 0 {
+			return lost("Index.UnscheduleClaimed", c)
+		}
+		return nil
+	}
+	return x.writeOne(ctx, "Index.UnscheduleClaimed", tc.UserID(), false, ifLost,
+		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
+		tc.UserID(), c.Entry.WorkKey, tok)
+}
