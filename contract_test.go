@@ -206,16 +206,32 @@ var (
 )
 
 // `Key{UserID, WorkKey string}`; `Claim{Entry Entry; Token uint64; Until time.Time}`;
-// `Head{UserID string; LastServed time.Time; Due []Entry; More bool}`.
+// `Head{UserID string; LastServed, Turn time.Time; Due []Entry; More bool}`.
 var (
 	_ = duework.Key{UserID: aString, WorkKey: aString}
 	_ = func(k duework.Key) (string, string) { return k.UserID, k.WorkKey }
 	_ = duework.Claim{Entry: duework.Entry{}, Token: aUint64, Until: aTime}
 	_ = func(c duework.Claim) (duework.Entry, uint64, time.Time) { return c.Entry, c.Token, c.Until }
-	_ = duework.Head{UserID: aString, LastServed: aTime, Due: []duework.Entry(nil), More: aBool}
-	_ = func(h duework.Head) (string, time.Time, []duework.Entry, bool) {
-		return h.UserID, h.LastServed, h.Due, h.More
+	_ = duework.Head{UserID: aString, LastServed: aTime, Turn: aTime, Due: []duework.Entry(nil), More: aBool}
+	_ = func(h duework.Head) (string, time.Time, time.Time, []duework.Entry, bool) {
+		return h.UserID, h.LastServed, h.Turn, h.Due, h.More
 	}
+)
+
+// `Done{Tenant tenancy.Context; Claim Claim; Next Entry}`; `Route{UserID, Group string}`;
+// `ReadyQuery{Group string; Now time.Time; Users, PerUser int; Hold time.Duration}`;
+// `ReadyPage{Heads []Head; Next time.Time}`.
+var (
+	_ = duework.Done{Tenant: tenancy.Context{}, Claim: duework.Claim{}, Next: duework.Entry{}}
+	_ = func(d duework.Done) (tenancy.Context, duework.Claim, duework.Entry) { return d.Tenant, d.Claim, d.Next }
+	_ = duework.Route{UserID: aString, Group: aString}
+	_ = func(r duework.Route) (string, string) { return r.UserID, r.Group }
+	_ = duework.ReadyQuery{Group: aString, Now: aTime, Users: anInt, PerUser: anInt, Hold: aDuration}
+	_ = func(q duework.ReadyQuery) (string, time.Time, int, int, time.Duration) {
+		return q.Group, q.Now, q.Users, q.PerUser, q.Hold
+	}
+	_ = duework.ReadyPage{Heads: []duework.Head(nil), Next: aTime}
+	_ = func(p duework.ReadyPage) ([]duework.Head, time.Time) { return p.Heads, p.Next }
 )
 
 // `Advance(e Entry, p cadence.Policy, hit bool, now time.Time) Entry` — pure.
@@ -228,15 +244,19 @@ var (
 	_ error = duework.ErrInvalid
 )
 
-// The Index contract, method by method, and exactly these seven methods.
+// The Index contract, method by method, and exactly these eleven methods.
 var (
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Entry) error                         = duework.Index.Schedule
 	_ func(duework.Index, context.Context, tenancy.Context, string) error                                = duework.Index.Unschedule
 	_ func(duework.Index, context.Context, tenancy.Context, string) (duework.Entry, error)               = duework.Index.Get
-	_ func(duework.Index, context.Context, time.Time, int) ([]duework.Entry, error)                      = duework.Index.DueBefore
-	_ func(duework.Index, context.Context, time.Time, int) ([]duework.Head, error)                       = duework.Index.DueHeads
-	_ func(duework.Index, context.Context, []duework.Key, time.Time, time.Time) ([]duework.Claim, error) = duework.Index.Claim
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Claim, duework.Entry) error          = duework.Index.Complete
+	_ func(duework.Index, context.Context, []duework.Done) ([]error, error)                              = duework.Index.CompleteMany
+	_ func(duework.Index, context.Context, time.Time, int) ([]duework.Entry, error)                      = duework.Index.DueBefore
+	_ func(duework.Index, context.Context, duework.ReadyQuery) (duework.ReadyPage, error)                = duework.Index.Ready
+	_ func(duework.Index, context.Context, []duework.Route) error                                        = duework.Index.Route
+	_ func(duework.Index, context.Context, time.Time) ([]string, error)                                  = duework.Index.Groups
+	_ func(duework.Index, context.Context, []string, time.Time) error                                    = duework.Index.Release
+	_ func(duework.Index, context.Context, []duework.Key, time.Time, time.Time) ([]duework.Claim, error) = duework.Index.Claim
 	_ duework.Index                                                                                      = indexMethods(nil)
 	_ indexMethods                                                                                       = duework.Index(nil)
 )
@@ -245,11 +265,24 @@ type indexMethods interface {
 	Schedule(ctx context.Context, tc tenancy.Context, e duework.Entry) error
 	Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error
 	Get(ctx context.Context, tc tenancy.Context, workKey string) (duework.Entry, error)
-	DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error)
-	DueHeads(ctx context.Context, now time.Time, perUser int) ([]duework.Head, error)
-	Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error)
 	Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error
+	CompleteMany(ctx context.Context, done []duework.Done) (errs []error, err error)
+	DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error)
+	Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error)
+	Route(ctx context.Context, routes []duework.Route) error
+	Groups(ctx context.Context, now time.Time) ([]string, error)
+	Release(ctx context.Context, userIDs []string, heldUntil time.Time) error
+	Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error)
 }
+
+// The optional capabilities the code adds where the contract leaves syncing and claim
+// checks open; Memory and the reference Model have both.
+var (
+	_ duework.MissingScheduler = (*duework.Memory)(nil)
+	_ duework.ClaimGuard       = (*duework.Memory)(nil)
+	_ duework.MissingScheduler = (*indextest.Model)(nil)
+	_ duework.ClaimGuard       = (*indextest.Model)(nil)
+)
 
 // `NewMemory() *Memory`: the embedded default.
 var (

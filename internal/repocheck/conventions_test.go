@@ -23,14 +23,7 @@ const maxFuncLines = 80
 // known lists the violations that existed when this check was written, as
 // "check file:function". Each is being fixed on its own branch; the list only shrinks:
 // an entry that no longer violates fails TestConventions, so the fix deletes it.
-var known = []string{
-	"long dispatch/dispatcher.go:Dispatcher.dispatch",      // 86 lines: the I/O shell around Select is being shortened
-	"long dispatch/select.go:pickFair",                     // 95 lines: the fair pick is being split into named phases
-	"reference dispatch/dispatcher.go:Dispatcher.Dispatch", // its doc cites rules 1–4 and 8: being rewritten
-	"reference dispatch/select.go:Select",                  // its doc cites rules 1–4 and 8: being rewritten
-	"long duework/indextest/bad.go:badInput",               // 103 lines: becoming a table of named checks
-	"long duework/indextest/model.go:runSequence",          // 125 lines: the model's runner is being split
-}
+var known = []string{}
 
 // A violation is one place that breaks a convention.
 type violation struct {
