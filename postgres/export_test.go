@@ -9,6 +9,7 @@ import (
 // The dispatch statements, for the plan-shape test and the benchmarks' EXPLAIN.
 const (
 	SQLReady        = sqlReady
+	SQLPeek         = sqlPeek
 	SQLClaim        = sqlClaim
 	SQLCompleteMany = sqlCompleteMany
 	SQLGroups       = sqlGroups
