@@ -11,6 +11,7 @@ const (
 	SQLReady        = sqlReady
 	SQLPeek         = sqlPeek
 	SQLClaim        = sqlClaim
+	SQLServe        = sqlServe
 	SQLCompleteMany = sqlCompleteMany
 	SQLGroups       = sqlGroups
 	SQLRecompute    = sqlRecompute

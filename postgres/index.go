@@ -137,16 +137,31 @@ const sqlPlanSettings = `SELECT set_config('enable_seqscan', 'off', true), set_c
 	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
 	set_config('enable_incremental_sort', 'off', true), set_config('jit', 'off', true)`
 
+// sqlHoldSettings is sqlPlanSettings for the calls that write only holds and routes (Ready,
+// Release, Route): their commit does not wait for the write-ahead log to reach the disk
+// (synchronous_commit off, for their transaction only). A server crash can lose the last
+// such writes, which only lets a hold end early or leaves a user in its previous group to
+// be routed again; claims, completions and entries are always written durably. It saves a
+// disk flush, a few milliseconds, on every dispatch cycle.
+const sqlHoldSettings = sqlPlanSettings + `, set_config('synchronous_commit', 'off', true)`
+
 const (
 	sqlEnsureUser = `INSERT INTO rota_users (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`
 	sqlLockUser   = `SELECT 1 FROM rota_users WHERE user_id = $1 FOR NO KEY UPDATE`
-	// sqlRecompute sets ready_at and turn of the users $1 (whose rows the caller has locked)
-	// from two keyset probes per user: its first unclaimed entry in rota_due_free_user and
-	// its first claimed entry in rota_due_claimed_user (see "Per-user reads" above). OFFSET
-	// 0 keeps the subquery from being pulled up, which would run the probes twice (SET and
-	// WHERE). A user whose ready_at and turn are already right is not written.
+	// sqlRecompute sets ready_at and turn of the users $1 (whose rows the caller has locked);
+	// see readyAtFrom. A user whose ready_at and turn are already right is not written.
 	sqlRecompute = `UPDATE rota_users u SET ready_at = n.ready_at, turn = CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END
-		FROM (SELECT k.user_id, least(
+		FROM (` + readyAtFrom + `unnest($1::text[]) AS k(user_id) OFFSET 0) n
+		WHERE u.user_id = n.user_id
+		  AND (u.ready_at IS DISTINCT FROM n.ready_at OR u.turn IS DISTINCT FROM CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END)`
+)
+
+// readyAtFrom computes each user's ReadyAt from two keyset probes: its first unclaimed
+// entry in rota_due_free_user and its first claimed entry in rota_due_claimed_user (see
+// "Per-user reads" above). It is completed with a FROM item naming k.user_id; OFFSET 0
+// after it keeps the subquery from being pulled up, which would run the probes twice (SET
+// and WHERE).
+const readyAtFrom = `SELECT k.user_id, least(
 			(SELECT d.due_at FROM rota_due d
 			 WHERE (d.user_id, d.due_at) BETWEEN (k.user_id, '-infinity') AND (k.user_id, 'infinity')
 			   AND d.claim_until IS NULL
@@ -155,10 +170,7 @@ const (
 			 WHERE (d.user_id, greatest(d.due_at, d.claim_until)) BETWEEN (k.user_id, '-infinity') AND (k.user_id, 'infinity')
 			   AND d.claim_until IS NOT NULL
 			 ORDER BY d.user_id, greatest(d.due_at, d.claim_until) LIMIT 1)) AS ready_at
-			FROM unnest($1::text[]) AS k(user_id) OFFSET 0) n
-		WHERE u.user_id = n.user_id
-		  AND (u.ready_at IS DISTINCT FROM n.ready_at OR u.turn IS DISTINCT FROM CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END)`
-)
+		FROM `
 
 // writeOne runs one write of a user's entries and keeps the user's ReadyAt exact,
 // atomically and in one round trip: the statements go as one pgx batch, which the server
@@ -193,10 +205,10 @@ func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, resu
 	return nil
 }
 
-// exec runs one statement under sqlPlanSettings, in one round trip.
+// exec runs one statement under sqlHoldSettings, in one round trip: Route and Release.
 func (x *Index) exec(ctx context.Context, op, sql string, args ...any) error {
 	b := &pgx.Batch{}
-	b.Queue(sqlPlanSettings)
+	b.Queue(sqlHoldSettings)
 	b.Queue(sql, args...)
 	return interpret(ctx, op, x.pool.SendBatch(ctx, b).Close())
 }

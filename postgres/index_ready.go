@@ -100,7 +100,7 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	var page duework.ReadyPage
 	heads := map[string]int{} // user → index in page.Heads
 	b := &pgx.Batch{}
-	b.Queue(sqlPlanSettings)
+	b.Queue(sqlHoldSettings)
 	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser+1, heldUntil)
 	br := x.pool.SendBatch(ctx, b)
 	err := func() error {

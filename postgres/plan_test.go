@@ -208,6 +208,8 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		{"Ready without a hold", postgres.SQLPeek, []any{"", now, 100, 11, nil}, []string{queue}, []string{free, claimed}},
 		{"Ready of a small group", postgres.SQLReady, []any{"pro", now, 100, 11, now.Add(time.Minute)}, []string{queue, tid}, []string{free, claimed}},
 		{"Claim", postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour)}, []string{userKey}, []string{dueKey, tid}},
+		{"Claim's users", postgres.SQLServe, []any{now}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
+		{"CompleteMany's users", postgres.SQLServe, []any{nil}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
 		{"CompleteMany", postgres.SQLCompleteMany, []any{users, works, []int64{1, 2, 3, 4}, []string{"hot", "hot", "hot", "hot"},
 			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}}, []string{userKey}, []string{dueKey, tid}},
 		{"Groups", postgres.SQLGroups, []any{now}, []string{queueOnly, queue}, nil},
