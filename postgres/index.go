@@ -101,9 +101,11 @@ func validUsers(ids []string) []string {
 // AND (u, now) as a bounded scan, and only rota_due_free_user yields the order
 // (user_id, due_at, work_key) without a sort. Every other plan reads all of the range and
 // sorts it, which costs more under any statistics, and the range's own estimate does not
-// read them (its bounds are parameters). Claimed rows are read the same way through
-// rota_due_claimed_user, (user_id, greatest(due_at, claim_until)). The plan-shape test
-// loads the stale case and checks both the custom and the generic plan of every such read.
+// read them (its bounds are parameters). The ReadyAt probe of claimed rows is written the
+// same way over rota_due_claimed_user, (user_id, greatest(due_at, claim_until)); Ready's
+// read of the claims that ended may use an equality, since no other index holds claimed
+// rows by user. The plan-shape test loads stale and fresh statistics and checks both the
+// custom and the generic plan of every such read.
 
 // ReadyAt and locks.
 //
@@ -111,7 +113,7 @@ func validUsers(ids []string) []string {
 // (unclaimed) or greatest(due_at, claim_until) (claimed), and turn greatest(ready_at,
 // last_served) (NULL without entries). Every write to a user's entries therefore locks the
 // user's row after its entry writes and only then recomputes both, in a new statement
-// (sqlRecompute). Under READ COMMITTED that statement's snapshot sees every change committed
+// (sqlRecompute; sqlServe after Claim and CompleteMany). Under READ COMMITTED that statement's snapshot sees every change committed
 // before the lock was granted, and a writer still in flight recomputes again after it, so
 // the last recomputation of a user always sees all of its entries.
 //
@@ -120,6 +122,7 @@ func validUsers(ids []string) []string {
 // SKIP LOCKED. No transaction waits for an entry while it holds a user row, and none waits
 // for a user while holding a user that sorts after it, so no cycle of waits can form. Ready
 // never waits at all (SKIP LOCKED on users, no entry locks).
+
 // sqlPlanSettings pins the plans of the statements that follow it in a batch (the batch's
 // implicit transaction ends the settings) to what every one of them is: a handful of index
 // probes per user or key, each a nested loop over a table's index. The statements never
