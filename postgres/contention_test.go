@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
@@ -26,11 +28,17 @@ const (
 	contentionUsers   = 1_000
 	contentionEntries = 100_000
 	noisyEntries      = 50_050 // user000 holds these; the 999 others hold 50 each
+
+	// The contention tests run this many dispatchers, each for this many cycles at the
+	// same instants one second apart, claiming for claimFor.
+	dispatchers = 4
+	cycles      = 25
+	claimFor    = 20 * time.Second
 )
 
 // contentionFixture loads contentionEntries entries of contentionUsers users, all due at t0,
-// user000 with noisyEntries of them, and returns the schema.
-func contentionFixture(t *testing.T) string {
+// user000 with noisyEntries of them, and returns the schema and a setup pool on it.
+func contentionFixture(t *testing.T) (string, *pgxpool.Pool) {
 	t.Helper()
 	schema := pgtest.Schema(t, "rota_test")
 	setup := pgtest.PoolIn(t, schema, 2)
@@ -45,7 +53,7 @@ func contentionFixture(t *testing.T) string {
 	}
 	counts[0] = noisyEntries
 	pgtest.LoadDue(t, setup, users, counts, func(int) time.Time { return t0 })
-	return schema
+	return schema, setup
 }
 
 type claimRecord struct {
@@ -65,15 +73,11 @@ type claimRecord struct {
 func TestContentionFourReaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := contentionFixture(t)
-	setup := pgtest.PoolIn(t, schema, 2)
+	schema, setup := contentionFixture(t)
 	const (
-		dispatchers = 4
-		cycles      = 25
-		users       = 50 // per Ready
-		perUser     = 3
-		claimFor    = 20 * time.Second
-		holdFor     = 5 * time.Second
+		users   = 50 // per Ready
+		perUser = 3
+		holdFor = 5 * time.Second
 	)
 	base := t0.Add(time.Hour)
 	at := func(cycle int) time.Time { return base.Add(time.Duration(cycle) * time.Second) }
@@ -292,13 +296,7 @@ func contentionLane(user string) dispatch.Lane {
 func TestContentionFourDispatchers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := contentionFixture(t)
-	setup := pgtest.PoolIn(t, schema, 2)
-	const (
-		dispatchers = 4
-		cycles      = 25
-		claimFor    = 20 * time.Second
-	)
+	schema, setup := contentionFixture(t)
 	base := t0.Add(time.Hour)
 	at := func(cycle int) time.Time { return base.Add(time.Duration(cycle) * time.Second) }
 	laneFor := func(_ context.Context, user string) (dispatch.Lane, error) { return contentionLane(user), nil }

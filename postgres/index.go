@@ -208,6 +208,35 @@ func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, resu
 	return nil
 }
 
+// sendBatch runs b — a settings statement, a query whose rows scan reads one at a time,
+// then statements whose results are not read — in one round trip and one transaction.
+func (x *Index) sendBatch(ctx context.Context, b *pgx.Batch, scan func(pgx.Rows) error) error {
+	br := x.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	if rows.Close(); rows.Err() != nil {
+		return rows.Err()
+	}
+	for range b.Len() - 2 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return br.Close()
+}
+
 // exec runs one statement under sqlHoldSettings, in one round trip: Route and Release.
 func (x *Index) exec(ctx context.Context, op, sql string, args ...any) error {
 	b := &pgx.Batch{}

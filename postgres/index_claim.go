@@ -105,37 +105,37 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlClaim, users, works, now, ceilMicro(until))
 	b.Queue(sqlServe, now)
-	br := x.pool.SendBatch(ctx, b)
-	err := func() error {
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (duework.Claim, error) {
-			var c duework.Claim
-			var token int64
-			e, err := scanEntry(r, &token, &c.Until)
-			c.Entry, c.Token = e, uint64(token)
-			return c, err
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
+		var c duework.Claim
+		var token int64
+		e, err := scanEntry(rows, &token, &c.Until)
+		c.Entry, c.Token = e, uint64(token)
+		got = append(got, c)
+		return err
+	})
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
 	// The rows come in no particular order: put them in the order of keys (each key once).
 	slices.SortFunc(got, func(a, b duework.Claim) int { return cmp.Compare(ord[a.Entry.Key()], ord[b.Entry.Key()]) })
 	return got, nil
+}
+
+// writeClaimed runs a write of tc's entry c.Entry.WorkKey that applies only while c is its
+// current claim — sql's $1, $2 and $3 are the user, the work key and the token, args the
+// rest — and returns duework.ErrClaimLost when it wrote nothing.
+func (x *Index) writeClaimed(ctx context.Context, op string, tc tenancy.Context, c duework.Claim, sql string, args ...any) error {
+	tok, err := token(op, c)
+	if err != nil {
+		return err
+	}
+	ifLost := func(n int64) error {
+		if n == 0 {
+			return lost(op, c)
+		}
+		return nil
+	}
+	return x.writeOne(ctx, op, tc.UserID(), false, ifLost, sql, append([]any{tc.UserID(), c.Entry.WorkKey, tok}, args...)...)
 }
 
 // token returns c's token as the server stores it, or ErrClaimLost for a token no claim
@@ -159,21 +159,11 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 	if err := duework.ValidateCompletion(tc, c, next); err != nil {
 		return err
 	}
-	tok, err := token("Index.Complete", c)
-	if err != nil {
-		return err
-	}
-	ifLost := func(n int64) error {
-		if n == 0 {
-			return lost("Index.Complete", c)
-		}
-		return nil
-	}
-	return x.writeOne(ctx, "Index.Complete", tc.UserID(), false, ifLost, `
+	return x.writeClaimed(ctx, "Index.Complete", tc, c, `
 		UPDATE rota_due SET tier = $4, due_at = $5, last_run_at = $6, miss_streak = $7,
 			claim_token = NULL, claim_until = NULL
 		WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
-		tc.UserID(), next.WorkKey, tok, next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak)
+		next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak)
 }
 
 // sqlCompleteMany is CompleteMany's write, one statement for the whole batch:
@@ -268,28 +258,14 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlCompleteMany, users, works, tokens, tiers, due, last, streaks)
 	b.Queue(sqlServe, nil)
-	br := x.pool.SendBatch(ctx, b)
-	err := func() error {
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		j := int64(0)
-		if _, err := pgx.ForEachRow(rows, []any{&j}, func() error {
+	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
+		var j int64
+		err := rows.Scan(&j)
+		if err == nil {
 			written[j-1] = true // WITH ORDINALITY counts from 1
-			return nil
-		}); err != nil {
-			return err
 		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+		return err
+	})
 	if err != nil {
 		return nil, interpret(ctx, "Index.CompleteMany", err)
 	}
@@ -326,17 +302,6 @@ func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
-	tok, err := token("Index.UnscheduleClaimed", c)
-	if err != nil {
-		return err
-	}
-	ifLost := func(n int64) error {
-		if n == 0 {
-			return lost("Index.UnscheduleClaimed", c)
-		}
-		return nil
-	}
-	return x.writeOne(ctx, "Index.UnscheduleClaimed", tc.UserID(), false, ifLost,
-		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
-		tc.UserID(), c.Entry.WorkKey, tok)
+	return x.writeClaimed(ctx, "Index.UnscheduleClaimed", tc, c,
+		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`)
 }

@@ -102,46 +102,31 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	b := &pgx.Batch{}
 	b.Queue(sqlHoldSettings)
 	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser+1, heldUntil)
-	br := x.pool.SendBatch(ctx, b)
-	err := func() error {
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
+	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
+		var (
+			part                   int32
+			user, workKey, tier    *string
+			served, due, last, rtn *time.Time
+			streak                 *int64
+		)
+		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak); err != nil {
 			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
+		if part == 2 {
+			page.Next = *rtn
+			return nil
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				part                   int32
-				user, workKey, tier    *string
-				served, due, last, rtn *time.Time
-				streak                 *int64
-			)
-			if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak); err != nil {
-				return err
-			}
-			if part == 2 {
-				page.Next = *rtn
-				continue
-			}
-			i, ok := heads[*user]
-			if !ok {
-				i = len(page.Heads)
-				heads[*user] = i
-				page.Heads = append(page.Heads, duework.Head{UserID: *user, LastServed: fromTS(served), Turn: *rtn})
-			}
-			page.Heads[i].Due = append(page.Heads[i].Due, duework.Entry{
-				UserID: *user, WorkKey: *workKey, Tier: *tier, DueAt: *due, LastRunAt: fromTS(last), MissStreak: int(*streak),
-			})
+		i, ok := heads[*user]
+		if !ok {
+			i = len(page.Heads)
+			heads[*user] = i
+			page.Heads = append(page.Heads, duework.Head{UserID: *user, LastServed: fromTS(served), Turn: *rtn})
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+		page.Heads[i].Due = append(page.Heads[i].Due, duework.Entry{
+			UserID: *user, WorkKey: *workKey, Tier: *tier, DueAt: *due, LastRunAt: fromTS(last), MissStreak: int(*streak),
+		})
+		return nil
+	})
 	if err != nil {
 		return duework.ReadyPage{}, interpret(ctx, "Index.Ready", err)
 	}
