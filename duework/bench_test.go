@@ -258,12 +258,12 @@ func BenchmarkCompleteMany(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryPerEntry reports the heap bytes per stored entry (B/entry), excluding the bytes of
-// the ID strings (which the index shares with the caller and which are allocated before the
-// first reading). The shape is a million entries, here over 10,000 users; the other
-// is the worst case for the index, every user holding one entry, where the user's own record
-// and map slot add to it (measured at 100,000 entries to keep a smoke run short: the figure
-// per entry does not depend on the count).
+// BenchmarkMemoryPerEntry reports the heap bytes per stored entry (B/entry), excluding the
+// bytes of the ID strings (which the index shares with the caller and which are allocated
+// before the first reading). The bar (at most 150) is for a million entries over 10,000
+// users; the other shape is the worst case for the index, every user holding one entry,
+// where the user's own record and map slot add to it (measured at 100,000 entries to keep
+// a smoke run short: the figure per entry does not depend on the count).
 func BenchmarkMemoryPerEntry(b *testing.B) {
 	for _, shape := range []struct{ users, perUser int }{{10_000, 100}, {100_000, 1}} {
 		b.Run(fmt.Sprintf("entries=%d/users=%d", shape.users*shape.perUser, shape.users), func(b *testing.B) {

@@ -68,39 +68,44 @@ func crowd(t *testing.T, users, backlog int, claimed bool) *Memory {
 	return m
 }
 
+// crowdCase is one shape of crowd.
+type crowdCase struct {
+	name           string
+	users, backlog int
+	claimed        bool
+}
+
 // TestReadyCostsWhatItReturns pins Ready's cost without timing anything: reading k users
-// visits O(k) users of the group and O(PerUser) entries per user (times the trees' depth
-// for the first), however many users are ready and however deep, or claimed, one user's
-// backlog is; a second read, which passes over the first read's held users, visits those
-// too and no more. Walking the group would visit 20,000 users, walking the backlog 50,000
-// entries; the bounds allow a few times the treaps' expected depth.
+// visits O(k) users of the group and O(PerUser) entries per user, plus the trees' depth,
+// however many users are ready and however deep, or claimed, one user's backlog is; a
+// second read, which passes over the first read's held users, visits those too and no
+// more. Walking the group would visit 20,000 users, walking the backlog 50,000 entries; the
+// bounds allow a few visits per node read and a few times the treaps' expected depth.
 func TestReadyCostsWhatItReturns(t *testing.T) {
-	const k, perUser = 10, 3
-	q := ReadyQuery{Now: costT0, Users: k, PerUser: perUser, Hold: time.Minute}
+	const perUser = 3
 	ctx := context.Background()
-	for _, c := range []struct {
-		name           string
-		users, backlog int
-		claimed        bool
-	}{
-		{"small", 100, 10, false},
+	for _, c := range []crowdCase{
+		{"small", 500, 10, false},
 		{"many users", 20_000, 10, false},
-		{"deep backlog", 100, 50_000, false},
-		{"deep claimed backlog", 100, 50_000, true},
+		{"deep backlog", 500, 50_000, false},
+		{"deep claimed backlog", 500, 50_000, true},
 	} {
 		m := crowd(t, c.users, c.backlog, c.claimed)
-		var first, second ReadyPage
-		v1 := countVisits(t, func() { first, _ = m.Ready(ctx, q) })
-		v2 := countVisits(t, func() { second, _ = m.Ready(ctx, q) })
-		t.Logf("%s: first read %+v, second %+v", c.name, v1, v2)
-		if len(first.Heads) != k || len(second.Heads) != k || first.Heads[0].UserID != "noisy" || first.Heads[0].More == c.claimed {
-			t.Fatalf("%s: reads returned %d and %d heads (first %q, More %v)", c.name, len(first.Heads), len(second.Heads), first.Heads[0].UserID, first.Heads[0].More)
-		}
-		if v1.users > 2*k+120 || v2.users > 4*k+120 {
-			t.Errorf("%s: Ready visited %d users, then %d past %d held ones; the bounds are %d and %d", c.name, v1.users, v2.users, k, 2*k+120, 4*k+120)
-		}
-		if bound := 2*k*(perUser+1) + 6*60; v1.entries > bound || v2.entries > bound {
-			t.Errorf("%s: Ready visited %d and %d entries for %d heads of at most %d; the bound is %d", c.name, v1.entries, v2.entries, k, perUser, bound)
+		for _, k := range []int{10, 200} {
+			q := ReadyQuery{Now: costT0.Add(time.Duration(k) * time.Second), Users: k, PerUser: perUser, Hold: time.Minute}
+			var first, second ReadyPage
+			v1 := countVisits(t, func() { first, _ = m.Ready(ctx, q) })
+			v2 := countVisits(t, func() { second, _ = m.Ready(ctx, q) })
+			t.Logf("%s, Users %d: first read %+v, second %+v", c.name, k, v1, v2)
+			if len(first.Heads) != k || len(second.Heads) != k || first.Heads[0].UserID != "noisy" || first.Heads[0].More == c.claimed {
+				t.Fatalf("%s: reads returned %d and %d heads (first %q, More %v)", c.name, len(first.Heads), len(second.Heads), first.Heads[0].UserID, first.Heads[0].More)
+			}
+			if b1, b2 := 3*k+100, 5*k+100; v1.users > b1 || v2.users > b2 {
+				t.Errorf("%s: Ready of %d visited %d users, then %d past %d held ones; the bounds are %d and %d", c.name, k, v1.users, v2.users, k, b1, b2)
+			}
+			if bound := 3*k*(perUser+1) + 300; v1.entries > bound || v2.entries > bound {
+				t.Errorf("%s: Ready of %d visited %d and %d entries, at most %d per head; the bound is %d", c.name, k, v1.entries, v2.entries, perUser, bound)
+			}
 		}
 	}
 }
@@ -110,14 +115,7 @@ func TestReadyCostsWhatItReturns(t *testing.T) {
 // entry returned, where about a third of that is typical.
 func TestDueBeforeCostsWhatItReturns(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		name           string
-		users, backlog int
-		claimed        bool
-	}{
-		{"small", 20, 10, false},
-		{"deep backlog", 20, 50_000, false},
-	} {
+	for _, c := range []crowdCase{{"small", 20, 10, false}, {"deep backlog", 20, 50_000, false}} {
 		m := crowd(t, c.users, c.backlog, c.claimed)
 		v := countVisits(t, func() {
 			if es, err := m.DueBefore(ctx, costT0, 30); err != nil || len(es) != 30 {

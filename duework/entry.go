@@ -135,6 +135,32 @@ func ValidateCompletion(tc tenancy.Context, c Claim, next Entry) error {
 	return nil
 }
 
+// ValidateEntries checks the arguments of MissingScheduler.ScheduleMissing: tc must be
+// valid and every entry valid for it (see Entry.Validate). The error names the first bad
+// entry's index.
+func ValidateEntries(tc tenancy.Context, entries []Entry) error {
+	if err := tc.Check(); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		if err := e.Validate(tc); err != nil {
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// ValidateRoutes checks the arguments of Index.Route: every group must be a valid name
+// (see ValidateName). The error names the first bad route's index.
+func ValidateRoutes(routes []Route) error {
+	for i, r := range routes {
+		if err := ValidateName("Group", r.Group); err != nil {
+			return fmt.Errorf("routes[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // ValidateClaim checks the arguments of ClaimGuard's methods: tc must be valid, and the
 // claim must name tc's user and a valid WorkKey.
 func ValidateClaim(tc tenancy.Context, c Claim) error {
@@ -199,7 +225,7 @@ type Head struct {
 	LastServed time.Time
 	// Turn is the user's place in its queue: max(ReadyAt, LastServed).
 	Turn time.Time
-	// Due holds the user's first visible entries in (DueAt, WorkKey) order.
+	// Due holds the user's first visible entries, in the order Index.Ready reads them.
 	Due []Entry
 	// More is true when the user has further visible entries beyond Due.
 	More bool

@@ -68,8 +68,8 @@ type Index interface {
 	// WorkKey).
 	DueBefore(ctx context.Context, now time.Time, limit int) ([]Entry, error)
 	// Ready returns up to q.Users users of q.Group that are ready and not held at q.Now,
-	// in (Turn, UserID) order, each with its first q.PerUser visible entries in (DueAt,
-	// WorkKey) order. With q.Hold > 0 it holds every user it returns until q.Now+q.Hold.
+	// in turn order, each with its first q.PerUser visible entries in (DueAt, WorkKey)
+	// order. With q.Hold > 0 it holds every user it returns until q.Now+q.Hold.
 	// It costs what it returns and the held users it skips, never the number of ready
 	// users of the group nor any user's backlog.
 	Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error)
@@ -119,7 +119,7 @@ type ReadyQuery struct {
 
 // ReadyPage is what Index.Ready returns.
 type ReadyPage struct {
-	// Heads are the users read, in (Turn, UserID) order.
+	// Heads are the users read, in turn order.
 	Heads []Head
 	// Next is the Turn of the first ready, unheld user of the group that the read left
 	// unread; zero if there is none.

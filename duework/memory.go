@@ -16,19 +16,20 @@ import (
 // machine. Make one with NewMemory. It is safe for concurrent use: every call takes one
 // mutex.
 //
-// Schedule, Unschedule, Get, Complete and each item of CompleteMany, ScheduleMissing and
-// Claim cost O(log n); Route and Release O(1) per user plus O(log n) per user moved.
-// Ready costs O(log n) to start and then what it returns: each user read, each held user
-// it passes over, and O(PerUser · log n) per user for its entries, however many users are
-// ready and however deep anyone's backlog is. Groups costs O(log n) per group that has
-// users with entries. DueBefore costs O(log n) per entry it returns, plus O(log n) for each
-// user it passes over whose due entries are all claimed.
+// With n entries stored, each write costs O(log n): Schedule, Unschedule, Complete, and
+// each item of ScheduleMissing, CompleteMany and Claim; so do Get, CheckClaim and
+// UnscheduleClaimed. Ready costs O(log n), then O(1) for each user it reads or passes over
+// because it is held, plus O(PerUser · log n) for each user's entries — never the number
+// of users ready nor the depth of anyone's backlog. Route costs O(log n) per user moved,
+// Release O(1) per user, Groups O(log n) per group. DueBefore costs O(log n) per entry it
+// returns, plus O(log n) for each user it passes over because the entries it has due are
+// all claimed.
 //
-// Users are never deleted, so memory grows with tenant churn: a stored entry takes 128
-// bytes of heap beyond its strings (which Memory shares with the caller), and each user
-// about 150 more.
+// A stored entry takes 128 bytes of heap beyond its strings, which Memory shares with the
+// caller; each user, kept for good, about 150 more.
 //
-// Times come back in UTC, without a monotonic clock reading; compare them with Equal.
+// Memory keeps every time in [MinTime, MaxTime] exactly and returns it in UTC, without a
+// monotonic clock reading; compare times with Equal.
 type Memory struct {
 	mu     sync.Mutex
 	users  map[string]*user
@@ -37,10 +38,10 @@ type Memory struct {
 	tokens uint64           // the last token handed out; only grows
 
 	// Ready's working space, kept between calls so that a read allocates only its result.
-	users1 cursor[user]
-	nodes1 cursor[node]
-	picks  []pick
-	found  []*node
+	queue cursor[user]
+	walk  cursor[node]
+	picks []pick
+	found []*node
 }
 
 var (
@@ -54,8 +55,8 @@ func NewMemory() *Memory {
 	return &Memory{
 		users:  map[string]*user{},
 		groups: map[string]*user{},
-		users1: cursor[user]{t: &groupTree},
-		nodes1: cursor[node]{t: &entryTree, prune: laterThan},
+		queue:  cursor[user]{t: &groupTree},
+		walk:   cursor[node]{t: &entryTree, prune: laterThan},
 	}
 }
 
@@ -83,7 +84,7 @@ type node struct {
 }
 
 // user is one tenant's part of the index. It is in its group's tree and in Memory.byDue
-// exactly when it has entries.
+// exactly when it has entries. It fills one 128-byte size class.
 type user struct {
 	id      string
 	group   string
@@ -93,11 +94,14 @@ type user struct {
 	gkid    [2]*user // links in the group's tree
 	dkid    [2]*user // links in Memory.byDue
 	// servedSec and servedNsec are LastServed, heldSec and heldNsec the hold's end; zero
-	// for never and none.
+	// for never and none. turnSec and turnNsec are the Turn the user is filed under in its
+	// group's tree, while it is there.
 	servedSec  int64
 	heldSec    int64
+	turnSec    int64
 	servedNsec int32
 	heldNsec   int32
+	turnNsec   int32
 	prio       uint32
 }
 
@@ -120,7 +124,19 @@ func joinTime(sec int64, nsec int32) time.Time {
 }
 
 func cmpTime(as int64, an int32, bs int64, bn int32) int {
-	return cmp.Or(cmp.Compare(as, bs), cmp.Compare(an, bn))
+	if as != bs {
+		return cmp.Compare(as, bs)
+	}
+	return cmp.Compare(an, bn)
+}
+
+// thenID orders by c, a comparison of times, then by the two IDs: cheaper than cmp.Or,
+// which would compare the strings every time.
+func thenID(c int, a, b string) int {
+	if c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
 }
 
 // laterThan reports whether every entry of n's subtree is visible only after now: a
@@ -155,7 +171,7 @@ func (n *node) entry(u *user) Entry {
 	}
 }
 
-// turn returns the user's Turn, max(ReadyAt, LastServed); the user must have entries.
+// turn computes the user's Turn, max(ReadyAt, LastServed); the user must have entries.
 func (u *user) turn() (int64, int32) {
 	r := u.entries
 	if cmpTime(u.servedSec, u.servedNsec, r.minSec, r.minNsec) > 0 {
@@ -175,7 +191,7 @@ func (u *user) lookup(workKey string) *node {
 var (
 	entryTree = treap[node]{
 		cmp: func(a, b *node) int {
-			return cmp.Or(cmpTime(a.dueSec, a.dueNsec, b.dueSec, b.dueNsec), strings.Compare(a.workKey, b.workKey))
+			return thenID(cmpTime(a.dueSec, a.dueNsec, b.dueSec, b.dueNsec), a.workKey, b.workKey)
 		},
 		kids: func(n *node) *[2]*node { return &n.kid },
 		prio: func(n *node) uint32 { return n.prio },
@@ -193,12 +209,10 @@ var (
 		kids: func(n *node) *[2]*node { return &n.keyKid },
 		prio: func(n *node) uint32 { return n.prio },
 	}
-	// groupTree orders a group's users by (Turn, UserID).
+	// groupTree orders a group's users by (Turn, UserID), the Turn each is filed under.
 	groupTree = treap[user]{
 		cmp: func(a, b *user) int {
-			as, an := a.turn()
-			bs, bn := b.turn()
-			return cmp.Or(cmpTime(as, an, bs, bn), strings.Compare(a.id, b.id))
+			return thenID(cmpTime(a.turnSec, a.turnNsec, b.turnSec, b.turnNsec), a.id, b.id)
 		},
 		kids: func(u *user) *[2]*user { return &u.gkid },
 		prio: func(u *user) uint32 { return u.prio },
@@ -208,37 +222,41 @@ var (
 	// in its own (DueAt, UserID, WorkKey) order.
 	dueTree = treap[user]{
 		cmp: func(a, b *user) int {
-			return cmp.Or(cmpTime(a.first.dueSec, a.first.dueNsec, b.first.dueSec, b.first.dueNsec), strings.Compare(a.id, b.id))
+			return thenID(cmpTime(a.first.dueSec, a.first.dueNsec, b.first.dueSec, b.first.dueNsec), a.id, b.id)
 		},
 		kids: func(u *user) *[2]*user { return &u.dkid },
 		prio: func(u *user) uint32 { return u.prio },
 	}
 )
 
-// unlink takes u out of its group's tree and, with due, out of byDue, before a write
-// changes its place there; link puts it back after. Both do nothing for a user without
-// entries, which is in neither.
-func (m *Memory) unlink(u *user, due bool) {
-	if u.entries == nil {
-		return
-	}
+// dequeue takes u, which has entries, out of its group's tree.
+func (m *Memory) dequeue(u *user) {
 	if root := groupTree.remove(m.groups[u.group], u); root != nil {
 		m.groups[u.group] = root
 	} else {
 		delete(m.groups, u.group)
 	}
-	if due {
-		m.byDue = dueTree.remove(m.byDue, u)
-	}
 }
 
-func (m *Memory) link(u *user, due bool) {
-	if u.entries == nil {
-		return
-	}
+// enqueue files u, which has entries, in its group's tree under its Turn.
+func (m *Memory) enqueue(u *user) {
+	u.turnSec, u.turnNsec = u.turn()
 	m.groups[u.group] = groupTree.insert(m.groups[u.group], u)
-	if due {
-		m.byDue = dueTree.insert(m.byDue, u)
+}
+
+// requeue moves u to where its Turn now puts it after a write, had telling whether it had
+// entries before: a write that leaves the Turn as it was costs nothing here.
+func (m *Memory) requeue(u *user, had bool) {
+	if had && u.entries != nil {
+		if ts, tn := u.turn(); ts == u.turnSec && tn == u.turnNsec {
+			return
+		}
+	}
+	if had {
+		m.dequeue(u)
+	}
+	if u.entries != nil {
+		m.enqueue(u)
 	}
 }
 
@@ -254,26 +272,44 @@ func (m *Memory) user(id string) *user {
 
 // put stores e as u's entry n (nil: a new one), unclaimed. O(log n).
 func (m *Memory) put(u *user, n *node, e Entry) {
-	m.unlink(u, true)
-	if n != nil {
-		u.entries = entryTree.remove(u.entries, n)
-	} else {
+	had, first := u.entries != nil, u.first
+	if n == nil {
 		n = &node{workKey: e.WorkKey, prio: rand.Uint32()}
 		u.keys = keyTree.insert(u.keys, n)
+	} else {
+		u.entries = entryTree.remove(u.entries, n)
+	}
+	// u's place in byDue, filed under its first entry, moves only when that changes.
+	if first == n {
+		m.byDue = dueTree.remove(m.byDue, u)
 	}
 	n.set(e)
+	moved := first == nil || first == n || entryTree.cmp(n, first) < 0
+	if moved && first != nil && first != n {
+		m.byDue = dueTree.remove(m.byDue, u)
+	}
 	u.entries = entryTree.insert(u.entries, n)
-	u.first = entryTree.min(u.entries)
-	m.link(u, true)
+	if moved {
+		u.first = entryTree.min(u.entries)
+		m.byDue = dueTree.insert(m.byDue, u)
+	}
+	m.requeue(u, had)
 }
 
 // drop removes u's entry n. O(log n).
 func (m *Memory) drop(u *user, n *node) {
-	m.unlink(u, true)
+	if n == u.first {
+		m.byDue = dueTree.remove(m.byDue, u)
+	}
 	u.entries = entryTree.remove(u.entries, n)
 	u.keys = keyTree.remove(u.keys, n)
-	u.first = entryTree.min(u.entries)
-	m.link(u, true)
+	if n == u.first {
+		u.first = entryTree.min(u.entries)
+		if u.first != nil {
+			m.byDue = dueTree.insert(m.byDue, u)
+		}
+	}
+	m.requeue(u, true)
 }
 
 // current returns tc's entry named by c while c is its current claim, or nil.
@@ -289,8 +325,7 @@ func (m *Memory) current(tc tenancy.Context, c Claim) (*user, *node) {
 	return u, n
 }
 
-// Schedule inserts or replaces tc's entry e.WorkKey; replacing a claimed entry ends the
-// claim. O(log n).
+// Schedule inserts or replaces tc's entry e.WorkKey. O(log n).
 func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) error {
 	if err := e.Validate(tc); err != nil {
 		return err
@@ -305,16 +340,11 @@ func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) erro
 	return nil
 }
 
-// ScheduleMissing inserts those of entries whose WorkKey tc does not have yet, under one
-// lock, and returns how many. O(len(entries) · log n).
+// ScheduleMissing inserts those of entries whose WorkKey tc does not have yet, all under
+// one lock, and returns how many. O(len(entries) · log n).
 func (m *Memory) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []Entry) (int, error) {
-	if err := tc.Check(); err != nil {
+	if err := ValidateEntries(tc, entries); err != nil {
 		return 0, err
-	}
-	for i, e := range entries {
-		if err := e.Validate(tc); err != nil {
-			return 0, fmt.Errorf("entries[%d]: %w", i, err)
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -331,8 +361,7 @@ func (m *Memory) ScheduleMissing(ctx context.Context, tc tenancy.Context, entrie
 	return added, nil
 }
 
-// Unschedule removes tc's entry workKey whatever its claim; an absent entry is not an
-// error. O(log n).
+// Unschedule removes tc's entry workKey whatever its claim. O(log n).
 func (m *Memory) Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error {
 	if err := tc.Check(); err != nil {
 		return err
@@ -353,7 +382,7 @@ func (m *Memory) Unschedule(ctx context.Context, tc tenancy.Context, workKey str
 	return nil
 }
 
-// Get returns tc's entry workKey, claimed or not, or ErrNotFound. O(log n).
+// Get returns tc's entry workKey or ErrNotFound. O(log n).
 func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (Entry, error) {
 	if err := tc.Check(); err != nil {
 		return Entry{}, err
@@ -374,8 +403,8 @@ func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (E
 	return Entry{}, fmt.Errorf("duework: Get %q: %w", workKey, ErrNotFound)
 }
 
-// Complete writes next and ends the claim while c is the entry's current claim, also past
-// c.Until; otherwise it returns ErrClaimLost and writes nothing. O(log n).
+// Complete writes next and ends the claim while c is the entry's current claim, else
+// returns ErrClaimLost. O(log n).
 func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next Entry) error {
 	if err := ValidateCompletion(tc, c, next); err != nil {
 		return err
@@ -397,9 +426,9 @@ func (m *Memory) complete(tc tenancy.Context, c Claim, next Entry) error {
 	return nil
 }
 
-// CompleteMany completes each item as Complete would, one after another, under one lock.
-// It fails as a whole only when ctx is done before it starts, having written nothing.
-// O(len(done) · log n).
+// CompleteMany completes each item as Complete would, one after another, all under one
+// lock. It fails as a whole only when ctx is done before it starts, having written
+// nothing. O(len(done) · log n).
 func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -1,7 +1,6 @@
 package duework
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -14,11 +13,10 @@ import (
 // maxScratch is the most heads and entries whose working space Ready keeps between calls.
 const maxScratch = 4096
 
-// Ready returns up to q.Users users of q.Group that are ready and not held at q.Now, in
-// turn order, each with its first q.PerUser visible entries, and holds them until
-// q.Now+q.Hold. It walks the group's users in order from the first, so it costs O(log n)
-// plus each user it returns or passes over because it is held, plus O(q.PerUser · log n)
-// per user returned.
+// Ready returns the next users of q.Group that are ready and not held, and holds them. It
+// walks the group's queue from the front: O(log n), then O(1) for each user it reads or
+// passes over because it is held, plus O(q.PerUser · log n) for each user's entries. It
+// allocates its result only.
 func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 	if err := q.Validate(); err != nil {
 		return ReadyPage{}, err
@@ -32,10 +30,10 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 
 	var page ReadyPage
 	picks, found := m.picks[:0], m.found[:0]
-	c := &m.users1
+	c := &m.queue
 	c.start(m.groups[q.Group])
 	for u := c.next(); u != nil; u = c.next() {
-		ts, tn := u.turn()
+		ts, tn := u.turnSec, u.turnNsec
 		if cmpTime(ts, tn, sec, nsec) > 0 {
 			break
 		}
@@ -76,7 +74,7 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 		for j := start; j < p.end; j++ {
 			all[j] = found[j].entry(p.u)
 		}
-		ts, tn := p.u.turn()
+		ts, tn := p.u.turnSec, p.u.turnNsec
 		heads[i] = Head{
 			UserID:     p.u.id,
 			LastServed: joinTime(p.u.servedSec, p.u.servedNsec),
@@ -96,7 +94,7 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 // WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
 // least visible-at is after now, so it visits O(limit · log n) nodes.
 func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, limit int) ([]*node, bool) {
-	c := &m.nodes1
+	c := &m.walk
 	c.sec, c.nsec = sec, nsec
 	c.start(u.entries)
 	n, more := 0, false
@@ -115,17 +113,19 @@ func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, li
 	return found, more
 }
 
-// Route moves each named user to its group, keeping its Turn and hold; users Memory does
-// not store are ignored. O(log n) per user moved.
+// Route moves each named user to its group. O(log n) per user moved.
 func (m *Memory) Route(ctx context.Context, routes []Route) error {
-	for i, r := range routes {
-		if err := ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
+	if err := ValidateRoutes(routes); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	m.route(routes)
+	return nil
+}
+
+func (m *Memory) route(routes []Route) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range routes {
@@ -133,28 +133,28 @@ func (m *Memory) Route(ctx context.Context, routes []Route) error {
 		if u == nil || u.group == r.Group {
 			continue
 		}
-		m.unlink(u, false)
+		if u.entries == nil {
+			u.group = r.Group
+			continue
+		}
+		m.dequeue(u)
 		u.group = r.Group
-		m.link(u, false)
+		m.enqueue(u)
 	}
-	return nil
 }
 
-// Groups returns, sorted bytewise, the groups that hold a user ready at now. It looks at
-// the first user of each group: O(log n) per group.
+// Groups returns the groups that hold a user ready at now. It looks at the front of each
+// group's queue: O(log n) per group.
 func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
-	if err := ValidateTime("now", now); err != nil {
+	sec, nsec, err := m.lockAt(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	sec, nsec := splitTime(now)
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
 	for name, root := range m.groups {
-		ts, tn := groupTree.min(root).turn()
+		first := groupTree.min(root)
+		ts, tn := first.turnSec, first.turnNsec
 		if cmpTime(ts, tn, sec, nsec) <= 0 {
 			out = append(out, name)
 		}
@@ -163,7 +163,7 @@ func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	return out, nil
 }
 
-// Release ends the holds of the named users that end exactly at heldUntil. O(1) per user.
+// Release ends the named users' holds that end exactly at heldUntil. O(1) per user.
 func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
 	if err := ValidateTime("heldUntil", heldUntil); err != nil {
 		return err
@@ -182,9 +182,8 @@ func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.T
 	return nil
 }
 
-// Claim claims, atomically, those of keys that are visible at now, until until, and
-// returns their claims in the order of keys. Tokens come from one counter per Memory that
-// only grows, so no two claims ever share one, and none is 0. O(len(keys) · log n).
+// Claim claims, atomically, those of keys that are visible at now, until until.
+// O(len(keys) · log n).
 func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([]Claim, error) {
 	if err := ValidateTime("now", now); err != nil {
 		return nil, err
@@ -215,7 +214,6 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		if n == nil || !n.visibleBy(sec, nsec) {
 			continue
 		}
-		m.unlink(u, false)
 		m.tokens++
 		n.token = m.tokens
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
@@ -224,7 +222,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 			u.servedSec, u.servedNsec = sec, nsec
 		}
 		u.heldSec, u.heldNsec = 0, 0
-		m.link(u, false)
+		m.requeue(u, true)
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
 		}
@@ -233,22 +231,17 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 	return out, nil
 }
 
-// DueBefore returns at most limit entries visible at now, ordered by (DueAt, UserID,
-// WorkKey). It merges the users' entries trees in the order of their first DueAt: O(log n)
-// per entry returned, plus O(log n) for each user it meets whose entries due by now are all
-// claimed.
+// DueBefore returns at most limit entries visible at now. It merges the users' entries in
+// the order of their earliest DueAt: O(log n) per entry returned, plus O(log n) for each
+// user it passes over because the entries it has due are all claimed.
 func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Entry, error) {
-	if err := ValidateTime("now", now); err != nil {
-		return nil, err
-	}
 	if err := ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	sec, nsec, err := m.lockAt(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	sec, nsec := splitTime(now)
-	m.mu.Lock()
 	defer m.mu.Unlock()
 
 	var out []Entry
@@ -259,7 +252,7 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 	for len(out) < limit {
 		// Bring in every user whose first entry may come before the heap's top.
 		for u != nil && cmpTime(u.first.dueSec, u.first.dueNsec, sec, nsec) <= 0 &&
-			(len(h) == 0 || cmp.Or(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), strings.Compare(u.id, h[0].u.id)) < 0) {
+			(len(h) == 0 || thenID(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), u.id, h[0].u.id) < 0) {
 			if n := visibleAfter(u.entries, nil, sec, nsec); n != nil {
 				h.push(dueItem{n, u})
 			}
@@ -275,6 +268,20 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 		}
 	}
 	return out, nil
+}
+
+// lockAt checks a read's now, then ctx, and takes the lock; the caller unlocks. It
+// returns now as Memory stores it.
+func (m *Memory) lockAt(ctx context.Context, now time.Time) (int64, int32, error) {
+	if err := ValidateTime("now", now); err != nil {
+		return 0, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	sec, nsec := splitTime(now)
+	m.mu.Lock()
+	return sec, nsec, nil
 }
 
 // visibleAfter returns the first node of the entries tree at root that is ordered after
@@ -305,8 +312,10 @@ type dueItem struct {
 
 // cmpDue orders by (DueAt, UserID, WorkKey), DueBefore's order.
 func cmpDue(a, b dueItem) int {
-	return cmp.Or(cmpTime(a.n.dueSec, a.n.dueNsec, b.n.dueSec, b.n.dueNsec),
-		strings.Compare(a.u.id, b.u.id), strings.Compare(a.n.workKey, b.n.workKey))
+	if c := thenID(cmpTime(a.n.dueSec, a.n.dueNsec, b.n.dueSec, b.n.dueNsec), a.u.id, b.u.id); c != 0 {
+		return c
+	}
+	return strings.Compare(a.n.workKey, b.n.workKey)
 }
 
 // dueHeap is a binary min-heap in DueBefore's order.

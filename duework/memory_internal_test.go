@@ -200,7 +200,7 @@ func (m *Memory) check() error {
 	if len(inGroups) != len(byDue) {
 		return fmt.Errorf("%d users in groups, %d in byDue", len(inGroups), len(byDue))
 	}
-	if len(m.picks)+len(m.found)+len(m.users1.stack)+len(m.nodes1.stack) > 0 {
+	if len(m.picks)+len(m.found)+len(m.queue.stack)+len(m.walk.stack) > 0 {
 		return errors.New("Ready's working space is not empty between calls")
 	}
 	return nil
@@ -225,6 +225,11 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 	}
 	if u.first != entryTree.min(u.entries) {
 		return errors.New("first is not the entries tree's first node")
+	}
+	if u.entries != nil {
+		if ts, tn := u.turn(); ts != u.turnSec || tn != u.turnNsec {
+			return errors.New("filed under a Turn that is not its own")
+		}
 	}
 	group, listed := inGroups[u]
 	if has := u.entries != nil; listed != has || inDue[u] != has || (listed && group != u.group) {

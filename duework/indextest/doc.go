@@ -1,6 +1,5 @@
-// Package indextest is the conformance suite for duework.Index implementations.
-//
-// # Use
+// Package indextest is the conformance suite for duework.Index implementations, and its
+// reference Index, Model.
 //
 // Call Run from a test of your implementation, with a factory that returns a fresh, empty
 // Index on every call:
@@ -9,33 +8,23 @@
 //		indextest.Run(t, func(t *testing.T) duework.Index { return newMyIndex(t) })
 //	}
 //
-// Run runs one subtest per rule of the contract (see duework.Index); a failure names the
-// rule it breaks. The factory is called once per subtest, and once per generated sequence of
-// the state-machine test (at least MinSequences of them), always with the enclosing
-// subtest's *testing.T, so cleanups registered on it run when that subtest ends. An
-// implementation backed by a server should therefore make each call cheap — truncate
-// tables rather than create a database — and must not let one call see another's entries.
+// Run runs one subtest per rule of the contract (Rules lists them); a failure cites the
+// rule it breaks. The rules cover the tenant-scoped calls and isolation, DueBefore, the
+// turn order and what Ready reads, holds, Route and Groups, claims and their expiry, lost
+// and forged claims, CompleteMany, every kind of bad input and the bounds themselves,
+// concurrent readers and claimers, and the optional duework.MissingScheduler and
+// duework.ClaimGuard (skipped for an Index without them). The last subtest drives the
+// Index and the Model with at least MinSequences generated sequences of calls, about 30
+// each over four users, and compares every answer.
 //
-// # What it assumes
+// The factory is called once per subtest and once per generated sequence, always with the
+// enclosing subtest's *testing.T, so cleanups registered on it run when that subtest ends.
+// An Index backed by a server should make each call cheap — truncate tables rather than
+// create a database — and must not let one call see another's entries.
 //
-// Nothing beyond the contract. It never reads the wall clock: every instant is a fixed time
-// plus an offset, in UTC, truncated to the microsecond (PostgreSQL's timestamptz keeps no
-// nanoseconds), and times are compared with Equal, never with ==. It uses only valid IDs of
-// a few ASCII letters and digits. It does not assume token values, only that a token is
-// new for its entry; it does not assume which sentinel a cross-tenant Complete gets, only
-// that it fails (with duework.ErrInvalid or duework.ErrClaimLost) and changes nothing.
-//
-// # What it checks
-//
-//   - Schedule, Get and Unschedule round trips, replacement, ErrNotFound.
-//   - DueBefore and DueHeads ordering, limits, perUser cuts and More, LastServed.
-//   - Tenant isolation of Schedule, Unschedule, Get and Complete.
-//   - Claims: order, skipping, invisibility while held, expiry at Until, now moving both
-//     ways, fresh tokens, stale and forged claims, Complete past Until, Schedule and
-//     Unschedule of a claimed entry.
-//   - Parallel claimers: each entry claimed at most once per claim window.
-//   - Every bad input: duework.ErrInvalid naming the field, tenancy.ErrNoTenant for the zero
-//     Context, and nothing changed.
-//   - A rapid state-machine test against a reference model (a map and a sort): sequences of
-//     at most 30 operations over 3 users and 4 work keys, with now moving both ways.
+// The suite assumes nothing beyond the contract. It never reads the wall clock: every
+// instant is a fixed time plus an offset, in UTC, in whole microseconds, and times are
+// compared with Equal. It does not assume token values, only that a token is new for its
+// entry, nor which sentinel a cross-tenant Complete gets, only that it fails and changes
+// nothing.
 package indextest

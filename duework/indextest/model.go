@@ -16,7 +16,7 @@ import (
 
 const modelRule = "the Index agrees with the reference Model over any sequence of calls"
 
-// stateMachine runs at least MinSequences generated sequences of at most 40 calls, each on a
+// stateMachine runs at least MinSequences generated sequences of calls, each on a
 // fresh index from newIndex, comparing every result with a fresh Model.
 func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 	var runs atomic.Int64

@@ -14,7 +14,7 @@ import (
 )
 
 // Model is a reference duework.Index: maps and sorts written straight from the contract,
-// so that it is obviously right and every call costs O(n log n) in everything stored. The
+// so that it is obviously right, and every call costs O(n log n) in everything stored. The
 // state-machine rule compares the Index under test with it, and tests of code built on an
 // Index (a dispatcher, a runner) can use it as the Index whose answers they trust. It is
 // not for production. It implements duework.MissingScheduler and duework.ClaimGuard too.
@@ -51,6 +51,15 @@ func NewModel() *Model {
 	return &Model{rows: map[duework.Key]*modelRow{}, users: map[string]*modelUser{}}
 }
 
+// lock takes the Model's mutex unless ctx is done; the caller unlocks.
+func (m *Model) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	return nil
+}
+
 // norm is how the Model returns a time: UTC, no monotonic reading.
 func norm(t time.Time) time.Time { return t.Round(0).UTC() }
 
@@ -72,56 +81,48 @@ func (r *modelRow) visibleAt() time.Time {
 	return r.e.DueAt
 }
 
-// byUser groups the rows by user, for reads that look at every user: one pass over the rows
-// instead of one per user.
-func (m *Model) byUser() map[string][]*modelRow {
-	out := map[string][]*modelRow{}
+// turns returns the Turn of every user with entries: max(ReadyAt, LastServed), ReadyAt
+// the least visible-at instant of its entries.
+func (m *Model) turns() map[string]time.Time {
+	readyAt := map[string]time.Time{}
 	for k, r := range m.rows {
-		out[k.UserID] = append(out[k.UserID], r)
-	}
-	return out
-}
-
-// turn returns the Turn of a user whose rows are rows, and false when it has none.
-func (m *Model) turn(id string, rows []*modelRow) (time.Time, bool) {
-	if len(rows) == 0 {
-		return time.Time{}, false
-	}
-	readyAt := rows[0].visibleAt()
-	for _, r := range rows[1:] {
-		if v := r.visibleAt(); v.Before(readyAt) {
-			readyAt = v
+		if v, ok := readyAt[k.UserID]; !ok || r.visibleAt().Before(v) {
+			readyAt[k.UserID] = r.visibleAt()
 		}
 	}
-	if u := m.users[id]; u != nil && u.lastServed.After(readyAt) {
-		return u.lastServed, true
+	for id, t := range readyAt {
+		if served := m.users[id].lastServed; served.After(t) {
+			readyAt[id] = served
+		}
 	}
-	return readyAt, true
+	return readyAt
 }
 
 // heldIn counts the users of group that are ready and held at now.
 func (m *Model) heldIn(group string, now time.Time) int {
 	n := 0
-	rows := m.byUser()
-	for id, u := range m.users {
-		if turn, ok := m.turn(id, rows[id]); ok && u.group == group && !turn.After(now) && u.heldUntil.After(now) {
+	for id, turn := range m.turns() {
+		if u := m.users[id]; u.group == group && !turn.After(now) && u.heldUntil.After(now) {
 			n++
 		}
 	}
 	return n
 }
 
-// visibleOf returns those of rows that are visible at now, in (DueAt, WorkKey) order.
-func visibleOf(rows []*modelRow, now time.Time) []duework.Entry {
-	var out []duework.Entry
-	for _, r := range rows {
-		if r.visible(now) {
-			out = append(out, normEntry(r.e))
+// visibleOf returns the entries visible at now of each of users, in (DueAt, WorkKey)
+// order.
+func (m *Model) visibleOf(users map[string]bool, now time.Time) map[string][]duework.Entry {
+	out := map[string][]duework.Entry{}
+	for k, r := range m.rows {
+		if users[k.UserID] && r.visible(now) {
+			out[k.UserID] = append(out[k.UserID], normEntry(r.e))
 		}
 	}
-	slices.SortFunc(out, func(a, b duework.Entry) int {
-		return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
-	})
+	for _, es := range out {
+		slices.SortFunc(es, func(a, b duework.Entry) int {
+			return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
+		})
+	}
 	return out
 }
 
@@ -130,10 +131,9 @@ func (m *Model) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entr
 	if err := e.Validate(tc); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.schedule(e)
 	return nil
@@ -148,18 +148,12 @@ func (m *Model) schedule(e duework.Entry) {
 
 // ScheduleMissing inserts those of entries that tc does not have yet.
 func (m *Model) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
-	if err := tc.Check(); err != nil {
+	if err := duework.ValidateEntries(tc, entries); err != nil {
 		return 0, err
 	}
-	for i, e := range entries {
-		if err := e.Validate(tc); err != nil {
-			return 0, fmt.Errorf("entries[%d]: %w", i, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	added := 0
 	for _, e := range entries {
@@ -179,10 +173,9 @@ func (m *Model) Unschedule(ctx context.Context, tc tenancy.Context, workKey stri
 	if err := duework.ValidateWorkKey(workKey); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.rows, duework.Key{UserID: tc.UserID(), WorkKey: workKey})
 	return nil
@@ -196,10 +189,9 @@ func (m *Model) Get(ctx context.Context, tc tenancy.Context, workKey string) (du
 	if err := duework.ValidateWorkKey(workKey); err != nil {
 		return duework.Entry{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return duework.Entry{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.rows[duework.Key{UserID: tc.UserID(), WorkKey: workKey}]
 	if r == nil {
@@ -213,10 +205,9 @@ func (m *Model) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 	if err := duework.ValidateCompletion(tc, c, next); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.complete(c, next)
 }
@@ -241,10 +232,9 @@ func (m *Model) current(c duework.Claim) *modelRow {
 
 // CompleteMany completes each item as Complete would, one after another.
 func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	errs := make([]error, len(done))
 	for i, d := range done {
@@ -262,10 +252,9 @@ func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Cl
 	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.current(c) == nil {
 		return fmt.Errorf("indextest: Model.CheckClaim %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
@@ -278,10 +267,9 @@ func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.current(c) == nil {
 		return fmt.Errorf("indextest: Model.UnscheduleClaimed %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
@@ -298,10 +286,9 @@ func (m *Model) DueBefore(ctx context.Context, now time.Time, limit int) ([]duew
 	if err := duework.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []duework.Entry
 	for _, r := range m.rows {
@@ -318,22 +305,17 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	if err := q.Validate(); err != nil {
 		return duework.ReadyPage{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return duework.ReadyPage{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	type cand struct {
 		id   string
 		turn time.Time
 	}
 	var cands []cand
-	rows := m.byUser()
-	for id, u := range m.users {
-		if u.group != q.Group || u.heldUntil.After(q.Now) {
-			continue
-		}
-		if turn, ok := m.turn(id, rows[id]); ok && !turn.After(q.Now) {
+	for id, turn := range m.turns() {
+		if u := m.users[id]; u.group == q.Group && !u.heldUntil.After(q.Now) && !turn.After(q.Now) {
 			cands = append(cands, cand{id, turn})
 		}
 	}
@@ -343,9 +325,14 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		page.Next = norm(cands[q.Users].turn)
 		cands = cands[:q.Users]
 	}
+	read := map[string]bool{}
+	for _, c := range cands {
+		read[c.id] = true
+	}
+	visible := m.visibleOf(read, q.Now)
 	for _, c := range cands {
 		u := m.users[c.id]
-		due := visibleOf(rows[c.id], q.Now)
+		due := visible[c.id]
 		h := duework.Head{UserID: c.id, LastServed: norm(u.lastServed), Turn: norm(c.turn), Due: due, More: len(due) > q.PerUser}
 		if h.More {
 			h.Due = due[:q.PerUser:q.PerUser]
@@ -360,15 +347,12 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 
 // Route moves each named, stored user to its group.
 func (m *Model) Route(ctx context.Context, routes []duework.Route) error {
-	for i, r := range routes {
-		if err := duework.ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	if err := duework.ValidateRoutes(routes); err != nil {
 		return err
 	}
-	m.mu.Lock()
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
 	defer m.mu.Unlock()
 	for _, r := range routes {
 		if u := m.users[r.UserID]; u != nil {
@@ -383,16 +367,14 @@ func (m *Model) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	if err := duework.ValidateTime("now", now); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
-	rows := m.byUser()
-	for id, u := range m.users {
-		if turn, ok := m.turn(id, rows[id]); ok && !turn.After(now) && !slices.Contains(out, u.group) {
-			out = append(out, u.group)
+	for id, turn := range m.turns() {
+		if g := m.users[id].group; !turn.After(now) && !slices.Contains(out, g) {
+			out = append(out, g)
 		}
 	}
 	slices.Sort(out)
@@ -404,10 +386,9 @@ func (m *Model) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 	if err := duework.ValidateTime("heldUntil", heldUntil); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range userIDs {
 		if u := m.users[id]; u != nil && !u.heldUntil.IsZero() && u.heldUntil.Equal(heldUntil) {
@@ -428,10 +409,9 @@ func (m *Model) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if !until.After(now) {
 		return nil, fmt.Errorf("%w: until %v is not after now %v", duework.ErrInvalid, until, now)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []duework.Claim
 	for _, k := range keys {
