@@ -270,13 +270,8 @@ func (x *Index) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entr
 // WorkKey order (so two concurrent calls for one tenant lock new keys in the same order),
 // then the user's ReadyAt.
 func (x *Index) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
-	if err := tc.Check(); err != nil {
+	if err := duework.ValidateEntries(tc, entries); err != nil {
 		return 0, err
-	}
-	for i, e := range entries {
-		if err := e.Validate(tc); err != nil {
-			return 0, fmt.Errorf("entries[%d]: %w", i, err)
-		}
 	}
 	if len(entries) == 0 {
 		return 0, ctx.Err()

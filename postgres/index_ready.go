@@ -3,7 +3,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -149,10 +148,8 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 // Users the index does not store (and IDs no user could have) are ignored. A user keeps its
 // Turn and hold. One statement, which locks the users' rows in UserID order.
 func (x *Index) Route(ctx context.Context, routes []duework.Route) error {
-	for i, r := range routes {
-		if err := duework.ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
+	if err := duework.ValidateRoutes(routes); err != nil {
+		return err
 	}
 	last := make(map[string]string, len(routes))
 	for _, r := range routes {
