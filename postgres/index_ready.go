@@ -146,7 +146,8 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 
 // Route moves each named user to its group; the last route of a user given twice wins.
 // Users the index does not store (and IDs no user could have) are ignored. A user keeps its
-// Turn and hold. One statement, which locks the users' rows in UserID order.
+// Turn and hold. One statement, which locks the users' rows in UserID order and holds no
+// entry, so it cannot deadlock.
 func (x *Index) Route(ctx context.Context, routes []duework.Route) error {
 	if err := duework.ValidateRoutes(routes); err != nil {
 		return err
@@ -212,7 +213,8 @@ func (x *Index) Groups(ctx context.Context, now time.Time) ([]string, error) {
 // Release ends the holds of the named users that end exactly at heldUntil, rounded up to
 // the microsecond as Ready rounds the holds it stores: a reader passes its own Now+Hold,
 // nanoseconds and all, and matches its hold (and any hold set to the same microsecond).
-// Turns stay as they were. One statement, which locks the users' rows in UserID order.
+// Turns stay as they were. One statement, which locks the users' rows in UserID order and
+// holds no entry, so it cannot deadlock.
 func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
 	if err := duework.ValidateTime("heldUntil", heldUntil); err != nil {
 		return err
