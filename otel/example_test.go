@@ -3,6 +3,9 @@ package rotaotel_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,19 +23,20 @@ func ExampleNewMetrics() {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer provider.Shutdown(ctx)
 	m, err := rotaotel.NewMetrics(provider)
 	if err != nil {
 		panic(err)
 	}
-	defer m.Close()
 
 	now := time.Date(2026, 6, 20, 12, 0, 0, 0, time.UTC)
 	lease := maintenance.NewMemoryLease(2 * time.Hour)
-	_, _ = lease.Acquire(ctx, "daemon-b", 2*time.Hour, now) // another daemon holds the lease from now on
+	// Another daemon holds the lease from now on.
+	if _, err := lease.Acquire(ctx, "daemon-b", 2*time.Hour, now); err != nil {
+		panic(err)
+	}
 	s, err := maintenance.NewScheduler([]maintenance.Task{
 		{Name: "backfill", Cadence: 6 * time.Hour, Run: func(context.Context) error { return nil }},
-	}, maintenance.Config{Lease: lease, DegradeAfter: 30 * time.Minute, Observer: m})
+	}, maintenance.Config{Lease: lease, DegradeAfter: 30 * time.Minute, Observer: m, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -42,28 +46,66 @@ func ExampleNewMetrics() {
 		}
 	}
 
+	if err := printMetrics(ctx, reader, "rota.maintenance."); err != nil {
+		panic(err)
+	}
+	if err := m.Close(); err != nil {
+		panic(err)
+	}
+	if err := provider.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// rota.maintenance.chain.depth{} 1
+	// rota.maintenance.deferrals{reason=lease-held,task=backfill} 2
+	// rota.maintenance.lease.held{} 2700 s
+	// rota.maintenance.polls{outcome=ok} 2
+	// rota.maintenance.posture{posture=degraded} 1
+	// rota.maintenance.stalls{} 1
+	// rota.maintenance.waiter.age{reason=lease-held,task=backfill} 2700 s
+	// rota.maintenance.waiters{} 1
+}
+
+// printMetrics collects reader once and prints, sorted, every counter and every non-zero
+// gauge whose name starts with prefix, with its attributes, and "s" for seconds.
+// Histograms (the durations) are left out: their values depend on the machine.
+func printMetrics(ctx context.Context, reader *sdkmetric.ManualReader, prefix string) error {
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
-		panic(err)
+		return err
+	}
+	var lines []string
+	add := func(name, unit string, attrs attribute.Set, v float64, counter bool) {
+		if !strings.HasPrefix(name, prefix) || (!counter && v == 0) {
+			return
+		}
+		line := fmt.Sprintf("%s{%s} %v", name, attrs.Encoded(attribute.DefaultEncoder()), v)
+		if unit == "s" {
+			line += " s"
+		}
+		lines = append(lines, line)
 	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
 			switch d := mt.Data.(type) {
 			case metricdata.Sum[int64]:
 				for _, dp := range d.DataPoints {
-					fmt.Println(mt.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), dp.Value)
+					add(mt.Name, mt.Unit, dp.Attributes, float64(dp.Value), true)
+				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					add(mt.Name, mt.Unit, dp.Attributes, float64(dp.Value), false)
 				}
 			case metricdata.Gauge[float64]:
 				for _, dp := range d.DataPoints {
-					fmt.Println(mt.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), dp.Value, mt.Unit)
+					add(mt.Name, mt.Unit, dp.Attributes, dp.Value, false)
 				}
 			}
 		}
 	}
-	// Unordered output:
-	// rota.maintenance.polls outcome=ok 2
-	// rota.maintenance.deferrals reason=lease-held,task=backfill 2
-	// rota.maintenance.stalls  1
-	// rota.maintenance.lease.held  2700 s
-	// rota.maintenance.waiter.age reason=lease-held,task=backfill 2700 s
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	return nil
 }
