@@ -26,10 +26,11 @@ func testConfig() config {
 	return config{schema: "rota", tenants: 9, interval: 250 * time.Millisecond, workers: 4, claimFor: 10 * time.Minute}
 }
 
-// replica is one daemon under test: its service, its log, and how its run ended.
+// replica is one daemon under test: its service, its log, and how its run ended. The
+// log's handler serializes its writes; the test reads it once the run has returned.
 type replica struct {
 	svc *service
-	log *syncBuffer
+	log *bytes.Buffer
 	err error
 }
 
@@ -41,7 +42,7 @@ func runReplicas(t *testing.T, all ...stores) ([]*replica, time.Time) {
 	t.Helper()
 	reps := make([]*replica, len(all))
 	for i, st := range all {
-		r := &replica{log: &syncBuffer{}}
+		r := &replica{log: &bytes.Buffer{}}
 		svc, err := newService(testConfig(), st, slog.New(slog.NewTextHandler(r.log, nil)))
 		if err != nil {
 			t.Fatal(err)
@@ -165,7 +166,7 @@ func TestDaemonInMemory(t *testing.T) {
 func TestRunReturnsNilOnStop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	var log syncBuffer
+	var log bytes.Buffer // the handler serializes its writes; read once run has returned
 	if err := run(ctx, testConfig(), slog.New(slog.NewTextHandler(&log, nil))); err != nil {
 		t.Errorf("run: %v\n%s", err, log.String())
 	}
@@ -212,22 +213,4 @@ func TestDaemonRefusesABadSchema(t *testing.T) {
 	if _, err := openStores(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "invalid schema") {
 		t.Errorf("openStores with schema pg_catalog: %v, want postgres.ErrInvalidSchema", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

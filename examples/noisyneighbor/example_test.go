@@ -46,14 +46,10 @@ func ExampleSimulate() {
 
 // The cost of a cycle with 100 and with 10,000 quiet tenants waiting: the same reads.
 func ExampleSimulateCost() {
-	res, err := SimulateCost(CostConfig{
-		QuietTenants: []int{100, 10_000},
-		NoisySources: 500,
-		Interval:     time.Minute,
-		Cycle:        10 * time.Second,
-		Capacity:     20,
-		Cycles:       5,
-	})
+	cfg := DefaultCostConfig()
+	cfg.QuietTenants, cfg.NoisySources = []int{100, 10_000}, 500
+	cfg.Capacity, cfg.Cycles = 20, 5
+	res, err := SimulateCost(cfg)
 	if err != nil {
 		panic(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"flag"
 	"io"
 	"math"
 	"os"
@@ -16,10 +15,9 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/golden"
 	"github.com/rotaworks/rota/tenancy"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func newMemory() duework.Index { return duework.NewMemory() }
 
@@ -40,25 +38,6 @@ func defaultResults(t *testing.T) results {
 	return defaultRes
 }
 
-// checkGolden compares got with the golden file name in testdata, or rewrites it under
-// -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	golden := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", golden, got, want)
-	}
-}
-
 // The program's output and both charts are deterministic: seed 1 prints exactly the golden
 // tables and writes exactly the golden charts.
 func TestOutputGolden(t *testing.T) {
@@ -68,13 +47,13 @@ func TestOutputGolden(t *testing.T) {
 	if err := report(&out, defaultResults(t), opts); err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "output-seed1.golden", bytes.ReplaceAll(out.Bytes(), []byte(dir), []byte("DIR")))
-	for name, golden := range map[string]string{"wait.svg": "wait-seed1.svg", "cost.svg": "cost.svg"} {
+	golden.Check(t, filepath.Join("testdata", "output-seed1.golden"), bytes.ReplaceAll(out.Bytes(), []byte(dir), []byte("DIR")))
+	for name, want := range map[string]string{"wait.svg": "wait-seed1.svg", "cost.svg": "cost.svg"} {
 		chart, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkGolden(t, golden, chart)
+		golden.Check(t, filepath.Join("testdata", want), chart)
 	}
 }
 

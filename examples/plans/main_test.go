@@ -3,14 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/plans.golden from the current output")
+	"github.com/rotaworks/rota/internal/golden"
+)
 
 // The program prints exactly the golden output: the simulation is deterministic. After an
 // intended change: go test ./examples/plans -update.
@@ -19,19 +17,7 @@ func TestPlansOutput(t *testing.T) {
 	if err := run(&out); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	golden := filepath.Join("testdata", "plans.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); got != string(want) {
-		t.Fatalf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", golden, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "plans.golden"), out.Bytes())
 }
 
 // The story the program tells is in its output, whatever the golden file says.

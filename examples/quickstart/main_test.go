@@ -3,14 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/quickstart.golden from the current output")
+	"github.com/rotaworks/rota/internal/golden"
+)
 
 // The program prints exactly the golden output, so that README's first command cannot
 // silently break. After an intended change: go test ./examples/quickstart -update.
@@ -19,19 +17,7 @@ func TestQuickstartOutput(t *testing.T) {
 	if err := run(context.Background(), &out); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	golden := filepath.Join("testdata", "quickstart.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); got != string(want) {
-		t.Fatalf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", golden, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "quickstart.golden"), out.Bytes())
 }
 
 // The story the program tells is in its output, whatever the golden file says: the pro
