@@ -18,15 +18,16 @@ import (
 )
 
 // noisyFixture is the noisy-neighbour shape: one user ("noisy") with backlog due entries
-// and quiet users (10,000 in the issue's shape) with one each, due two seconds after the backlog began — so that first
-// come, first served hands the whole batch to the noisy user.
+// and quiet users with one each, due two seconds after the backlog began — so that first
+// come, first served hands the whole batch to the noisy user. Every user is routed to the
+// lane "all", as a dispatcher's first cycles would have done.
 func noisyFixture(tb testing.TB, backlog, quiet int) *pgxpool.Pool {
 	tb.Helper()
 	pool := pgtest.Pool(tb)
 	users := []string{"noisy"}
 	counts := []int{backlog}
 	for i := range quiet {
-		users = append(users, fmt.Sprintf("user%05d", i))
+		users = append(users, fmt.Sprintf("user%06d", i))
 		counts = append(counts, 1)
 	}
 	pgtest.LoadDue(tb, pool, users, counts, func(i int) time.Time {
@@ -35,11 +36,24 @@ func noisyFixture(tb testing.TB, backlog, quiet int) *pgxpool.Pool {
 		}
 		return t0.Add(2 * time.Second)
 	})
+	routeAll(tb, pool, "all")
 	return pool
 }
 
-// explain returns EXPLAIN (ANALYZE, BUFFERS) of sql, run as the Index runs it (jit off).
-// The analyzed statement runs in a transaction that is rolled back.
+// routeAll moves every user to group, as Route would, and vacuums the users' table.
+func routeAll(tb testing.TB, pool *pgxpool.Pool, group string) {
+	tb.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `UPDATE rota_users SET group_name = $1`, group); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE rota_users`); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// explain returns EXPLAIN (ANALYZE, BUFFERS) of sql, run as the Index runs it (under its
+// plan settings). The analyzed statement runs in a transaction that is rolled back.
 func explain(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) string {
 	tb.Helper()
 	ctx := context.Background()
@@ -48,7 +62,7 @@ func explain(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) string 
 		tb.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+	if _, err := tx.Exec(ctx, postgres.SQLPlanSettings); err != nil {
 		tb.Fatal(err)
 	}
 	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
@@ -64,54 +78,24 @@ func explain(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) string 
 
 var benchNow = t0.Add(24 * time.Hour)
 
-// DueHeads in the noisy-neighbour shape: 10,000 quiet users with one due entry and one
-// user whose backlog is 1,000 or 1,000,000 due entries. The two sizes are measured
-// separately and then paired: each iteration of "paired" calls both, one after the other,
-// and reports their ratio, which a busy machine disturbs far less than the separate times.
-func BenchmarkDueHeadsNoisy(b *testing.B) {
-	sizes := []int{1_000, 1_000_000}
-	idxs := make([]*postgres.Index, len(sizes))
-	for i, backlog := range sizes {
-		pool := noisyFixture(b, backlog, 10_000)
-		idxs[i] = postgres.NewIndex(pool)
-		if testing.Verbose() {
-			b.Logf("backlog=%d plan:\n%s", backlog, explain(b, pool, postgres.SQLDueHeads, benchNow, 11))
-		}
-	}
-	dueHeads := func(b *testing.B, idx *postgres.Index) time.Duration {
-		start := time.Now()
-		heads, err := idx.DueHeads(context.Background(), benchNow, 10)
-		if err != nil || len(heads) != 10_001 {
-			b.Fatalf("DueHeads: %d heads, %v", len(heads), err)
-		}
-		return time.Since(start)
-	}
-	for i, backlog := range sizes {
-		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
-			for b.Loop() {
-				dueHeads(b, idxs[i])
-			}
-		})
-	}
-	b.Run("paired", func(b *testing.B) {
-		var small, big time.Duration
-		for b.Loop() {
-			small += dueHeads(b, idxs[0])
-			big += dueHeads(b, idxs[1])
-		}
-		b.ReportMetric(float64(big)/float64(small), "big/small")
-	})
-}
-
-// releaseAll ends every claim and rebuilds the user summaries, between timed rounds.
+// releaseAll ends every claim and hold and brings the claimed users' ReadyAt and Turn back,
+// between timed rounds. Their LastServed stays: the queue goes on turning.
 func releaseAll(tb testing.TB, pool *pgxpool.Pool) {
 	tb.Helper()
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `UPDATE rota_due SET claim_token = NULL, claim_until = NULL WHERE claim_until IS NOT NULL`); err != nil {
+	var users []string
+	if err := pool.QueryRow(ctx, `
+		WITH r AS (UPDATE rota_due SET claim_token = NULL, claim_until = NULL WHERE claim_until IS NOT NULL RETURNING user_id)
+		SELECT coalesce(array_agg(DISTINCT user_id), '{}') FROM r`).Scan(&users); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE rota_users u SET
-		free_at = (SELECT min(due_at) FROM rota_due d WHERE d.user_id = u.user_id AND d.claim_until IS NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE rota_users SET held_until = NULL WHERE held_until IS NOT NULL`); err != nil {
+		tb.Fatal(err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(postgres.SQLPlanSettings)
+	b.Queue(postgres.SQLRecompute, users)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -125,134 +109,6 @@ func oneLane(perUser, batch int) dispatch.Config {
 	}
 }
 
-// claimFixture is the claim benchmarks' schema: 1,000 users (user000…user999) with 100
-// entries each, all due at t0. It returns the schema, a setup pool of two connections on it
-// and the users.
-func claimFixture(b *testing.B) (schema string, setup *pgxpool.Pool, users []string) {
-	b.Helper()
-	schema = pgtest.Schema(b, "rota_test")
-	setup = pgtest.PoolIn(b, schema, 2)
-	if err := postgres.Migrate(context.Background(), setup); err != nil {
-		b.Fatal(err)
-	}
-	users = make([]string, 1000)
-	counts := make([]int, 1000)
-	for i := range users {
-		users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
-	}
-	pgtest.LoadDue(b, setup, users, counts, func(int) time.Time { return t0 })
-	return schema, setup, users
-}
-
-// Claim throughput: 1 and 4 dispatchers, each with its own pool, run cycles of up to 1,000
-// claims at the same time over 1,000 users with 100 due entries each. No worker completes
-// anything, so the claimed rows pile up — they must not slow later cycles down. Concurrent
-// dispatchers read the same heads and Select is deterministic, so they mostly pick the same
-// entries: lost/op counts the claims another dispatcher won.
-func BenchmarkClaim(b *testing.B) {
-	for _, n := range []int{1, 4} {
-		b.Run(fmt.Sprintf("dispatchers=%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			schema, setup, _ := claimFixture(b)
-			disps := make([]*dispatch.Dispatcher, n)
-			for i := range disps {
-				d, err := dispatch.New(postgres.NewIndex(pgtest.PoolIn(b, schema, 2)), oneLane(1, 1000))
-				if err != nil {
-					b.Fatal(err)
-				}
-				disps[i] = d
-			}
-			claimed, lost, since := 0, 0, 0
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if since > 90_000 {
-					b.StopTimer()
-					releaseAll(b, setup)
-					since = 0
-					b.StartTimer()
-				}
-				now := benchNow.Add(time.Duration(i) * time.Second)
-				var mu sync.Mutex
-				var wg sync.WaitGroup
-				for _, d := range disps {
-					wg.Go(func() {
-						batch, err := d.Dispatch(ctx, now)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						mu.Lock()
-						claimed += len(batch.Items)
-						since += len(batch.Items)
-						for _, l := range batch.Lanes {
-							lost += l.LostClaims
-						}
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
-			}
-			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
-			b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
-		})
-	}
-}
-
-// Index.Claim throughput without dispatch: 1 and 4 claimers, each with its own pool, claim
-// batches of 1,000 keys from disjoint sets of users (1,000 users with 100 due entries each),
-// all at once. This is what the index itself sustains when dispatchers do not collide.
-func BenchmarkIndexClaim(b *testing.B) {
-	for _, n := range []int{1, 4} {
-		b.Run(fmt.Sprintf("claimers=%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			schema, setup, users := claimFixture(b)
-			idxs := make([]*postgres.Index, n)
-			for i := range idxs {
-				idxs[i] = postgres.NewIndex(pgtest.PoolIn(b, schema, 2))
-			}
-			// batch returns claimer c's round r: 1,000 keys of its own users, round-robin.
-			batch := func(c, r int) []duework.Key {
-				mine := users[c*len(users)/n : (c+1)*len(users)/n]
-				keys := make([]duework.Key, 0, 1000)
-				for j := 0; len(keys) < 1000; j++ {
-					k := r*1000 + j
-					keys = append(keys, duework.Key{UserID: mine[k%len(mine)], WorkKey: fmt.Sprintf("w%07d", (k/len(mine))%100)})
-				}
-				return keys
-			}
-			rounds := 100 * len(users) / n / 1000 // rounds before a claimer's users are drained
-			claimed := 0
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if i > 0 && i%rounds == 0 {
-					b.StopTimer()
-					releaseAll(b, setup)
-					b.StartTimer()
-				}
-				now := benchNow.Add(time.Duration(i) * time.Second)
-				var mu sync.Mutex
-				var wg sync.WaitGroup
-				for c, idx := range idxs {
-					wg.Go(func() {
-						got, err := idx.Claim(ctx, batch(c, i%rounds), now, now.Add(time.Hour))
-						if err != nil {
-							b.Error(err)
-						}
-						mu.Lock()
-						claimed += len(got)
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
-			}
-			if claimed != b.N*n*1000 {
-				b.Fatalf("claimed %d of %d", claimed, b.N*n*1000)
-			}
-			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
-		})
-	}
-}
-
 // sqlFirstCome is the plain first-come claim the fair cycle is measured against: the 1,000
 // oldest due rows, whoever they belong to.
 const sqlFirstCome = `
@@ -263,22 +119,23 @@ FROM (SELECT user_id, work_key FROM rota_due
 WHERE d.user_id = c.user_id AND d.work_key = c.work_key
 RETURNING d.user_id`
 
-// A full fair cycle (DueHeads + Select + Claim of 1,000) against a plain first-come claim of
-// 1,000 rows, side by side on the same data: one user with a 1,000,000-row backlog and 10,000
-// (the issue's shape) or 1,000 quiet users with one entry each. Claims are released after
-// every cycle, untimed, so every iteration sees the same backlog. noisy-share is the
-// fraction of the batch the noisy user got. Each iteration runs one fair cycle and one
-// first-come claim, back to back, so their ratio (fair/first-come) is measured under the same
-// conditions even on a busy machine.
+// A full fair cycle (Dispatch: Groups, Ready, Select, Claim, Release) of 1,000 items against
+// a plain first-come claim of 1,000 rows, side by side on the same data: one user with a
+// 1,000,000-row backlog and 1,000, 10,000 or 100,000 quiet users with one entry each, all
+// routed. Claims and holds are released after every cycle, untimed, so every iteration sees
+// the same backlog; the queue goes on turning. noisy-share is the fraction of the batch
+// the noisy user got. Each iteration runs one fair cycle and one first-come claim, back to
+// back, so their ratio (fair/first-come) is measured under the same conditions even on a
+// busy machine. With -v it logs EXPLAIN (ANALYZE, BUFFERS) of Ready, Claim and
+// CompleteMany as a cycle runs them.
 func BenchmarkFairCycleVsFirstCome(b *testing.B) {
-	for _, quiet := range []int{10_000, 1_000} {
+	for _, quiet := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("users=%d", quiet), func(b *testing.B) {
 			pool := noisyFixture(b, 1_000_000, quiet)
 			idx := postgres.NewIndex(pool)
 			ctx := context.Background()
 			if testing.Verbose() {
-				b.Logf("first-come plan:\n%s", explain(b, pool, sqlFirstCome, benchNow, benchNow.Add(time.Hour)))
-				releaseAll(b, pool)
+				logPlans(b, pool, idx)
 			}
 			d, err := dispatch.New(idx, oneLane(10, 1000))
 			if err != nil {
@@ -321,8 +178,8 @@ func BenchmarkFairCycleVsFirstCome(b *testing.B) {
 				total += 1000
 			}
 			n := float64(b.N)
-			b.ReportMetric(float64(fair.Milliseconds())/n, "fair-ms")
-			b.ReportMetric(float64(first.Milliseconds())/n, "first-come-ms")
+			b.ReportMetric(float64(fair.Microseconds())/1000/n, "fair-ms")
+			b.ReportMetric(float64(first.Microseconds())/1000/n, "first-come-ms")
 			b.ReportMetric(float64(fair)/float64(first), "fair/first-come")
 			b.ReportMetric(float64(fairNoisy)/float64(total), "fair-noisy-share")
 			b.ReportMetric(float64(firstNoisy)/float64(total), "first-come-noisy-share")
@@ -330,4 +187,231 @@ func BenchmarkFairCycleVsFirstCome(b *testing.B) {
 	}
 }
 
-var _ duework.Index = (*postgres.Index)(nil)
+// logPlans logs EXPLAIN (ANALYZE, BUFFERS) of the statements of one cycle at the front of
+// the queue — Ready of 1,000 users, Claim of their first entries, CompleteMany of those
+// claims — and of the first-come claim, each rolled back.
+func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
+	b.Helper()
+	ctx := context.Background()
+	now := benchNow.Add(-time.Second)
+	b.Logf("Ready:\n%s", explain(b, pool, postgres.SQLReady, "all", now, 1000, 11, now.Add(dispatch.DefaultHoldFor)))
+	page, err := idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var users, works []string
+	for _, h := range page.Heads {
+		users, works = append(users, h.UserID), append(works, h.Due[0].WorkKey)
+	}
+	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLClaim, users, works, now, now.Add(time.Hour)))
+	claims, err := idx.Claim(ctx, keysOf(page), now, now.Add(time.Hour))
+	if err != nil || len(claims) != len(users) {
+		b.Fatalf("Claim: %d, %v", len(claims), err)
+	}
+	tokens, tiers, due := make([]int64, len(claims)), make([]string, len(claims)), make([]time.Time, len(claims))
+	last, streaks := make([]*time.Time, len(claims)), make([]int64, len(claims))
+	for i, c := range claims {
+		users[i], works[i], tokens[i], tiers[i], due[i] = c.Entry.UserID, c.Entry.WorkKey, int64(c.Token), c.Entry.Tier, now.Add(time.Hour)
+	}
+	b.Logf("CompleteMany:\n%s", explain(b, pool, postgres.SQLCompleteMany, users, works, tokens, tiers, due, last, streaks))
+	releaseAll(b, pool)
+	b.Logf("first-come:\n%s", explain(b, pool, sqlFirstCome, now, now.Add(time.Hour)))
+}
+
+// claimFixture is the claim benchmarks' schema: 100,000 entries, all due at t0, of users
+// users (user00000, user00001, …) routed to "all". It returns the schema, a setup pool of
+// two connections on it and the users.
+func claimFixture(b *testing.B, users int) (schema string, setup *pgxpool.Pool, ids []string) {
+	b.Helper()
+	schema = pgtest.Schema(b, "rota_test")
+	setup = pgtest.PoolIn(b, schema, 2)
+	if err := postgres.Migrate(context.Background(), setup); err != nil {
+		b.Fatal(err)
+	}
+	ids = make([]string, users)
+	counts := make([]int, users)
+	for i := range ids {
+		ids[i], counts[i] = fmt.Sprintf("user%05d", i), 100_000/users
+	}
+	pgtest.LoadDue(b, setup, ids, counts, func(int) time.Time { return t0 })
+	routeAll(b, setup, "all")
+	return schema, setup, ids
+}
+
+// Claim throughput: 1, 2 and 4 dispatchers, each with its own pool, run cycles of up to
+// 1,000 claims (one per user) at the same instants over 10,000 users with 10 due entries
+// each — enough users for four dispatchers to read a full batch each. No worker completes
+// anything, so the claimed rows pile up — they must not slow later cycles down. A user a
+// dispatcher read is held from the others until it is served, and then it is at the back
+// of the queue, so the dispatchers read disjoint users: lost/op counts the claims per round
+// that another dispatcher won all the same.
+func BenchmarkClaim(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("dispatchers=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			schema, setup, _ := claimFixture(b, 10_000)
+			disps := make([]*dispatch.Dispatcher, n)
+			for i := range disps {
+				d, err := dispatch.New(postgres.NewIndex(pgtest.PoolIn(b, schema, 2)), oneLane(1, 1000))
+				if err != nil {
+					b.Fatal(err)
+				}
+				disps[i] = d
+			}
+			claimed, lost, since := 0, 0, 0
+			for i := 0; b.Loop(); i++ {
+				if since > 90_000 {
+					b.StopTimer()
+					releaseAll(b, setup)
+					since = 0
+					b.StartTimer()
+				}
+				now := benchNow.Add(time.Duration(i) * time.Second)
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for _, d := range disps {
+					wg.Go(func() {
+						batch, err := d.Dispatch(ctx, now)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						claimed += len(batch.Items)
+						since += len(batch.Items)
+						for _, l := range batch.Lanes {
+							lost += l.LostClaims
+						}
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
+			b.ReportMetric(float64(claimed)/float64(b.N), "items/round")
+			b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
+		})
+	}
+}
+
+// Index.Claim throughput without dispatch: 1 and 4 claimers, each with its own pool, claim
+// batches of 1,000 keys from disjoint sets of users (1,000 users with 100 due entries each),
+// all at once. This is what the index itself sustains when claimers do not collide.
+func BenchmarkIndexClaim(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("claimers=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			schema, setup, users := claimFixture(b, 1_000)
+			idxs := make([]*postgres.Index, n)
+			for i := range idxs {
+				idxs[i] = postgres.NewIndex(pgtest.PoolIn(b, schema, 2))
+			}
+			// batch returns claimer c's round r: 1,000 keys of its own users, round-robin.
+			batch := func(c, r int) []duework.Key {
+				mine := users[c*len(users)/n : (c+1)*len(users)/n]
+				keys := make([]duework.Key, 0, 1000)
+				for j := 0; len(keys) < 1000; j++ {
+					k := r*1000 + j
+					keys = append(keys, duework.Key{UserID: mine[k%len(mine)], WorkKey: fmt.Sprintf("w%07d", (k/len(mine))%100)})
+				}
+				return keys
+			}
+			rounds := 100 * len(users) / n / 1000 // rounds before a claimer's users are drained
+			claimed := 0
+			for i := 0; b.Loop(); i++ {
+				if i > 0 && i%rounds == 0 {
+					b.StopTimer()
+					releaseAll(b, setup)
+					b.StartTimer()
+				}
+				now := benchNow.Add(time.Duration(i) * time.Second)
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for c, idx := range idxs {
+					wg.Go(func() {
+						got, err := idx.Claim(ctx, batch(c, i%rounds), now, now.Add(time.Hour))
+						if err != nil {
+							b.Error(err)
+						}
+						mu.Lock()
+						claimed += len(got)
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			if claimed != b.N*n*1000 {
+				b.Fatalf("claimed %d of %d", claimed, b.N*n*1000)
+			}
+			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
+		})
+	}
+}
+
+// Ready in the noisy-neighbour shape: 10,000 quiet users with one due entry and one user
+// whose backlog is 1,000 or 1,000,000 due entries, a read of 1,000 users with 10 entries
+// each, no hold. The two sizes are measured separately and then paired: each iteration of
+// "paired" reads both, one after the other, and reports their ratio, which a busy machine
+// disturbs far less than the separate times.
+func BenchmarkReadyNoisy(b *testing.B) {
+	sizes := []int{1_000, 1_000_000}
+	idxs := make([]*postgres.Index, len(sizes))
+	for i, backlog := range sizes {
+		idxs[i] = postgres.NewIndex(noisyFixture(b, backlog, 10_000))
+	}
+	read := func(b *testing.B, idx *postgres.Index) time.Duration {
+		start := time.Now()
+		p, err := idx.Ready(context.Background(), duework.ReadyQuery{Group: "all", Now: benchNow, Users: 1000, PerUser: 10})
+		if err != nil || len(p.Heads) != 1000 || p.Heads[0].UserID != "noisy" || len(p.Heads[0].Due) != 10 {
+			b.Fatalf("Ready: %d heads, %v", len(p.Heads), err)
+		}
+		return time.Since(start)
+	}
+	for i, backlog := range sizes {
+		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
+			for b.Loop() {
+				read(b, idxs[i])
+			}
+		})
+	}
+	b.Run("paired", func(b *testing.B) {
+		var small, big time.Duration
+		for b.Loop() {
+			small += read(b, idxs[0])
+			big += read(b, idxs[1])
+		}
+		b.ReportMetric(float64(big)/float64(small), "big/small")
+	})
+}
+
+// ScheduleMissing of a tenant's whole watchlist in one call: 2,316 entries, each
+// iteration for a new tenant (so every entry is inserted), over an index that already
+// holds 100,000 entries of other tenants.
+func BenchmarkScheduleMissing(b *testing.B) {
+	const entries = 2_316
+	b.Run(fmt.Sprintf("entries=%d", entries), func(b *testing.B) {
+		ctx := context.Background()
+		pool := pgtest.Pool(b)
+		users, counts := make([]string, 1000), make([]int, 1000)
+		for i := range users {
+			users[i], counts[i] = fmt.Sprintf("user%03d", i), 100
+		}
+		pgtest.LoadDue(b, pool, users, counts, func(int) time.Time { return t0 })
+		idx := postgres.NewIndex(pool)
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			user := fmt.Sprintf("tenant%06d", i)
+			es := make([]duework.Entry, entries)
+			for j := range es {
+				es[j] = duework.Entry{UserID: user, WorkKey: fmt.Sprintf("https://example.com/feed/%05d.xml", j), Tier: "hot", DueAt: benchNow.Add(time.Duration(j) * time.Second)}
+			}
+			tc := mustTC(b, user)
+			b.StartTimer()
+			added, err := idx.ScheduleMissing(ctx, tc, es)
+			if err != nil || added != entries {
+				b.Fatalf("ScheduleMissing: added %d of %d, %v", added, entries, err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	})
+}

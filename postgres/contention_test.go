@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
@@ -25,11 +28,17 @@ const (
 	contentionUsers   = 1_000
 	contentionEntries = 100_000
 	noisyEntries      = 50_050 // user000 holds these; the 999 others hold 50 each
+
+	// The contention tests run this many dispatchers, each for this many cycles at the
+	// same instants one second apart, claiming for claimFor.
+	dispatchers = 4
+	cycles      = 25
+	claimFor    = 20 * time.Second
 )
 
 // contentionFixture loads contentionEntries entries of contentionUsers users, all due at t0,
-// user000 with noisyEntries of them, and returns the schema.
-func contentionFixture(t *testing.T) string {
+// user000 with noisyEntries of them, and returns the schema and a setup pool on it.
+func contentionFixture(t *testing.T) (string, *pgxpool.Pool) {
 	t.Helper()
 	schema := pgtest.Schema(t, "rota_test")
 	setup := pgtest.PoolIn(t, schema, 2)
@@ -44,7 +53,7 @@ func contentionFixture(t *testing.T) string {
 	}
 	counts[0] = noisyEntries
 	pgtest.LoadDue(t, setup, users, counts, func(int) time.Time { return t0 })
-	return schema
+	return schema, setup
 }
 
 type claimRecord struct {
@@ -52,26 +61,23 @@ type claimRecord struct {
 	now time.Time
 }
 
-// Four dispatchers, each with its own pool, run cycles at the same instants over 100,000
-// entries of 1,000 tenants: each reads the front of the queue with a hold (Ready), claims
-// what it read, releases the users it did not serve, and its worker completes most items
-// in one CompleteMany and abandons the rest, whose claims must end on their own.
+// Four readers, each with its own pool, run the Index calls of a dispatch cycle at the same
+// instants over 100,000 entries of 1,000 tenants: each reads the front of the queue with a
+// hold (Ready), claims what it read, releases the users it did not serve, and its worker
+// completes most items in one CompleteMany and abandons the rest, whose claims must end on
+// their own.
 // Afterwards: they read disjoint users at every instant and lost (almost) no claim to each
 // other; no entry was handed out twice while a claim on it lasted; each page was in turn
 // order; every tenant was served within ceil(U/L)+1 cycles, however deep user000's
 // backlog; and nothing was lost.
-func TestContentionFourDispatchers(t *testing.T) {
+func TestContentionFourReaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := contentionFixture(t)
-	setup := pgtest.PoolIn(t, schema, 2)
+	schema, setup := contentionFixture(t)
 	const (
-		dispatchers = 4
-		cycles      = 25
-		users       = 50 // per Ready
-		perUser     = 3
-		claimFor    = 20 * time.Second
-		holdFor     = 5 * time.Second
+		users   = 50 // per Ready
+		perUser = 3
+		holdFor = 5 * time.Second
 	)
 	base := t0.Add(time.Hour)
 	at := func(cycle int) time.Time { return base.Add(time.Duration(cycle) * time.Second) }
@@ -178,35 +184,7 @@ func TestContentionFourDispatchers(t *testing.T) {
 		}
 	}
 
-	// No entry handed out twice while its claim lasts: consecutive claims of one entry (in
-	// token order, which is claim order) are separated by a successful Complete or by the
-	// end of the earlier claim; and each token is new.
-	byKey := map[duework.Key][]claimRecord{}
-	tokens := map[uint64]bool{}
-	for _, cr := range claims {
-		if tokens[cr.c.Token] {
-			t.Fatalf("token %d handed out twice", cr.c.Token)
-		}
-		tokens[cr.c.Token] = true
-		byKey[cr.c.Entry.Key()] = append(byKey[cr.c.Entry.Key()], cr)
-	}
-	redispatched := 0
-	for k, crs := range byKey {
-		slices.SortFunc(crs, func(a, b claimRecord) int { return cmp.Compare(a.c.Token, b.c.Token) })
-		for i := 1; i < len(crs); i++ {
-			a, b := crs[i-1], crs[i]
-			redispatched++
-			if next, ok := completes[a.c.Token]; ok {
-				if b.now.Before(next.DueAt) {
-					t.Errorf("%v: claimed at %v, before the DueAt %v its completion wrote", k, b.now, next.DueAt)
-				}
-				continue
-			}
-			if b.now.Before(a.c.Until) {
-				t.Errorf("%v: claimed again at %v (token %d) while claim %d lasted until %v", k, b.now, b.c.Token, a.c.Token, a.c.Until)
-			}
-		}
-	}
+	redispatched := checkNoDoubleClaims(t, claims, completes)
 	lost := asked - len(claims)
 	if lost*100 > len(claims) {
 		t.Errorf("%d of %d keys read were lost to another dispatcher: more than 1%%", lost, asked)
@@ -295,4 +273,176 @@ func TestConcurrentReadersDisjoint(t *testing.T) {
 			t.Fatalf("%s is held by a reader but another Ready returned it", u)
 		}
 	}
+}
+
+var contentionLanes = []dispatch.LaneCapacity{
+	{Lane: "pro", PerUserLimit: 3, PerCycleLimit: 120},
+	{Lane: "free", PerUserLimit: 2, PerCycleLimit: 200},
+}
+
+func contentionLane(user string) dispatch.Lane {
+	if hash(user)%5 == 0 {
+		return "pro"
+	}
+	return "free"
+}
+
+// Four Dispatchers, each with its own pool, cycle at the same instants over 100,000
+// entries of 1,000 unrouted tenants in two lanes, while workers complete most items in
+// batches and abandon some, whose claims must end on their own. Afterwards: every tenant
+// was routed to its lane and served; no entry was handed out twice while a claim on it
+// lasted; lost claims were under 1% of the items; each cycle kept its caps; and nothing
+// was lost.
+func TestContentionFourDispatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema, setup := contentionFixture(t)
+	base := t0.Add(time.Hour)
+	at := func(cycle int) time.Time { return base.Add(time.Duration(cycle) * time.Second) }
+	laneFor := func(_ context.Context, user string) (dispatch.Lane, error) { return contentionLane(user), nil }
+	type disp struct {
+		d   *dispatch.Dispatcher
+		idx *postgres.Index
+	}
+	ds := make([]disp, dispatchers)
+	for i := range ds {
+		idx := postgres.NewIndex(pgtest.PoolIn(t, schema, 4))
+		d, err := dispatch.New(idx, dispatch.Config{Lanes: contentionLanes, GlobalBatchLimit: 250, LaneFor: laneFor, ClaimFor: claimFor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds[i] = disp{d, idx}
+	}
+	limits := map[dispatch.Lane]dispatch.LaneCapacity{}
+	for _, lc := range contentionLanes {
+		limits[lc.Lane] = lc
+	}
+
+	var (
+		mu        sync.Mutex
+		claims    []claimRecord
+		completes = map[uint64]duework.Entry{}
+		served    = map[string]bool{}
+		items     int
+		lost      int
+	)
+	for cycle := range cycles {
+		now := at(cycle)
+		var wg sync.WaitGroup
+		for _, x := range ds {
+			wg.Go(func() {
+				b, err := x.d.Dispatch(ctx, now)
+				if err != nil {
+					t.Errorf("Dispatch: %v", err)
+					return
+				}
+				if len(b.Items) > 250 {
+					t.Errorf("cycle %d dispatched %d items, over the global limit 250", cycle, len(b.Items))
+				}
+				perUser, perLane := map[string]int{}, map[dispatch.Lane]int{}
+				var done []duework.Done
+				for _, it := range b.Items {
+					u := it.Claim.Entry.UserID
+					perUser[u]++
+					perLane[it.Lane]++
+					if it.Lane != contentionLane(u) {
+						t.Errorf("cycle %d: %s served in lane %s, its lane is %s", cycle, u, it.Lane, contentionLane(u))
+					}
+					if perUser[u] > limits[it.Lane].PerUserLimit {
+						t.Errorf("cycle %d: %s got %d items, over lane %s's PerUserLimit", cycle, u, perUser[u], it.Lane)
+					}
+					if hash(fmt.Sprint(it.Claim.Token))%10 == 0 {
+						continue // abandoned: the claim must end by itself
+					}
+					next := it.Claim.Entry
+					next.LastRunAt = now
+					next.DueAt = now.Add(time.Duration(5+hash(next.WorkKey+u)%40) * time.Second)
+					done = append(done, duework.Done{Tenant: mustTC(t, u), Claim: it.Claim, Next: next})
+				}
+				for lane, n := range perLane {
+					if n > limits[lane].PerCycleLimit {
+						t.Errorf("cycle %d: lane %s dispatched %d, over its PerCycleLimit", cycle, lane, n)
+					}
+				}
+				errs, err := x.idx.CompleteMany(ctx, done)
+				if err != nil {
+					t.Errorf("CompleteMany: %v", err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				items += len(b.Items)
+				for _, l := range b.Lanes {
+					lost += l.LostClaims
+				}
+				for _, it := range b.Items {
+					claims = append(claims, claimRecord{c: it.Claim, now: now})
+					served[it.Claim.Entry.UserID] = true
+				}
+				for i, err := range errs {
+					if err != nil {
+						t.Errorf("CompleteMany item %d: %v", i, err)
+						continue
+					}
+					completes[done[i].Claim.Token] = done[i].Next
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+	checkNoDoubleClaims(t, claims, completes)
+	if lost*100 > items {
+		t.Errorf("%d claims lost to another dispatcher for %d items: more than 1%%", lost, items)
+	}
+	if len(served) != contentionUsers {
+		t.Errorf("served %d of %d tenants", len(served), contentionUsers)
+	}
+	var n, unrouted int
+	if err := setup.QueryRow(ctx, `SELECT (SELECT count(*) FROM rota_due), (SELECT count(*) FROM rota_users WHERE group_name NOT IN ('pro', 'free'))`).Scan(&n, &unrouted); err != nil {
+		t.Fatal(err)
+	}
+	if n != contentionEntries || unrouted != 0 {
+		t.Fatalf("%d entries left of %d, %d users unrouted", n, contentionEntries, unrouted)
+	}
+	checkReadyAt(t, setup)
+	t.Logf("%d cycles × %d dispatchers dispatched %d items, %d claims lost to another dispatcher", cycles, dispatchers, items, lost)
+}
+
+// checkNoDoubleClaims checks that no entry was handed out twice while its claim lasted:
+// consecutive claims of one entry (in token order, which is claim order) are separated by
+// a successful Complete (completes holds the next entry it wrote, by token) or by the end
+// of the earlier claim; and each token is new. It returns how many claims re-claimed an
+// entry.
+func checkNoDoubleClaims(t *testing.T, claims []claimRecord, completes map[uint64]duework.Entry) int {
+	t.Helper()
+	byKey := map[duework.Key][]claimRecord{}
+	tokens := map[uint64]bool{}
+	for _, cr := range claims {
+		if tokens[cr.c.Token] {
+			t.Fatalf("token %d handed out twice", cr.c.Token)
+		}
+		tokens[cr.c.Token] = true
+		byKey[cr.c.Entry.Key()] = append(byKey[cr.c.Entry.Key()], cr)
+	}
+	redispatched := 0
+	for k, crs := range byKey {
+		slices.SortFunc(crs, func(a, b claimRecord) int { return cmp.Compare(a.c.Token, b.c.Token) })
+		for i := 1; i < len(crs); i++ {
+			a, b := crs[i-1], crs[i]
+			redispatched++
+			if next, ok := completes[a.c.Token]; ok {
+				if b.now.Before(next.DueAt) {
+					t.Errorf("%v: claimed at %v, before the DueAt %v its completion wrote", k, b.now, next.DueAt)
+				}
+				continue
+			}
+			if b.now.Before(a.c.Until) {
+				t.Errorf("%v: claimed again at %v (token %d) while claim %d lasted until %v", k, b.now, b.c.Token, a.c.Token, a.c.Until)
+			}
+		}
+	}
+	return redispatched
 }

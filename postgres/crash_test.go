@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
@@ -159,4 +160,125 @@ func TestDeadWorkerLeavesClaimsToExpire(t *testing.T) {
 		t.Fatalf("%d entries left of %d (%v)", n, len(want), err)
 	}
 	checkReadyAt(t, setup)
+}
+
+// dyingIndex is a dispatcher's Index whose process dies between its Ready and its Claim:
+// the Claim closes the pool (so the cycle cannot hand its users back either) and fails.
+type dyingIndex struct {
+	*postgres.Index
+	pool *pgxpool.Pool
+}
+
+func (x dyingIndex) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+	x.pool.Close()
+	return nil, errors.New("the process died")
+}
+
+// dispatchConfig is the crash tests' one lane, "all", taking every entry of every user.
+func dispatchConfig() dispatch.Config {
+	return dispatch.Config{
+		Lanes:            []dispatch.LaneCapacity{{Lane: "all", PerUserLimit: 3, PerCycleLimit: 100}},
+		GlobalBatchLimit: 100,
+		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "all", nil },
+		ClaimFor:         5 * time.Minute,
+		HoldFor:          30 * time.Second,
+	}
+}
+
+// A Dispatcher whose process dies between its Ready and its Claim hides the users it read
+// for HoldFor at most: another Dispatcher, on its own pool, dispatches none of their entries
+// until then, and every one of them from the hold's end.
+func TestDeadDispatcherHidesUsersForHoldForAtMost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema, setup, want := crashFixture(t)
+	routeAll(t, setup, "all")
+	cfg := dispatchConfig()
+	now := t0.Add(time.Minute)
+
+	doomedPool := pgtest.PoolIn(t, schema, 2)
+	doomed, err := dispatch.New(dyingIndex{postgres.NewIndex(doomedPool), doomedPool}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := doomed.Dispatch(ctx, now); err == nil {
+		t.Fatalf("the dying dispatcher's cycle succeeded: %v", itemKeys(b))
+	}
+
+	survivor, err := dispatch.New(postgres.NewIndex(pgtest.PoolIn(t, schema, 2)), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{now, now.Add(cfg.HoldFor - time.Microsecond)} {
+		b, err := survivor.Dispatch(ctx, at)
+		if err != nil || len(b.Items) != 0 {
+			t.Fatalf("at now%+v, while the dead dispatcher's hold lasts, another dispatched %v (%v)", at.Sub(now), itemKeys(b), err)
+		}
+	}
+	b, err := survivor.Dispatch(ctx, now.Add(cfg.HoldFor))
+	if err != nil || !slices.Equal(itemKeys(b), want) {
+		t.Fatalf("once the hold ended the survivor dispatched %v, %v; want all of %v", itemKeys(b), err, want)
+	}
+	checkReadyAt(t, setup)
+}
+
+// A Dispatcher that claims a batch and dies (its pool closed, nothing completed) loses
+// nothing: another Dispatcher, on its own pool, finds the entries hidden until the claims
+// end and dispatches every one of them again at that instant; the dead one's claims are
+// lost.
+func TestCrashedDispatcherLosesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema, setup, want := crashFixture(t)
+	cfg := dispatchConfig()
+	now := t0.Add(time.Minute)
+
+	doomedPool := pgtest.PoolIn(t, schema, 2)
+	doomed, err := dispatch.New(postgres.NewIndex(doomedPool), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := doomed.Dispatch(ctx, now) // routes the users, then serves them
+	if err != nil || !slices.Equal(itemKeys(first), want) {
+		t.Fatalf("the first dispatcher claimed %v, %v; want all of %v", itemKeys(first), err, want)
+	}
+	doomedPool.Close() // the process dies holding every claim
+
+	six := postgres.NewIndex(pgtest.PoolIn(t, schema, 2))
+	survivor, err := dispatch.New(six, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := survivor.Dispatch(ctx, now.Add(cfg.ClaimFor-time.Microsecond))
+	if err != nil || len(early.Items) != 0 {
+		t.Fatalf("while the dead dispatcher's claims last, another dispatched %v (%v)", itemKeys(early), err)
+	}
+	again, err := survivor.Dispatch(ctx, now.Add(cfg.ClaimFor))
+	if err != nil || !slices.Equal(itemKeys(again), want) {
+		t.Fatalf("once the claims ended the survivor dispatched %v, %v; want all of %v", itemKeys(again), err, want)
+	}
+	old := first.Items[0].Claim
+	if err := six.Complete(ctx, mustTC(t, old.Entry.UserID), old, old.Entry); !errors.Is(err, duework.ErrClaimLost) {
+		t.Fatalf("completing the dead dispatcher's claim after it was re-claimed = %v, want ErrClaimLost", err)
+	}
+	var done []duework.Done
+	for _, it := range again.Items {
+		next := it.Claim.Entry
+		next.DueAt = now.Add(time.Hour)
+		done = append(done, duework.Done{Tenant: mustTC(t, next.UserID), Claim: it.Claim, Next: next})
+	}
+	if errs, err := six.CompleteMany(ctx, done); err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("completing the survivor's claims: %v, %v", errs, err)
+	}
+	checkReadyAt(t, setup)
+}
+
+// itemKeys lists a batch's entries as user:key, sorted.
+func itemKeys(b dispatch.Batch) []string {
+	var out []string
+	for _, it := range b.Items {
+		out = append(out, it.Claim.Entry.UserID+":"+it.Claim.Entry.WorkKey)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -20,8 +20,9 @@
 // not exist), connects, pings and runs Migrate; its error names the step that failed. A
 // host that builds its own pool calls Migrate itself.
 //
-// NewIndex implements duework.Index; NewLease and NewStateStore implement
-// maintenance.Lease and maintenance.StateStore for a fleet of maintenance daemons:
+// NewIndex implements duework.Index, and duework.MissingScheduler and duework.ClaimGuard
+// besides; NewLease and NewStateStore implement maintenance.Lease and
+// maintenance.StateStore for a fleet of maintenance daemons:
 //
 //	sched, err := maintenance.NewScheduler(tasks, maintenance.Config{
 //		Lease:      postgres.NewLease(pool, "heavy", maxHold), // same name and maxHold on every daemon
@@ -61,61 +62,117 @@
 // advisory lock keyed by the schema, so replicas that start together and all call it apply
 // each step exactly once; the others wait and find nothing to do. It applies every step the
 // schema has not recorded, so step numbers may leave gaps. A database holding a step this
-// release does not know gives ErrSchemaTooNew and is left alone.
+// release does not know gives ErrSchemaTooNew and is left alone. A database of an earlier
+// release is upgraded in place, entries, claims and LastServed included; stop the old
+// release's dispatchers and workers first, since they do not keep the new columns.
 //
-// # How dispatch stays cheap
+// # Tables
 //
-// rota_due holds one row per entry (the duework.Entry columns plus the current claim's token
-// and until). The due path is a pair of partial indexes over unclaimed rows only — (user_id,
-// due_at, work_key) and (due_at, user_id, work_key), WHERE claim_until IS NULL — so a
-// claimed row leaves the front of the due path at once instead of being re-read by every
-// later cycle. A third partial index holds claimed rows by claim_until: a claim that ends
-// without a Complete (a worker died) is found there, and the entry is due again at exactly
-// claim_until without anyone touching it.
+// rota_due holds one row per entry: the duework.Entry columns and the current claim's token
+// and until. Its indexes:
 //
-// rota_users holds one row per user: LastServed, and free_at, a lower bound of the earliest
-// due_at among the user's unclaimed entries (NULL when it has none). DueHeads visits the users
-// whose free_at has passed (a range of a small index) and reads each one's first perUser+1
-// rows with a LATERAL join, plus the rows whose claims ended; so its cost grows with the
-// number of users with due work, never with one user's backlog: with 10,000 users holding
-// one due entry each, it costs the same whether one more user has 1,000 or 1,000,000
-// due entries (see BENCHMARKS.md). DueHeads runs with JIT compilation off, which
-// only slows a plan made of thousands of small index probes.
+//   - rota_due_free_user (user_id, due_at, work_key), over unclaimed rows: a user's entries in
+//     the order Ready hands them out;
+//   - rota_due_claimed_user (user_id, greatest(due_at, claim_until)), over claimed rows: a
+//     user's claims by the instant each entry is visible again;
+//   - rota_due_free (due_at, user_id, work_key) and rota_due_claimed (claim_until), which
+//     serve DueBefore.
+//
+// A claimed row leaves the due path at once, and comes back, without anyone touching it,
+// when its claim ends.
+//
+// rota_users holds one row per user: its group (the lane the dispatcher routed it to; ""
+// until then), LastServed, ReadyAt (the earliest instant at which one of its entries is
+// visible: the least due_at of its unclaimed entries, or of greatest(due_at, claim_until) of
+// its claimed ones), Turn (the later of the two; NULL without entries) and the end of its
+// hold. Every write to a user's entries recomputes ReadyAt and Turn under the user's row
+// lock, so a claim that ends needs no sweep: its end already is the user's ReadyAt. The
+// index rota_users_queue (group, turn, user_id) is each group's queue in turn order.
+// Users are never deleted, so the table grows with tenant churn (about 200 bytes a user,
+// indexes included, for short user IDs).
+//
+// # Cost of each call
+//
+// Every call is one round trip, and one transaction.
+//
+//   - Ready is one statement: the first Users rows of the group's range of
+//     rota_users_queue with turn <= Now that are not held, locked FOR NO KEY UPDATE SKIP
+//     LOCKED and held (a HOT update); then, per user, a keyset range of its first PerUser+1
+//     unclaimed entries and of its claims that have ended; then one probe for Next. Its cost
+//     is what it returns, plus the held or locked users it passes — never the number of
+//     ready users, nor a user's backlog.
+//   - Claim locks its keys by primary key with SKIP LOCKED, gives each a token from the
+//     sequence rota_claim_token and its until, then locks the users it served in UserID
+//     order and writes each once: LastServed, the end of its hold, ReadyAt and Turn.
+//   - CompleteMany is one statement for the whole batch (arrays unnested), locking the
+//     entries that still carry their item's claim in key order, then a write per user.
+//     Invalid items are refused before anything is sent, each with its own error.
+//   - ScheduleMissing inserts a tenant's batch in one INSERT … ON CONFLICT DO NOTHING.
+//   - Groups is a loose index scan of rota_users_queue: one probe per group, not per user.
+//   - Route and Release lock the named users in UserID order and write each once.
+//   - Schedule, Unschedule, Complete, UnscheduleClaimed write one entry by primary key and
+//     recompute its user; Get and CheckClaim read one row.
+//
+// A dispatch cycle is therefore Groups, one Ready per lane, one Claim and, for the users
+// read and not served, one Release: its cost grows with the batch, not with the users
+// waiting nor with any backlog. It writes each served user's row twice (the hold, then the
+// claim) where a first-come claim writes none: that, and the entries' own claim, is the
+// price of fairness.
+//
+// # Several dispatchers on one database
+//
+// Dispatchers on different machines share one database safely and divide the work. A
+// Ready passes over the users another Ready or a writer holds locked at that moment (SKIP
+// LOCKED) and over the users another dispatcher holds (held_until), so concurrent
+// dispatchers read disjoint users and rarely lose a claim to each other; a user served goes
+// to the back of its queue, where the next reader finds it. Claim never waits for an entry
+// another transaction holds, and no entry is claimed twice: the claim is a row lock and a
+// token that only grows. A dispatcher that dies between Ready and Claim hides its users for
+// HoldFor at most; a worker that dies leaves its claims to end by themselves.
+//
+// Throughput grows with the dispatchers as far as the database's cores allow: each cycle
+// is a handful of statements, which dispatchers on separate connections run in parallel.
+// On two cores shared with the server, four dispatchers claim about one and a half times
+// what one does; on more cores, expect more, until the server's disk flushes (one per
+// claim) or its CPU are the limit. Give each dispatcher a pool of a few connections.
 //
 // # Plans that stale statistics cannot spoil
 //
 // A bulk load (a fresh deployment importing a backlog, a migration from another queue)
 // leaves statistics that autovacuum will not refresh until a tenth of the rows change. If
 // ANALYZE ran while one tenant's backlog was the whole of rota_due, the planner believes
-// every row is that tenant's. A per-user read written the plain way — user_id = $1 ordered
-// by due_at — can then be served by either partial index, and the planner picks
-// rota_due_free and walks every due row of the backlog for each user: on a 200,000-row
-// backlog DueHeads took 370 ms instead of 0.6 ms, and every Schedule, Complete and
-// Unschedule 3.5 ms, until someone ran ANALYZE.
+// every row is that tenant's; if it ran later, it believes each user holds a few entries,
+// the deep one included. Either belief can turn a per-user read into a walk of that
+// tenant's backlog, or a lookup of a thousand users into a scan of them all.
 //
-// So the per-user reads of DueHeads and of the free_at recomputation are written as keyset
-// ranges, (user_id, due_at) BETWEEN (u, -infinity) AND (u, now), ordered by (user_id,
-// due_at, work_key): a row comparison is no equality, so only rota_due_free_user serves
-// the range in that order, and any other plan reads the whole range and sorts it, which
-// costs more under any statistics. No planner setting could do this (both candidates are
-// index scans), and the query keeps the shape every PostgreSQL since 8.2 plans the same way.
-// A test loads that stale case with autovacuum off and checks the custom and the generic
-// plans' shapes. Claim looks each key up by the primary key and updates by ctid, and
-// Complete, Schedule and Unschedule write by primary key: unique lookups that statistics
-// do not steer.
+// So the per-user reads are keyset ranges, (user_id, due_at) BETWEEN (u, -infinity) AND
+// (u, now) ordered by (user_id, due_at, work_key): a row comparison is no equality, so only
+// rota_due_free_user serves the range in that order, and every other plan reads the whole
+// range and sorts it. And the dispatch statements run with sequential scans, bitmap scans,
+// hash and merge joins and incremental sorts off, and without JIT compilation, for their
+// own transaction only: each of their reads is a handful of index probes joined by nested
+// loops, and the settings keep it so. A test loads both cases with autovacuum off and
+// checks the custom and the generic plan of every dispatch read.
 //
-// Claim is one statement: it locks the due, unclaimed rows among the keys with FOR UPDATE
-// SKIP LOCKED — so dispatchers on different machines never wait for each other and never
-// claim one entry twice — gives each a token from the sequence rota_claim_token (tokens only
-// grow, so no claim of an entry ever reuses an earlier one's token), and stamps LastServed,
-// locking the users' rows in UserID order so concurrent claims cannot deadlock. Complete
-// writes only while the row still carries the claim's token.
+// # Locks, and why nothing deadlocks
 //
-// Schedule, Complete and Unschedule keep free_at exact: each locks the user's row after its
-// entry write and recomputes free_at in a new statement, whose snapshot sees every writer
-// that committed before it. Claim leaves free_at alone (a claim can only raise it), so a user
-// whose due entries are all claimed is visited by DueHeads, which finds nothing and skips it,
-// until one of them completes.
+// Entry rows are locked before user rows; several entry rows in (UserID, WorkKey) order or
+// with SKIP LOCKED, several user rows in UserID order. No call waits for an entry while it
+// holds a user, and none waits for a user while it holds one that sorts after it, so no
+// cycle of waits can form. Ready never waits (it locks users with SKIP LOCKED and no
+// entries). An enqueue waits for a user row that a Claim or CompleteMany holds, for the
+// length of that statement: keep dispatch transactions short, which one round trip does.
+//
+// # Time
+//
+// Times are stored as timestamptz, with microsecond precision, and must lie in
+// [duework.MinTime, duework.MaxTime] (years 1 to 9999 UTC); others are duework.ErrInvalid
+// before anything is sent, since pgx would wrap them into other times. DueAt, LastRunAt and
+// every now are truncated to the microsecond. Claim's until and Ready's Now+Hold are rounded
+// up, so neither a claim nor a hold ends before the instant it was given; Release matches
+// heldUntil rounded up the same way, so a reader that passes its own Now+Hold, nanoseconds
+// and all, ends its own holds (and any other hold that ends in the same microsecond).
+// Times come back in the process's local time zone; compare them with Equal.
 //
 // # Lease and task state
 //
@@ -140,40 +197,27 @@
 // idle_in_transaction_session_timeout to 5 s, so a daemon whose connection hangs mid-call
 // holds the lease row or the fence for at most that long.
 //
-// # Choices the core contract leaves open
-//
-//   - Times are stored as timestamptz, with microsecond precision: DueAt, LastRunAt and the
-//     now given to Claim are truncated to the microsecond, and Claim rounds until up, so a
-//     claim never ends before the until it was given. The Lease truncates now, so a grant
-//     starts and expires up to a microsecond early, never late. Times come back in the
-//     process's local time zone; compare them with Equal.
-//   - Claim skips an entry whose row another transaction holds at that moment (a concurrent
-//     Claim, or a Schedule or Complete in flight) instead of waiting for it.
-//   - A user's row, and so its LastServed, outlives its entries: unscheduling everything
-//     does not reset its place in the fair order.
-//   - Several dispatchers over one index read the same heads, and dispatch.Select is
-//     deterministic, so dispatchers that run at the same instant mostly select the same
-//     entries; the losers see them as LostClaims. Correctness holds, but throughput does not
-//     grow with the number of dispatchers: several dispatchers buy availability, not speed;
-//     stagger their intervals so that their cycles rarely overlap.
-//
 // # Operations
 //
-// Every Index call takes one connection from the pool for one round trip (a Lease or
-// StateStore call, a short transaction of a few), so a pool of a few connections per
-// dispatcher or daemon is plenty.
-// Claims and completions update rows of rota_due and rota_users all the time: leave
-// autovacuum on (rota_users is created with fillfactor 70, so that stamping LastServed is a
-// HOT update). The tables hold scheduling metadata only — no payload, no credentials — like
-// every duework.Index.
+// Claims, completions and holds update rows of rota_due and rota_users on every cycle:
+// leave autovacuum on. Writing a hold or LastServed changes no indexed column and stays a
+// HOT update (rota_users is created with fillfactor 70); a served user's Turn moves, which
+// leaves a dead entry at the front of its queue until the next read passes it. Ready,
+// Release and Route commit without waiting for the write-ahead log to reach the disk: a
+// server crash can lose the last of them, which only ends a hold early, brings one back
+// until it lapses, or leaves a user to be routed again. Claims, completions and entries are
+// written durably. The tables hold scheduling metadata only — no payload, no credentials —
+// like every duework.Index.
 //
 // # Errors
 //
 // Backend errors are translated in one place: a cancelled or expired context wraps
 // ctx.Err() (every call takes a context and stops when it ends), a value the server refuses
-// (a NUL byte, a time out of range) wraps duework.ErrInvalid, a missing table wraps
+// (a NUL byte, a key too long to index) wraps duework.ErrInvalid, a missing table wraps
 // ErrNotMigrated, and everything else is wrapped as it is, so errors.As still finds the
-// *pgconn.PgError. Bad input is refused with the core's sentinels before any query.
+// *pgconn.PgError. Bad input — times out of range, limits above duework.MaxLimit, invalid
+// IDs, tiers and groups — is refused with the core's sentinels before any statement; Claim
+// skips a key no entry could have, as it skips an absent one.
 //
 // # Running the tests
 //

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -12,15 +13,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Example runs one turn of the queue by hand on the PostgreSQL Index: migrate, schedule a
-// tenant's sources, read the front of the queue with a hold, claim, and complete the batch.
-// A dispatch.Dispatcher makes these calls for you.
+// Example wires the PostgreSQL Index into a Dispatcher: migrate, schedule a tenant's
+// sources, dispatch them, complete the batch.
 //
 // It has no Output comment because it needs a running server (ROTA_TEST_DATABASE_URL, and
 // a schema named rota), and an Example cannot skip: go test compiles it but does not run it.
@@ -60,44 +61,37 @@ func exampleSteps(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error 
 		}
 	}
 
-	// The next users of the unrouted group, held for 10 seconds from other readers.
-	page, err := idx.Ready(ctx, duework.ReadyQuery{Now: now, Users: 100, PerUser: 1, Hold: 10 * time.Second})
+	d, err := dispatch.New(idx, dispatch.Config{
+		Lanes:            []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 100}},
+		GlobalBatchLimit: 100,
+		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "free", nil },
+		ClaimFor:         5 * time.Minute,
+	})
 	if err != nil {
 		return err
 	}
-	var keys []duework.Key
-	for _, h := range page.Heads {
-		fmt.Fprintln(out, "ready", h.UserID, "more:", h.More)
-		for _, e := range h.Due {
-			keys = append(keys, e.Key())
-		}
-	}
-	claims, err := idx.Claim(ctx, keys, now, now.Add(5*time.Minute))
+	batch, err := d.Dispatch(ctx, now) // routes alice to "free", then serves her
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(out, "shed:", batch.ShedUserIDs)
 	var done []duework.Done
-	for _, c := range claims {
+	for _, it := range batch.Items {
 		// … run the item, then hand the entry back with its next due time.
-		tc, err := tenancy.NewContext(c.Entry.UserID)
+		tc, err := tenancy.NewContext(it.Claim.Entry.UserID)
 		if err != nil {
 			return err
 		}
-		next := c.Entry
+		next := it.Claim.Entry
 		next.LastRunAt, next.DueAt = now, now.Add(time.Hour)
-		done = append(done, duework.Done{Tenant: tc, Claim: c, Next: next})
-		fmt.Fprintln(out, "ran", c.Entry.UserID, c.Entry.WorkKey)
+		done = append(done, duework.Done{Tenant: tc, Claim: it.Claim, Next: next})
+		fmt.Fprintln(out, "ran", it.Claim.Entry.UserID, it.Claim.Entry.WorkKey)
 	}
-	errs, err := idx.CompleteMany(ctx, done)
+	errs, err := idx.CompleteMany(ctx, done) // one round trip for the whole batch
 	if err != nil {
 		return err
 	}
-	for i, err := range errs {
-		if err != nil {
-			return fmt.Errorf("completing %s: %w", done[i].Claim.Entry.WorkKey, err)
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // TestExampleSteps runs Example's steps on a schema of its own.
@@ -107,7 +101,7 @@ func TestExampleSteps(t *testing.T) {
 	if err := exampleSteps(context.Background(), pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2), &out); err != nil {
 		t.Fatal(err)
 	}
-	want := "ready alice more: true\nran alice blog\n"
+	want := "shed: [alice]\nran alice blog\n"
 	if out.String() != want {
 		t.Fatalf("Example printed\n%s\nwant\n%s", out.String(), want)
 	}

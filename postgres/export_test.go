@@ -9,7 +9,9 @@ import (
 // The dispatch statements, for the plan-shape test and the benchmarks' EXPLAIN.
 const (
 	SQLReady        = sqlReady
+	SQLPeek         = sqlPeek
 	SQLClaim        = sqlClaim
+	SQLServe        = sqlServe
 	SQLCompleteMany = sqlCompleteMany
 	SQLGroups       = sqlGroups
 	SQLRecompute    = sqlRecompute

@@ -22,13 +22,10 @@ import (
 //     another transaction committed meanwhile is re-checked by the lock (READ COMMITTED)
 //     and dropped;
 //   - c: it gives each a new token from the rota_claim_token sequence and its until;
-//   - s: then, on the users it claimed an entry for, it sets LastServed to the later of
-//     LastServed and now and ends the hold — no indexed column, so a HOT update. Their rows
-//     are read by one index scan over the sorted array of their IDs, so the update locks
-//     them in UserID order; it runs after c (its array is c's output). The recomputation
-//     that follows it in the batch (sqlRecompute) sets their ReadyAt and Turn from a
-//     snapshot that sees c's rows, and writes only rows s locked: the other users of the
-//     keys are untouched, so theirs are already exact.
+//   - l: then it locks the rows of the users it claimed an entry for, in UserID order (one
+//     index scan over the sorted array of their IDs, which waits for c), and names them in
+//     the transaction-local setting rota.locked (sqlLocked) for sqlServe, next in the
+//     batch, which stamps them.
 //
 // It cannot deadlock: its entry locks never wait (SKIP LOCKED), and its user locks are
 // taken in UserID order after them.
@@ -44,11 +41,31 @@ WITH c AS (
 	) k
 	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
 	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until
-), s AS (
-	UPDATE rota_users u SET last_served = greatest(u.last_served, $3), held_until = NULL
+), l AS (
+	SELECT u.user_id FROM rota_users u
 	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
+	ORDER BY u.user_id FOR NO KEY UPDATE
 )
-SELECT * FROM c`
+SELECT * FROM c WHERE ` + sqlLocked
+
+// sqlServe is the second statement of Claim and of CompleteMany, in the same batch as the
+// first, so with a snapshot taken after the first one's locks. On each user that statement
+// locked (named in rota.locked) it sets ReadyAt and Turn from the user's entries as they are
+// now and, when $1 is not NULL (Claim's now), sets LastServed to the later of LastServed
+// and $1 and ends the hold: one write per user, on rows already locked, so it never waits.
+// A user whose row would not change is not written.
+const sqlServe = `UPDATE rota_users u SET ready_at = n.ready_at,
+		last_served = greatest(u.last_served, $1::timestamptz),
+		held_until = CASE WHEN $1::timestamptz IS NULL THEN u.held_until END,
+		turn = CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served, $1::timestamptz) END
+	FROM (` + readyAtFrom + `unnest(current_setting('rota.locked', true)::text[]) AS k(user_id) OFFSET 0) n
+	WHERE u.user_id = n.user_id AND ($1::timestamptz IS NOT NULL OR u.ready_at IS DISTINCT FROM n.ready_at
+		OR u.turn IS DISTINCT FROM CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END)`
+
+// sqlLocked names, in the transaction-local setting rota.locked, the users of l: the
+// second statement of the batch (sqlServe) reads them there. It is the final SELECT's
+// one-time filter, so it runs once, before the SELECT returns a row, and always.
+const sqlLocked = `(SELECT set_config('rota.locked', coalesce(array_agg(l.user_id), '{}')::text, true) FROM l) IS NOT NULL`
 
 // Claim claims, atomically, those of keys that are visible at now, until until, and
 // returns their claims in the order of keys; for every user it claimed an entry of, it sets
@@ -56,7 +73,7 @@ SELECT * FROM c`
 // absent, invalid, not visible, given twice, or whose row a concurrent writer holds at that
 // moment are skipped.
 //
-// It is one round trip: the claim itself (sqlClaim), then the claimed users' ReadyAt. Stored
+// It is one round trip: the claim itself (sqlClaim), then the claimed users (sqlServe). Stored
 // times have microsecond precision: until is rounded up to the next microsecond, so a claim
 // never ends before the until it was given.
 func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
@@ -84,42 +101,41 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		return nil, ctx.Err()
 	}
 	var got []duework.Claim
-	owners := validUsers(users)
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlClaim, users, works, now, ceilMicro(until))
-	b.Queue(sqlRecompute, owners)
-	br := x.pool.SendBatch(ctx, b)
-	err := func() error {
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (duework.Claim, error) {
-			var c duework.Claim
-			var token int64
-			e, err := scanEntry(r, &token, &c.Until)
-			c.Entry, c.Token = e, uint64(token)
-			return c, err
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+	b.Queue(sqlServe, now)
+	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
+		var c duework.Claim
+		var token int64
+		e, err := scanEntry(rows, &token, &c.Until)
+		c.Entry, c.Token = e, uint64(token)
+		got = append(got, c)
+		return err
+	})
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
 	// The rows come in no particular order: put them in the order of keys (each key once).
 	slices.SortFunc(got, func(a, b duework.Claim) int { return cmp.Compare(ord[a.Entry.Key()], ord[b.Entry.Key()]) })
 	return got, nil
+}
+
+// writeClaimed runs a write of tc's entry c.Entry.WorkKey that applies only while c is its
+// current claim — sql's $1, $2 and $3 are the user, the work key and the token, args the
+// rest — and returns duework.ErrClaimLost when it wrote nothing.
+func (x *Index) writeClaimed(ctx context.Context, op string, tc tenancy.Context, c duework.Claim, sql string, args ...any) error {
+	tok, err := token(op, c)
+	if err != nil {
+		return err
+	}
+	ifLost := func(n int64) error {
+		if n == 0 {
+			return lost(op, c)
+		}
+		return nil
+	}
+	return x.writeOne(ctx, op, tc.UserID(), false, ifLost, sql, append([]any{tc.UserID(), c.Entry.WorkKey, tok}, args...)...)
 }
 
 // token returns c's token as the server stores it, or ErrClaimLost for a token no claim
@@ -143,21 +159,11 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 	if err := duework.ValidateCompletion(tc, c, next); err != nil {
 		return err
 	}
-	tok, err := token("Index.Complete", c)
-	if err != nil {
-		return err
-	}
-	ifLost := func(n int64) error {
-		if n == 0 {
-			return lost("Index.Complete", c)
-		}
-		return nil
-	}
-	return x.writeOne(ctx, "Index.Complete", tc.UserID(), false, ifLost, `
+	return x.writeClaimed(ctx, "Index.Complete", tc, c, `
 		UPDATE rota_due SET tier = $4, due_at = $5, last_run_at = $6, miss_streak = $7,
 			claim_token = NULL, claim_until = NULL
 		WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
-		tc.UserID(), next.WorkKey, tok, next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak)
+		next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak)
 }
 
 // sqlCompleteMany is CompleteMany's write, one statement for the whole batch:
@@ -167,9 +173,9 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 //     the wait (READ COMMITTED);
 //   - c: it writes each item's next entry and ends its claim, returning the item's ordinal;
 //   - l: then it locks the rows of the users it wrote for, in UserID order (one index scan
-//     over the sorted array of their IDs, which waits for c), so that the ReadyAt
-//     recomputation that follows it in the batch (sqlRecompute) takes its snapshot after
-//     the locks and writes only rows l holds; the final SELECT waits for l.
+//     over the sorted array of their IDs, which waits for c), and names them in rota.locked
+//     (sqlLocked) for sqlServe, next in the batch, which recomputes their ReadyAt from a
+//     snapshot taken after the locks.
 //
 // It cannot deadlock: entries are locked in one global order, and users after every entry,
 // in UserID order. Items are one per key and claim token (CompleteMany sends no key and
@@ -193,10 +199,10 @@ WITH k AS MATERIALIZED (
 	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
 	ORDER BY u.user_id FOR NO KEY UPDATE
 )
-SELECT c.ord FROM c WHERE (SELECT count(*) FROM l) >= 0`
+SELECT c.ord FROM c WHERE ` + sqlLocked
 
 // CompleteMany completes every item of done as Complete would, in one round trip: one
-// statement writes the whole batch (sqlCompleteMany), a second recomputes its users'
+// statement writes the whole batch (sqlCompleteMany), a second (sqlServe) its users'
 // ReadyAt. errs[i] is item i's outcome: nil, duework.ErrClaimLost, or the validation error
 // (duework.ErrInvalid, tenancy.ErrNoTenant) of an item refused before anything was sent. An
 // item whose key and token an earlier item of the batch already named gets ErrClaimLost,
@@ -248,33 +254,18 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 		return errs, nil
 	}
 	written := make([]bool, len(ords))
-	owners := validUsers(users)
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlCompleteMany, users, works, tokens, tiers, due, last, streaks)
-	b.Queue(sqlRecompute, owners)
-	br := x.pool.SendBatch(ctx, b)
-	err := func() error {
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		j := int64(0)
-		if _, err := pgx.ForEachRow(rows, []any{&j}, func() error {
+	b.Queue(sqlServe, nil)
+	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
+		var j int64
+		err := rows.Scan(&j)
+		if err == nil {
 			written[j-1] = true // WITH ORDINALITY counts from 1
-			return nil
-		}); err != nil {
-			return err
 		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+		return err
+	})
 	if err != nil {
 		return nil, interpret(ctx, "Index.CompleteMany", err)
 	}
@@ -311,17 +302,6 @@ func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
-	tok, err := token("Index.UnscheduleClaimed", c)
-	if err != nil {
-		return err
-	}
-	ifLost := func(n int64) error {
-		if n == 0 {
-			return lost("Index.UnscheduleClaimed", c)
-		}
-		return nil
-	}
-	return x.writeOne(ctx, "Index.UnscheduleClaimed", tc.UserID(), false, ifLost,
-		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
-		tc.UserID(), c.Entry.WorkKey, tok)
+	return x.writeClaimed(ctx, "Index.UnscheduleClaimed", tc, c,
+		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`)
 }

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
-	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,52 +18,65 @@ import (
 //     (turn, user_id) order — the front of the range of rota_users_queue — locked FOR NO KEY
 //     UPDATE SKIP LOCKED, so that a concurrent Ready (another dispatcher) or a writer of that
 //     user passes it instead of waiting: concurrent readers get disjoint users;
-//   - page: each picked user's first $4 visible entries in (due_at, work_key) order, from a
-//     keyset range of its unclaimed rows (rota_due_free_user) merged with its claims that
-//     have ended (rota_due_claimed_user): never more of its backlog than that;
-//   - held: held_until = $5 on the users returned (when $5 is not NULL), on rows already
-//     locked by picked;
-//   - the last row: the turn of the first ready, unheld user after the last one picked,
+//   - held: held_until = $5 on those rows (found by ctid: they are locked), a HOT update;
+//     the users read are the ones it wrote — a row that another transaction changed after
+//     this statement began is not visible to it and is passed over, like a locked one;
+//   - part 0: each user's first $4 unclaimed entries with due_at <= now, a keyset range of
+//     rota_due_free_user in (due_at, work_key) order; part 1: its first $4 claims that have
+//     ended, read from rota_due_claimed_user (the user's claimed rows by the instant they
+//     end; only that index holds them by user, so an equality serves) and sorted: never
+//     more of its backlog than that, nor more of its claims than those that ended. Ready
+//     merges the two parts of a user;
+//   - part 2: the turn of the first ready, unheld user after the last one picked,
 //     ReadyPage.Next.
 //
 // It cannot deadlock: it locks only user rows and never waits for one (SKIP LOCKED). Its
 // cost is the users it returns, their entries, and the held or locked users it passes.
+// sqlPeek is the same without a hold: held is then picked as it is.
 const sqlReady = `
+WITH picked AS MATERIALIZED (
+	SELECT u.ctid AS tid, u.user_id, u.last_served, u.turn FROM rota_users u
+	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
+	ORDER BY u.group_name, u.turn, u.user_id
+	LIMIT $3
+	FOR NO KEY UPDATE SKIP LOCKED
+), held AS MATERIALIZED (
+	UPDATE rota_users u SET held_until = $5
+	WHERE u.ctid = ANY(ARRAY(SELECT p.tid FROM picked p))
+	RETURNING u.user_id, u.last_served, u.turn
+)` + sqlReadParts
+
+const sqlPeek = `
 WITH picked AS MATERIALIZED (
 	SELECT u.user_id, u.last_served, u.turn FROM rota_users u
 	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
 	ORDER BY u.group_name, u.turn, u.user_id
 	LIMIT $3
 	FOR NO KEY UPDATE SKIP LOCKED
-), page AS MATERIALIZED (
-	SELECT p.user_id, p.last_served, p.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak
-	FROM picked p CROSS JOIN LATERAL (
-		SELECT v.* FROM (
-			(SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
-			 WHERE (d.user_id, d.due_at) BETWEEN (p.user_id, '-infinity') AND (p.user_id, $2)
-			   AND d.claim_until IS NULL
-			 ORDER BY d.user_id, d.due_at, d.work_key LIMIT $4)
-			UNION ALL
-			(SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
-			 WHERE (d.user_id, greatest(d.due_at, d.claim_until)) BETWEEN (p.user_id, '-infinity') AND (p.user_id, $2)
-			   AND d.claim_until IS NOT NULL
-			 ORDER BY d.due_at, d.work_key LIMIT $4)
-		) v ORDER BY v.due_at, v.work_key LIMIT $4
-	) e
 ), held AS (
-	UPDATE rota_users u SET held_until = $5
-	WHERE $5::timestamptz IS NOT NULL AND u.user_id IN (SELECT page.user_id FROM page)
-)
-SELECT * FROM (
-	SELECT false AS next, page.* FROM page
-	UNION ALL
-	(SELECT true, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL FROM rota_users n
-	 WHERE n.group_name = $1 AND n.turn <= $2 AND (n.held_until IS NULL OR n.held_until <= $2)
-	   AND (n.turn, n.user_id) > (
-		coalesce((SELECT p.turn FROM picked p ORDER BY p.turn DESC, p.user_id DESC LIMIT 1), '-infinity'),
-		coalesce((SELECT p.user_id FROM picked p ORDER BY p.turn DESC, p.user_id DESC LIMIT 1), ''))
-	 ORDER BY n.group_name, n.turn, n.user_id LIMIT 1)
-) r ORDER BY r.next, r.turn, r.user_id, r.due_at, r.work_key`
+	SELECT p.user_id, p.last_served, p.turn FROM picked p WHERE $5::timestamptz IS NULL
+)` + sqlReadParts
+
+const sqlReadParts = `
+SELECT 0 AS part, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak
+FROM held h CROSS JOIN LATERAL (
+	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
+	WHERE (d.user_id, d.due_at) BETWEEN (h.user_id, '-infinity') AND (h.user_id, $2)
+	  AND d.claim_until IS NULL
+	ORDER BY d.user_id, d.due_at, d.work_key LIMIT $4) e
+UNION ALL
+SELECT 1, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak
+FROM held h CROSS JOIN LATERAL (
+	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
+	WHERE d.user_id = h.user_id AND greatest(d.due_at, d.claim_until) <= $2 AND d.claim_until IS NOT NULL
+	ORDER BY d.due_at, d.work_key LIMIT $4) e
+UNION ALL
+(SELECT 2, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL FROM rota_users n
+ WHERE n.group_name = $1 AND n.turn <= $2 AND (n.held_until IS NULL OR n.held_until <= $2)
+   AND (n.turn, n.user_id) > (
+	coalesce((SELECT p.turn FROM picked p ORDER BY p.turn DESC, p.user_id DESC LIMIT 1), '-infinity'),
+	coalesce((SELECT p.user_id FROM picked p ORDER BY p.turn DESC, p.user_id DESC LIMIT 1), ''))
+ ORDER BY n.group_name, n.turn, n.user_id LIMIT 1)`
 
 // Ready returns up to q.Users users of q.Group that are ready and not held at q.Now, in
 // (Turn, UserID) order, each with its first q.PerUser visible entries in (DueAt, WorkKey)
@@ -76,80 +91,66 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	if err := q.Validate(); err != nil {
 		return duework.ReadyPage{}, err
 	}
-	var heldUntil *time.Time
+	sql, heldUntil := sqlPeek, (*time.Time)(nil)
 	if q.Hold > 0 {
 		h := ceilMicro(q.Now.Add(q.Hold))
-		heldUntil = &h
+		sql, heldUntil = sqlReady, &h
 	}
 	var page duework.ReadyPage
+	heads := map[string]int{} // user → index in page.Heads
 	b := &pgx.Batch{}
-	b.Queue(sqlPlanSettings)
-	b.Queue(sqlReady, q.Group, q.Now, q.Users, q.PerUser+1, heldUntil)
-	br := x.pool.SendBatch(ctx, b)
-	err := func() error {
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
+	b.Queue(sqlHoldSettings)
+	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser+1, heldUntil)
+	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
+		var (
+			part                   int32
+			user, workKey, tier    *string
+			served, due, last, rtn *time.Time
+			streak                 *int64
+		)
+		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak); err != nil {
 			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
+		if part == 2 {
+			page.Next = *rtn
+			return nil
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				next     bool
-				user     *string
-				served   *time.Time
-				turn     time.Time
-				e        duework.Entry
-				last     *time.Time
-				streak   *int64
-				workKey  *string
-				tier     *string
-				dueAt    *time.Time
-				userName string
-			)
-			if err := rows.Scan(&next, &user, &served, &turn, &workKey, &tier, &dueAt, &last, &streak); err != nil {
-				return err
-			}
-			if next {
-				page.Next = turn
-				continue
-			}
-			userName = *user
-			e = duework.Entry{UserID: userName, WorkKey: *workKey, Tier: *tier, DueAt: *dueAt, LastRunAt: fromTS(last), MissStreak: int(*streak)}
-			n := len(page.Heads)
-			if n == 0 || page.Heads[n-1].UserID != userName {
-				page.Heads = append(page.Heads, duework.Head{UserID: userName, LastServed: fromTS(served), Turn: turn})
-				n++
-			}
-			h := &page.Heads[n-1]
-			if len(h.Due) == q.PerUser {
-				h.More = true
-				continue
-			}
-			h.Due = append(h.Due, e)
+		i, ok := heads[*user]
+		if !ok {
+			i = len(page.Heads)
+			heads[*user] = i
+			page.Heads = append(page.Heads, duework.Head{UserID: *user, LastServed: fromTS(served), Turn: *rtn})
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+		page.Heads[i].Due = append(page.Heads[i].Due, duework.Entry{
+			UserID: *user, WorkKey: *workKey, Tier: *tier, DueAt: *due, LastRunAt: fromTS(last), MissStreak: int(*streak),
+		})
+		return nil
+	})
 	if err != nil {
 		return duework.ReadyPage{}, interpret(ctx, "Index.Ready", err)
+	}
+	slices.SortFunc(page.Heads, func(a, b duework.Head) int {
+		return cmp.Or(a.Turn.Compare(b.Turn), strings.Compare(a.UserID, b.UserID))
+	})
+	for i := range page.Heads {
+		h := &page.Heads[i]
+		slices.SortFunc(h.Due, func(a, b duework.Entry) int {
+			return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
+		})
+		if len(h.Due) > q.PerUser {
+			h.Due, h.More = h.Due[:q.PerUser:q.PerUser], true
+		}
 	}
 	return page, nil
 }
 
 // Route moves each named user to its group; the last route of a user given twice wins.
 // Users the index does not store (and IDs no user could have) are ignored. A user keeps its
-// Turn and hold. One statement, which locks the users' rows in UserID order.
+// Turn and hold. One statement, which locks the users' rows in UserID order and holds no
+// entry, so it cannot deadlock.
 func (x *Index) Route(ctx context.Context, routes []duework.Route) error {
-	for i, r := range routes {
-		if err := duework.ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
+	if err := duework.ValidateRoutes(routes); err != nil {
+		return err
 	}
 	last := make(map[string]string, len(routes))
 	for _, r := range routes {
@@ -212,7 +213,8 @@ func (x *Index) Groups(ctx context.Context, now time.Time) ([]string, error) {
 // Release ends the holds of the named users that end exactly at heldUntil, rounded up to
 // the microsecond as Ready rounds the holds it stores: a reader passes its own Now+Hold,
 // nanoseconds and all, and matches its hold (and any hold set to the same microsecond).
-// Turns stay as they were. One statement, which locks the users' rows in UserID order.
+// Turns stay as they were. One statement, which locks the users' rows in UserID order and
+// holds no entry, so it cannot deadlock.
 func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
 	if err := duework.ValidateTime("heldUntil", heldUntil); err != nil {
 		return err
