@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -80,18 +81,19 @@ func run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s  scheduled %d sources\n", start.Format("15:04"), added)
+	out := bufio.NewWriter(w) // keeps the first write error for Flush
+	fmt.Fprintf(out, "%s  scheduled %d sources\n", start.Format("15:04"), added)
 
 	for i := 1; i <= 4; i++ {
 		rep, err := r.Cycle(ctx, start.Add(time.Duration(i)*5*time.Minute))
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s  dispatched %d, shed %v\n", rep.Now.Format("15:04"), rep.Dispatched, rep.Shed)
+		fmt.Fprintf(out, "%s  dispatched %d, shed %v\n", rep.Now.Format("15:04"), rep.Dispatched, rep.Shed)
 		for _, it := range rep.Items {
 			e := it.Item.Claim.Entry
-			fmt.Fprintf(w, "       %s lane: %s/%s %s, due again %s\n", it.Item.Lane, e.UserID, e.WorkKey, it.Status, it.Next.DueAt.Format("15:04"))
+			fmt.Fprintf(out, "       %s lane: %s/%s %s, due again %s\n", it.Item.Lane, e.UserID, e.WorkKey, it.Status, it.Next.DueAt.Format("15:04"))
 		}
 	}
-	return nil
+	return out.Flush()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,5 +49,17 @@ func TestQuickstartShowsTheCycle(t *testing.T) {
 	var again bytes.Buffer
 	if err := run(context.Background(), &again); err != nil || again.String() != s {
 		t.Errorf("a second run printed something else (%v):\n%s", err, again.String())
+	}
+}
+
+// failingWriter refuses every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// A write that fails is not lost: run returns it.
+func TestQuickstartReportsWriteErrors(t *testing.T) {
+	if err := run(context.Background(), failingWriter{}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("run on a failing writer: %v, want the write's error", err)
 	}
 }
