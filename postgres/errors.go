@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rotaworks/rota/duework"
@@ -43,6 +42,9 @@ func interpretAs(ctx context.Context, op string, invalid, err error) error {
 	if err == nil {
 		return nil
 	}
+	// A cancelled or expired ctx comes back from pgx in several shapes (a query_canceled
+	// error from the server, a closed connection, the context's own error); all of them
+	// are ctx's error.
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("postgres: %s: %w (%w)", op, cerr, err)
 	}
@@ -52,16 +54,11 @@ func interpretAs(ctx context.Context, op string, invalid, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == "57014" && ctx.Err() != nil: // query_canceled
-			return fmt.Errorf("postgres: %s: %w (%w)", op, ctx.Err(), err)
 		case len(pgErr.Code) == 5 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "54"): // data_exception, program_limit_exceeded
 			return fmt.Errorf("postgres: %s: %w: %w", op, invalid, err)
 		case pgErr.Code == "42P01" || pgErr.Code == "42883": // undefined_table, undefined_function
 			return fmt.Errorf("postgres: %s: %w: %w", op, ErrNotMigrated, err)
 		}
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
 }
