@@ -4,24 +4,32 @@
 // share one exclusive lease drain to idle in bounded time.
 //
 // This package holds no code; it is the map. The work happens in the packages below, and
-// the runtime packages import nothing but the standard library.
+// the runtime packages import nothing but the standard library. rota builds on three
+// design records — the due-work index with fair-share lane dispatch, the bridge from a
+// scheduled poll to the host's pipeline, and fair scheduling of heavy maintenance under
+// one lease — and goes beyond them where a service needs it: turn queues whose cost is the
+// batch, claims that expire, a Runner that stops cleanly, adapters for several machines.
 //
 // # The cycle
 //
-//	watchlist add ─► bridge.SyncWatchlist ─► Index.Schedule
+//	watchlist add ─► bridge.SyncWatchlist ─► the Index schedules what is new
 //	      … time passes …
-//	Dispatcher.Dispatch(now): Index.DueHeads ─► dispatch.Select (pure, fair) ─► Index.Claim ─► Batch
-//	worker, per item: bridge.RunDueItem ─► Pipeline.Run ─► duework.Advance (cadence) ─► Index.Complete
-//	      … the entry is due again later, sooner after a hit, later after a miss
+//	Dispatcher.Dispatch(now): per lane, Index.Ready (the next users in turn, held)
+//	                          ─► dispatch.Select (pure, fair) ─► Index.Claim ─► Batch
+//	worker, per item: Pipeline.Run ─► duework.Advance (cadence) ─► Index.CompleteMany, batched
+//	      … the entry is due again later: sooner after a hit, later after a miss
 //
 // A tenant adds a source to its watch list; the bridge gives it a due-work entry, its first
-// due time spread by a deterministic jitter. Every interval a dispatcher reads, for each
-// user with due work, the first few due entries, selects a fair batch — round robin within
-// each lane, lanes in priority order, every cap respected, every user left short named as
-// shed — and claims it, so that several dispatchers sharing one index never hand out the
-// same entry twice. A worker runs each item through the host's pipeline; a poll that found
-// something new snaps the source back to its tier's base interval, one that found nothing
-// backs it off, and the next due time counts from now.
+// due time spread by a deterministic jitter. The index keeps, for each lane, a queue of the
+// tenants with due work in turn order: a tenant joins the back when its work comes due and
+// again each time it is served. Every interval a dispatcher reads each lane's queue from
+// the front, only as many tenants as the lane could be given, selects a fair batch — round
+// robin within each lane, lanes in priority order, every cap respected, every tenant left
+// short named as shed — claims it, and hands back the tenants it read and did not serve.
+// So a cycle costs its batch, never the number of tenants waiting nor the depth of anyone's
+// backlog. A worker runs each item through the host's pipeline; a poll that found something
+// new snaps the source back to its tier's base interval, one that found nothing backs it
+// off, and the next due time counts from now.
 //
 // Time is never read inside the core: every operation takes now as an argument. Only the
 // bridge.Runner owns a clock, and it takes one in its config for tests.
@@ -33,54 +41,68 @@
 //   - tenancy: the validated tenant Context, deny-by-default Repository and Watchlist
 //     (another tenant's row is simply not found), plans and Entitlements.
 //   - duework: the due-work Entry (scheduling metadata only, no payload), the Index
-//     contract with its claims, the in-memory Memory index, and Advance.
+//     contract with its turn queues and claims, the in-memory Memory index, and Advance.
 //     duework/indextest is the conformance suite every Index implementation runs.
 //   - dispatch: fair-share lane dispatch — Select, a pure function that does all the
-//     fairness work, and the Dispatcher that reads heads, selects and claims.
-//   - bridge: the host's side — SyncWatchlist, RunDueItem around the host's Pipeline,
-//     PlanLanes (plans to lanes), and the Runner loop with a bounded pool of workers.
+//     fairness work, and the Dispatcher that reads the queues, selects and claims.
+//   - bridge: the host's side — SyncWatchlist and SyncTenants, RunDueItem around the
+//     host's Pipeline, PlanLanes (plans to lanes), and the Runner.
 //   - maintenance: heavy-maintenance scheduling, independent of the rest — a staleness
 //     picker that explains itself, an exclusive lease with a hard hold cap, an off-lease
 //     second pass, soft gates, and a stall gauge that survives restarts.
 //
-// Imports point one way: cadence and tenancy import nothing of rota; duework imports them;
-// dispatch imports duework; bridge imports all four; maintenance imports none of them, and
-// nothing imports bridge.
-//
 // Nested modules keep heavy dependencies out of the core: rota/postgres implements the
-// Index, the Lease and the StateStore on PostgreSQL for services on several machines;
-// rota/bench compares rota with the libraries users would otherwise pick; rota/otel exports
-// OpenTelemetry metrics from the cycle and poll reports.
-//
-// # Observing
-//
-// Each part reports what it did to an optional observer set in its config, and does
-// nothing and allocates nothing for it when none is set: dispatch.Config.Observer hears
-// every dispatch cycle (per lane: users with due work, dispatched, shed, lost claims; the
-// unrouted users; each shed user's lane), bridge.RunnerConfig.Observer every Runner
-// cycle (hits, misses, removed, errors, and the durations, measured on the Runner's clock),
-// maintenance.Config.Observer every poll (the winner, the second pass, each deferral
-// with its reason code, the stall gauge). The interfaces are one method each and use only
-// the standard library.
-//
-// Logs go through log/slog: one Info line per Runner cycle and per maintenance poll with
-// the counts; a Warn line "rota: noisy neighbour" when a user has been shed for
-// RunnerConfig.ShedAlarmAfter consecutive cycles, naming the users who wait and the ones
-// who crowd their lane; a Warn line when the maintenance gauge turns Degraded, naming the
-// task that waits, why and behind what. The rota/otel module implements the three
-// observers as OpenTelemetry metrics with stable names (rota.dispatch.*, rota.bridge.*,
-// rota.maintenance.*) and never a tenant ID as an attribute.
+// Index, the Watchlist, the Entitlements, the Lease and the StateStore on PostgreSQL;
+// rota/otel (package rotaotel) exports OpenTelemetry metrics from the cycle and poll
+// reports; rota/bench compares rota with the libraries users would otherwise pick.
 //
 // # Where to start
 //
-// Run the examples: go run ./examples/tiers shows how the cadence presets back off and snap
-// back; go run ./examples/quickstart runs tenants on three plans through the whole cycle in
-// memory; go run ./examples/noisyneighbor compares first come, first served with rota's fair
-// dispatcher when one tenant floods the index. Then read, in this order: package cadence and package tenancy (the vocabulary),
-// duework (what is stored and the contract an adapter meets), dispatch (the fairness rules)
-// and bridge, whose Runner is what a service starts. A host writes two things: a
-// bridge.Pipeline that polls one source, and the wiring of a Bridge and a Dispatcher.
+// Run go run ./examples/quickstart: the wiring of a service in memory — the index, the
+// watch list, the plans, PlanLanes, the Dispatcher, the Bridge and the Runner — and four
+// cycles on a fixed clock. A host writes two things: a bridge.Pipeline that polls one
+// source, and that wiring. examples/daemon is the service to copy: Runner.Run under
+// signal.NotifyContext, in memory or on PostgreSQL, SyncTenants at start-up, a clean stop.
+// examples/plans shows what a plan buys, examples/noisyneighbor how a noisy tenant is
+// contained and what a cycle reads with a hundred thousand tenants waiting,
+// examples/tiers how the cadences move, examples/maintenance the heavy jobs draining.
 //
-// For several machines, swap duework.NewMemory for the postgres module's Index; nothing
-// else changes.
+// Then read, in this order: cadence and tenancy (the vocabulary), duework (what is stored
+// and the contract an adapter meets), dispatch (the fairness rules) and bridge, whose
+// Runner is what a service starts.
+//
+// # Observing
+//
+// dispatch.Config.Observer hears every dispatch, bridge.RunnerConfig.Observer every Runner
+// cycle and maintenance.Config.Observer every poll; each interface is one method, and an
+// unset observer costs nothing. The Runner logs one line per cycle through log/slog, and
+// watches each lane's wait: now − dispatch.LaneReport.WaitingSince, how long the lane keeps
+// its longest-waiting ready tenant waiting. When it passes RunnerConfig.AlarmAfter a Warn
+// line "rota: noisy neighbour" names the lane, the wait and the tenants crowding it. The
+// maintenance Scheduler warns when its gauge turns Degraded. rotaotel turns the three
+// reports into metrics with stable names and never a tenant ID in an attribute.
+//
+// # One machine or several
+//
+// On one machine everything can live in memory: duework.NewMemory,
+// tenancy.NewMemoryWatchlist and tenancy.NewMemoryEntitlements, and for maintenance
+// maintenance.NewMemoryLease and maintenance.NewMemoryStateStore. The host keeps its own
+// list of tenants and sources; bridge.Bridge.SyncTenants schedules them all again at
+// start-up.
+//
+// Replicas of one service, on several machines or in several processes, must share
+// everything a dispatcher or a worker decides on: the Index, the Watchlist and the
+// Entitlements — with a watch list of its own, a replica removes as gone the sources
+// another has just added — and, for maintenance, the Lease and the StateStore. The postgres
+// module has all five: every replica calls postgres.Open with the same schema at start-up,
+// which creates and migrates it once, and builds them over its own pool. The cadence
+// Registry, the lanes and the plan table stay in process and must be configured alike on
+// every replica.
+//
+// Each read of a lane's queue holds the tenants it returns, so replicas that dispatch at
+// the same moment read different tenants: lost claims are rare, no entry is handed out
+// twice while its claim lasts, and fairness holds across their combined batches. Every
+// replica may sync at start-up, since a sync never replaces an entry. Each Runner hands
+// back its work when it stops; a replica that dies hides its tenants for the dispatcher's
+// HoldFor and its items for ClaimFor at most.
 package rota

@@ -3,7 +3,6 @@ package rota_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -37,46 +36,60 @@ func Example() {
 	})
 	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: pipeline, Tiers: cadence.NewRegistry()}
 
-	watch := func(user string, slugs ...string) {
-		tc, _ := tenancy.NewContext(user)
-		for _, s := range slugs {
-			_ = watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: s, Tier: cadence.NameHot, AddedAt: start})
-		}
-		// Entries come due within the tier's base interval (5 minutes), spread by jitter.
-		added, _ := b.SyncWatchlist(ctx, tc, start)
-		fmt.Printf("%s watches %d sources\n", user, added)
-	}
-	var noisy []string
-	for i := range 20 {
-		noisy = append(noisy, fmt.Sprintf("feed%02d", i))
-	}
-	watch("noisy", noisy...)
-	watch("quiet", "jobs-busy")
-
-	laneFor, _ := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
-	})
-	d, err := dispatch.New(idx, dispatch.Config{
+	cfg := dispatch.Config{
 		Lanes: []dispatch.LaneCapacity{
 			{Lane: "paid", PerUserLimit: 10, PerCycleLimit: 100},
 			{Lane: "free", PerUserLimit: 4, PerCycleLimit: 4},
 		},
 		GlobalBatchLimit: 100,
-		LaneFor:          laneFor,
 		ClaimFor:         time.Minute,
-	})
-	if err != nil {
-		fmt.Println(err)
-		return
 	}
-	r, _ := bridge.NewRunner(b, d, bridge.RunnerConfig{Workers: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
+		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+	}, cfg.Lanes)
+	if err != nil {
+		panic(err)
+	}
+	cfg.LaneFor = laneFor
+	d, err := dispatch.New(idx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{Workers: 2, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+
+	// Both tenants are on the free plan (no plan set). Their sources come due within the
+	// hot tier's base interval (5 minutes), spread by jitter.
+	watch := func(user string, slugs ...string) tenancy.Context {
+		tc, err := tenancy.NewContext(user)
+		if err != nil {
+			panic(err)
+		}
+		for _, s := range slugs {
+			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: s, Tier: cadence.NameHot, AddedAt: start}); err != nil {
+				panic(err)
+			}
+		}
+		return tc
+	}
+	var feeds []string
+	for i := range 20 {
+		feeds = append(feeds, fmt.Sprintf("feed%02d", i))
+	}
+	noisy, quiet := watch("noisy", feeds...), watch("quiet", "jobs-busy")
+	added, err := b.SyncTenants(ctx, []tenancy.Context{noisy, quiet}, start)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("scheduled %d sources\n", added)
 
 	for i := 1; i <= 4; i++ {
 		now := start.Add(time.Duration(i) * 5 * time.Minute)
 		rep, err := r.Cycle(ctx, now)
 		if err != nil {
-			fmt.Println(err)
-			return
+			panic(err)
 		}
 		perUser := map[string]int{}
 		for _, it := range rep.Items {
@@ -84,12 +97,13 @@ func Example() {
 		}
 		fmt.Printf("%s: noisy %d, quiet %d, shed %v\n", now.Format("15:04"), perUser["noisy"], perUser["quiet"], rep.Shed)
 	}
-	tc, _ := tenancy.NewContext("quiet")
-	e, _ := idx.Get(ctx, tc, "jobs-busy")
+	e, err := idx.Get(ctx, quiet, "jobs-busy")
+	if err != nil {
+		panic(err)
+	}
 	fmt.Printf("quiet's source: streak %d, due again %s\n", e.MissStreak, e.DueAt.Format("15:04"))
 	// Output:
-	// noisy watches 20 sources
-	// quiet watches 1 sources
+	// scheduled 21 sources
 	// 09:05: noisy 3, quiet 1, shed [noisy]
 	// 09:10: noisy 3, quiet 1, shed [noisy]
 	// 09:15: noisy 3, quiet 1, shed [noisy]

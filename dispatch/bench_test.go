@@ -178,9 +178,9 @@ func loadNoisy(b *testing.B, all []duework.Entry, laneOf map[string]Lane) *duewo
 }
 
 // BenchmarkDispatchNoisyBacklog compares one cycle with a noisy backlog of 1,000 and of
-// 1,000,000 due entries (the cost must not follow the backlog), and a baseline that works
-// the way the design record's prototype does: look at every stored entry, keep the due ones
-// in the ordering contract's order, group them by user and go round by round.
+// 1,000,000 due entries (the cost must not follow the backlog), and a baseline that
+// dispatches by scanning: look at every stored entry, keep the due ones in the ordering
+// contract's order, group them by user and go round by round.
 //
 // Every Dispatch iteration advances now past the previous claims, so each one dispatches a
 // full batch over the same due work; the claims are part of the measured cost.
@@ -235,7 +235,7 @@ func BenchmarkDispatchNoisyBacklog(b *testing.B) {
 	runtime.KeepAlive(fixtures)
 }
 
-// baselineDispatch is the design record's prototype: it scans every stored entry, sorts the
+// baselineDispatch dispatches by scanning: it reads every stored entry, sorts the
 // due ones by (DueAt, UserID, WorkKey), groups them by user in that order, and drains each
 // lane round by round under its caps, then applies the global limit in lane order.
 func baselineDispatch(all []duework.Entry, now time.Time, laneOf map[string]Lane, lanes []LaneCapacity, global int) []Selected {

@@ -29,14 +29,11 @@ func laneMap(m map[string]Lane) LaneFor {
 
 // plans is a LaneFor whose answers a test changes as it goes, and which counts its calls.
 type plans struct {
-	mu      sync.Mutex
-	lanes   map[string]Lane
-	fail    map[string]error
-	panics  map[string]bool
-	calls   map[string]int
-	ncalls  int
-	onCall  func(user string)
-	callLog []string
+	mu     sync.Mutex
+	lanes  map[string]Lane
+	fail   map[string]error
+	panics map[string]bool
+	calls  map[string]int
 }
 
 func newPlans(lanes map[string]Lane) *plans {
@@ -46,13 +43,8 @@ func newPlans(lanes map[string]Lane) *plans {
 func (p *plans) laneFor(_ context.Context, user string) (Lane, error) {
 	p.mu.Lock()
 	p.calls[user]++
-	p.ncalls++
-	p.callLog = append(p.callLog, user)
-	lane, err, panics, onCall := p.lanes[user], p.fail[user], p.panics[user], p.onCall
+	lane, err, panics := p.lanes[user], p.fail[user], p.panics[user]
 	p.mu.Unlock()
-	if onCall != nil {
-		onCall(user)
-	}
 	if panics {
 		panic("plan store corrupt for " + user)
 	}
@@ -76,7 +68,7 @@ func (p *plans) took() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := p.calls
-	p.calls, p.ncalls, p.callLog = map[string]int{}, 0, nil
+	p.calls = map[string]int{}
 	return out
 }
 

@@ -659,7 +659,7 @@ func checkSelection(t interface{ Errorf(string, ...any) }, in SelectInput, sel S
 	}
 }
 
-func TestSelectProperties(t *testing.T) {
+func TestSelectKeepsEveryFairnessRule(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		in := genSelectInput(t)
 		checkSelection(t, in, Select(in))

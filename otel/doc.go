@@ -34,21 +34,30 @@
 //	rota.dispatch.cycles          counter {cycle}  outcome=ok|error   dispatch cycles
 //	rota.dispatch.items           counter {item}   lane               items dispatched (claimed)
 //	rota.dispatch.lost_claims     counter {item}   lane               selected entries another dispatcher claimed first
-//	rota.dispatch.due_users       gauge   {user}   lane               users with due work in the last cycle
-//	rota.dispatch.shed_users      gauge   {user}   lane               users not given all their due work in the last cycle
+//	rota.dispatch.users_read      gauge   {user}   lane               users the lane's read returned in the last cycle
+//	rota.dispatch.shed_users      gauge   {user}   lane               users read and not given all their due work in the last cycle
 //	rota.dispatch.unrouted_users  gauge   {user}                      users whose lane could not be resolved in the last cycle
+//	rota.dispatch.wait            gauge   s        lane               how long the lane kept its longest-waiting ready user waiting
 //
-// A failed cycle counts in rota.dispatch.cycles{outcome=error} and leaves the gauges as
-// they were. shed_users that stays above zero in a lane while due_users does not drop is
-// a lane too small for its load; the bridge's noisy-neighbour alarm says who.
+// The wait is the cycle's now − dispatch.LaneReport.WaitingSince, 0 when the lane served
+// everyone ready. It is the figure to alert on: it stays within an interval or two however
+// many tenants the lane holds, and grows only when the lane is too small for its load or a
+// higher lane takes every slot. users_read is at most what the lane could be given, never
+// the number of tenants with due work. A failed cycle counts in
+// rota.dispatch.cycles{outcome=error} and leaves the gauges as they were.
 //
 // From the Runner (bridge.Observer), one report per cycle, after its last item:
 //
-//	rota.bridge.cycles            counter   {cycle}  outcome=ok|error      Runner cycles (error: the dispatch failed)
-//	rota.bridge.items             counter   {item}   lane, outcome         items run: outcome is hit, miss, removed, error, lost_claim or released
-//	rota.bridge.cycle.duration    histogram s                              dispatch to the last item's end, on the Runner's Clock
-//	rota.bridge.dispatch.duration histogram s                              the cycle's dispatch
-//	rota.bridge.shed_alarms       counter   {user}   lane                  users the noisy-neighbour alarm named as waiting (lane "" for unrouted users)
+//	rota.bridge.cycles            counter   {cycle}  outcome=ok|error  Runner cycles (error: the dispatch failed)
+//	rota.bridge.items             counter   {item}   lane, outcome     items ended: outcome is hit, miss, removed, error, lost_claim, released or late
+//	rota.bridge.cycle.duration    histogram s                          dispatch to the last item's end, on the Runner's Clock
+//	rota.bridge.dispatch.duration histogram s                          the cycle's dispatch
+//	rota.bridge.alarms            counter   {alarm}  lane              noisy-neighbour alarms raised, once per episode
+//
+// released items were handed back unstarted at shutdown; late items were handed back
+// because their claim would have ended before a worker was free — a Runner with too few
+// Workers for its batch and ClaimFor. An alarm is raised when a lane's wait passes the
+// Runner's AlarmAfter; the Runner's Warn line names the lane's crowding users.
 //
 // From the maintenance Scheduler (maintenance.Observer), one report per poll:
 //
@@ -73,5 +82,5 @@
 // No attribute ever holds a tenant ID, a work key or a lease holder's name: the values are
 // lane names, item outcomes, task names, reason codes and postures, all fixed by the
 // host's configuration, so the number of series does not grow with tenants. Who is shed
-// or waits is in the reports and in the Runner's log lines, not in the metrics.
+// or crowds a lane is in the reports and in the Runner's log lines, not in the metrics.
 package rotaotel

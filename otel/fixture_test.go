@@ -3,7 +3,6 @@ package rotaotel_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -58,17 +57,16 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 	add("quiet-3", tenancy.PlanFree, 1)
 	add("nolane-9", tenancy.PlanPlus, 1)
 
-	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPro: "pro"})
+	lanes := []dispatch.LaneCapacity{
+		{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10},
+		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1},
+	}
+	// The plus plan has no lane: its tenant is unrouted.
+	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPro: "pro"}, lanes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatch.New(idx, dispatch.Config{
-		Lanes: []dispatch.LaneCapacity{
-			{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10},
-			{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1},
-		},
-		GlobalBatchLimit: 10, LaneFor: laneFor, ClaimFor: time.Minute, Observer: m,
-	})
+	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 10, LaneFor: laneFor, ClaimFor: time.Minute, Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +75,8 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 	})
 	b := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: pipe, Tiers: cadence.NewRegistry()}
 	f.runner, err = bridge.NewRunner(b, d, bridge.RunnerConfig{
-		Workers: 2, Observer: m, ShedAlarmAfter: 2,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Workers: 2, Observer: m, AlarmAfter: 30 * time.Second,
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -24,15 +25,16 @@ const (
 	DispatchCycles        = "rota.dispatch.cycles"
 	DispatchItems         = "rota.dispatch.items"
 	DispatchLostClaims    = "rota.dispatch.lost_claims"
-	DispatchDueUsers      = "rota.dispatch.due_users"
+	DispatchUsersRead     = "rota.dispatch.users_read"
 	DispatchShedUsers     = "rota.dispatch.shed_users"
 	DispatchUnroutedUsers = "rota.dispatch.unrouted_users"
+	DispatchWait          = "rota.dispatch.wait"
 
 	BridgeCycles           = "rota.bridge.cycles"
 	BridgeItems            = "rota.bridge.items"
 	BridgeCycleDuration    = "rota.bridge.cycle.duration"
 	BridgeDispatchDuration = "rota.bridge.dispatch.duration"
-	BridgeShedAlarms       = "rota.bridge.shed_alarms"
+	BridgeAlarms           = "rota.bridge.alarms"
 
 	MaintenancePolls      = "rota.maintenance.polls"
 	MaintenanceDispatched = "rota.maintenance.dispatched"
@@ -69,7 +71,8 @@ const (
 // concurrent use. Build it with NewMetrics.
 type Metrics struct {
 	dispatchCycles, dispatchItems, dispatchLost      metric.Int64Counter
-	dispatchDue, dispatchShed, dispatchUnrouted      metric.Int64Gauge
+	dispatchRead, dispatchShed, dispatchUnrouted     metric.Int64Gauge
+	dispatchWait                                     metric.Float64Gauge
 	bridgeCycles, bridgeItems, bridgeAlarms          metric.Int64Counter
 	bridgeCycleDuration, bridgeDispatchDuration      metric.Float64Histogram
 	pollCount, pollDispatched, pollDeferrals, stalls metric.Int64Counter
@@ -109,6 +112,11 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		errs = append(errs, err)
 		return g
 	}
+	fgauge := func(name, unit, desc string) metric.Float64Gauge {
+		g, err := meter.Float64Gauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
 	seconds := func(name, desc string) metric.Float64Histogram {
 		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
 		errs = append(errs, err)
@@ -118,13 +126,14 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m.dispatchCycles = counter(DispatchCycles, "{cycle}", "Dispatch cycles, by outcome (ok, error).")
 	m.dispatchItems = counter(DispatchItems, "{item}", "Items dispatched (claimed), by lane.")
 	m.dispatchLost = counter(DispatchLostClaims, "{item}", "Selected entries another dispatcher claimed first, by lane.")
-	m.dispatchDue = gauge(DispatchDueUsers, "{user}", "Users with due work in the last dispatch cycle, by lane.")
-	m.dispatchShed = gauge(DispatchShedUsers, "{user}", "Users who did not get all their due work in the last dispatch cycle, by lane.")
+	m.dispatchRead = gauge(DispatchUsersRead, "{user}", "Users the lane's read returned in the last dispatch cycle, by lane.")
+	m.dispatchShed = gauge(DispatchShedUsers, "{user}", "Users read who did not get all their due work in the last dispatch cycle, by lane.")
 	m.dispatchUnrouted = gauge(DispatchUnroutedUsers, "{user}", "Users whose lane could not be resolved in the last dispatch cycle.")
+	m.dispatchWait = fgauge(DispatchWait, "s", "How long the lane kept its longest-waiting ready user waiting at the last dispatch cycle, by lane; 0 when nobody waited.")
 
 	m.bridgeCycles = counter(BridgeCycles, "{cycle}", "Runner cycles, by outcome (ok, error: the dispatch failed).")
-	m.bridgeItems = counter(BridgeItems, "{item}", "Dispatched items run by the Runner, by lane and outcome (hit, miss, removed, error, lost_claim, released).")
-	m.bridgeAlarms = counter(BridgeShedAlarms, "{user}", "Users named as waiting by the noisy-neighbour alarm, by lane.")
+	m.bridgeItems = counter(BridgeItems, "{item}", "Dispatched items the Runner ended, by lane and outcome (hit, miss, removed, error, lost_claim, released, late).")
+	m.bridgeAlarms = counter(BridgeAlarms, "{alarm}", "Noisy-neighbour alarms raised: a lane kept a user waiting past the Runner's AlarmAfter, once per episode, by lane.")
 	m.bridgeCycleDuration = seconds(BridgeCycleDuration, "Runner cycle duration, dispatch to the last item's end.")
 	m.bridgeDispatchDuration = seconds(BridgeDispatchDuration, "Duration of the dispatch of a Runner cycle.")
 
@@ -135,10 +144,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m.posture = gauge(MaintenancePosture, "1", "1 for the maintenance gauge's current posture, 0 for the others, by posture.")
 	m.waiters = gauge(MaintenanceWaiters, "{task}", "Maintenance tasks in a deferral streak.")
 	m.chainDepth = gauge(MaintenanceChainDepth, "{task}", "Longest chain of maintenance waiters each blocked by the next.")
+	m.leaseHeld = fgauge(MaintenanceLeaseHeld, "s", "How long the current holder has held the heavy-maintenance lease; 0 when it is free.")
 	var err error
-	m.leaseHeld, err = meter.Float64Gauge(MaintenanceLeaseHeld, metric.WithUnit("s"),
-		metric.WithDescription("How long the current holder has held the heavy-maintenance lease; 0 when it is free."))
-	errs = append(errs, err)
 	m.waiterAge, err = meter.Float64ObservableGauge(MaintenanceWaiterAge, metric.WithUnit("s"),
 		metric.WithDescription("How long each waiting maintenance task has waited, at the latest poll, by task and reason."))
 	errs = append(errs, err)
@@ -167,8 +174,8 @@ func outcome(failed bool) metric.MeasurementOption {
 }
 
 // ObserveDispatch records one dispatch cycle: rota.dispatch.cycles; and, for a cycle that
-// did not fail, per lane rota.dispatch.items, rota.dispatch.lost_claims (added),
-// rota.dispatch.due_users and rota.dispatch.shed_users (set), and
+// did not fail, per lane rota.dispatch.items and rota.dispatch.lost_claims (added),
+// rota.dispatch.users_read, rota.dispatch.shed_users and rota.dispatch.wait (set), and
 // rota.dispatch.unrouted_users (set). A failed cycle leaves the gauges as they were.
 func (m *Metrics) ObserveDispatch(info dispatch.CycleInfo) {
 	ctx := context.Background()
@@ -180,15 +187,25 @@ func (m *Metrics) ObserveDispatch(info dispatch.CycleInfo) {
 		opt := lane(l.Lane)
 		m.dispatchItems.Add(ctx, int64(l.Dispatched), opt)
 		m.dispatchLost.Add(ctx, int64(l.LostClaims), opt)
-		m.dispatchDue.Record(ctx, int64(l.Users), opt)
+		m.dispatchRead.Record(ctx, int64(l.Users), opt)
 		m.dispatchShed.Record(ctx, int64(l.Shed), opt)
+		m.dispatchWait.Record(ctx, laneWait(info.Now, l).Seconds(), opt)
 	}
 	m.dispatchUnrouted.Record(ctx, int64(len(info.Batch.Unrouted)))
 }
 
+// laneWait is how long l kept its longest-waiting ready user waiting at now: now −
+// WaitingSince, or 0 when nobody waited (or the clocks of two dispatchers disagree).
+func laneWait(now time.Time, l dispatch.LaneReport) time.Duration {
+	if l.WaitingSince.IsZero() {
+		return 0
+	}
+	return max(now.Sub(l.WaitingSince), 0)
+}
+
 // ObserveCycle records one Runner cycle: rota.bridge.cycles, rota.bridge.items per lane
-// and outcome, both durations, and rota.bridge.shed_alarms per lane. It records nothing
-// of the dispatch itself: that is ObserveDispatch's, from the Dispatcher's own Observer.
+// and outcome, both durations, and rota.bridge.alarms per lane. It records nothing of the
+// dispatch itself: that is ObserveDispatch's, from the Dispatcher's own Observer.
 func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
 	ctx := context.Background()
 	m.bridgeCycles.Add(ctx, 1, outcome(rep.DispatchErr != nil))
@@ -205,8 +222,8 @@ func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
 	}
 	m.bridgeCycleDuration.Record(ctx, rep.Duration.Seconds())
 	m.bridgeDispatchDuration.Record(ctx, rep.DispatchDuration.Seconds())
-	for _, a := range rep.ShedAlarms {
-		m.bridgeAlarms.Add(ctx, int64(len(a.Waiting)), lane(a.Lane))
+	for _, a := range rep.Alarms {
+		m.bridgeAlarms.Add(ctx, 1, lane(a.Lane))
 	}
 }
 

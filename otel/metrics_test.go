@@ -128,14 +128,17 @@ func TestDispatchMetrics(t *testing.T) {
 		ShedUserIDs: []string{"tenant-a", "tenant-b"},
 		Unrouted:    []dispatch.Unrouted{{UserID: "tenant-b", Err: dispatch.ErrUnknownLane}},
 		Lanes: []dispatch.LaneReport{
-			{Lane: "pro", Users: 2, Dispatched: 3, Shed: 1, LostClaims: 1},
+			{Lane: "pro", Users: 2, Dispatched: 3, Shed: 1, LostClaims: 1, WaitingSince: t0.Add(-time.Minute)},
 			{Lane: "free", Users: 1, Dispatched: 1},
 		},
-	}, Shed: []dispatch.ShedUser{{UserID: "tenant-a", Lane: "pro"}, {UserID: "tenant-b"}}})
+	}})
 	m.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(time.Minute), Err: errors.New("index down")})
 	m.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(2 * time.Minute), Batch: dispatch.Batch{
 		Items: make([]dispatch.Item, 2),
-		Lanes: []dispatch.LaneReport{{Lane: "pro", Users: 1, Dispatched: 2}, {Lane: "free"}},
+		Lanes: []dispatch.LaneReport{
+			{Lane: "pro", Users: 1, Dispatched: 2},
+			{Lane: "free", Shed: 1, WaitingSince: t0.Add(-30 * time.Second)},
+		},
 	}})
 
 	want := map[string]float64{
@@ -146,11 +149,14 @@ func TestDispatchMetrics(t *testing.T) {
 		"rota.dispatch.lost_claims{lane=pro}":  1,
 		"rota.dispatch.lost_claims{lane=free}": 0,
 		// Gauges hold the last good cycle's figures; the failed one changed none.
-		"rota.dispatch.due_users{lane=pro}":   1,
-		"rota.dispatch.due_users{lane=free}":  0,
+		"rota.dispatch.users_read{lane=pro}":  1,
+		"rota.dispatch.users_read{lane=free}": 0,
 		"rota.dispatch.shed_users{lane=pro}":  0,
-		"rota.dispatch.shed_users{lane=free}": 0,
+		"rota.dispatch.shed_users{lane=free}": 1,
 		"rota.dispatch.unrouted_users{}":      0,
+		// The wait is now − WaitingSince, 0 when nobody waits.
+		"rota.dispatch.wait{lane=pro}":  0,
+		"rota.dispatch.wait{lane=free}": 150,
 	}
 	if diff := cmp.Diff(want, only(values(collect(t, reader)), "rota.dispatch.")); diff != "" {
 		t.Errorf("dispatch metrics (-want +got):\n%s", diff)
@@ -166,10 +172,10 @@ func TestBridgeMetrics(t *testing.T) {
 		Now:        t0,
 		Dispatched: 6,
 		Items: []bridge.ItemReport{item("pro", bridge.StatusHit), item("pro", bridge.StatusMiss), item("pro", bridge.StatusHit),
-			item("free", bridge.StatusError), item("pro", bridge.StatusRemoved), item("free", bridge.StatusLostClaim)},
-		ShedAlarms: []bridge.ShedAlarm{
-			{Lane: "pro", Waiting: []bridge.UserItems{{UserID: "tenant-a"}, {UserID: "tenant-b", Items: 2}}},
-			{Waiting: []bridge.UserItems{{UserID: "tenant-c"}}},
+			item("free", bridge.StatusError), item("pro", bridge.StatusRemoved), item("free", bridge.StatusLostClaim),
+			item("free", bridge.StatusLate), item("free", bridge.StatusLate)},
+		Alarms: []bridge.WaitAlarm{
+			{Lane: "free", Wait: 11 * time.Minute, Crowding: []bridge.UserItems{{UserID: "tenant-a", Items: 2}}},
 		},
 		DispatchDuration: 500 * time.Millisecond,
 		Duration:         2 * time.Second,
@@ -177,9 +183,10 @@ func TestBridgeMetrics(t *testing.T) {
 	m.ObserveCycle(bridge.CycleReport{Now: t0.Add(time.Minute), DispatchErr: errors.New("index down"),
 		DispatchDuration: 100 * time.Millisecond, Duration: 100 * time.Millisecond,
 		Items: []bridge.ItemReport{item("free", bridge.StatusReleased)}})
+	m.ObserveCycle(bridge.CycleReport{Now: t0.Add(2 * time.Minute), Alarms: []bridge.WaitAlarm{{Lane: "free"}, {Lane: "pro"}}})
 
 	want := map[string]float64{
-		"rota.bridge.cycles{outcome=ok}":                  1,
+		"rota.bridge.cycles{outcome=ok}":                  2,
 		"rota.bridge.cycles{outcome=error}":               1,
 		"rota.bridge.items{lane=pro,outcome=hit}":         2,
 		"rota.bridge.items{lane=pro,outcome=miss}":        1,
@@ -187,12 +194,13 @@ func TestBridgeMetrics(t *testing.T) {
 		"rota.bridge.items{lane=free,outcome=error}":      1,
 		"rota.bridge.items{lane=free,outcome=lost_claim}": 1,
 		"rota.bridge.items{lane=free,outcome=released}":   1,
-		"rota.bridge.shed_alarms{lane=pro}":               2,
-		"rota.bridge.shed_alarms{lane=}":                  1,
+		"rota.bridge.items{lane=free,outcome=late}":       2,
+		"rota.bridge.alarms{lane=free}":                   2,
+		"rota.bridge.alarms{lane=pro}":                    1,
 		"rota.bridge.cycle.duration{}":                    2.1,
-		"rota.bridge.cycle.duration{}/count":              2,
+		"rota.bridge.cycle.duration{}/count":              3,
 		"rota.bridge.dispatch.duration{}":                 0.6,
-		"rota.bridge.dispatch.duration{}/count":           2,
+		"rota.bridge.dispatch.duration{}/count":           3,
 	}
 	if diff := cmp.Diff(want, only(values(collect(t, reader)), "rota.bridge."), cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })); diff != "" {
 		t.Errorf("bridge metrics (-want +got):\n%s", diff)
@@ -267,7 +275,7 @@ func TestUnitsAndKinds(t *testing.T) {
 	m, reader := newMetrics(t)
 	big := maintenance.Candidate{Task: maintenance.Task{Name: "big"}}
 	m.ObserveDispatch(dispatch.CycleInfo{Batch: dispatch.Batch{Lanes: []dispatch.LaneReport{{Lane: "free"}}}})
-	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit}}, ShedAlarms: []bridge.ShedAlarm{{Waiting: []bridge.UserItems{{}}}}})
+	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit}}, Alarms: []bridge.WaitAlarm{{Lane: "free"}}})
 	m.ObservePoll(maintenance.PollReport{TurnedDegraded: true, Result: maintenance.PollResult{Winner: &big,
 		Deferred: []maintenance.Deferral{{Task: "x"}},
 		Gauge:    maintenance.Gauge{At: t0, Posture: maintenance.PostureDegraded, Waiters: []maintenance.Waiter{{Task: "x"}}}}})
@@ -279,14 +287,15 @@ func TestUnitsAndKinds(t *testing.T) {
 		rotaotel.DispatchCycles:         "counter {cycle}",
 		rotaotel.DispatchItems:          "counter {item}",
 		rotaotel.DispatchLostClaims:     "counter {item}",
-		rotaotel.DispatchDueUsers:       "gauge {user}",
+		rotaotel.DispatchUsersRead:      "gauge {user}",
 		rotaotel.DispatchShedUsers:      "gauge {user}",
 		rotaotel.DispatchUnroutedUsers:  "gauge {user}",
+		rotaotel.DispatchWait:           "gauge s",
 		rotaotel.BridgeCycles:           "counter {cycle}",
 		rotaotel.BridgeItems:            "counter {item}",
 		rotaotel.BridgeCycleDuration:    "histogram s",
 		rotaotel.BridgeDispatchDuration: "histogram s",
-		rotaotel.BridgeShedAlarms:       "counter {user}",
+		rotaotel.BridgeAlarms:           "counter {alarm}",
 		rotaotel.MaintenancePolls:       "counter {poll}",
 		rotaotel.MaintenanceDispatched:  "counter {run}",
 		rotaotel.MaintenanceDeferrals:   "counter {deferral}",
@@ -340,7 +349,7 @@ func TestNoTenantIDInAttributes(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{rotaotel.DispatchItems, rotaotel.DispatchShedUsers, rotaotel.BridgeItems, rotaotel.BridgeShedAlarms,
+	for _, name := range []string{rotaotel.DispatchItems, rotaotel.DispatchShedUsers, rotaotel.DispatchWait, rotaotel.BridgeItems, rotaotel.BridgeAlarms,
 		rotaotel.MaintenanceDispatched, rotaotel.MaintenanceDeferrals, rotaotel.MaintenanceWaiterAge} {
 		if !seen[name] {
 			t.Errorf("the scenario recorded no %s", name)
@@ -364,7 +373,7 @@ func runRota(t *testing.T, m *rotaotel.Metrics, cycles int) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 1 && len(rep.ShedAlarms) == 0 {
+		if i == 1 && len(rep.Alarms) == 0 {
 			t.Fatalf("cycle %d raised no alarm: %+v", i+1, rep)
 		}
 	}

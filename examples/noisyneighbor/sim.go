@@ -9,13 +9,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Config is one simulation: the tenants, their sources, the cadence and the capacity.
+// Config is one fairness simulation: the tenants, their sources, the cadence and the
+// capacity.
 type Config struct {
 	Seed         uint64               // seeds the quiet tenants' source counts and every source's first due time
 	QuietTenants int                  // tenants with a few sources each
@@ -26,55 +28,53 @@ type Config struct {
 	Capacity     int                  // items dispatched per cycle, under both policies
 	Cycles       int                  // cycles simulated
 	BucketCycles int                  // cycles per point of the chart's series
+	AlarmAfter   time.Duration        // the wait past which a Runner raises its noisy-neighbour alarm
 	NewIndex     func() duework.Index // a fresh, empty index for each policy
 }
 
 // DefaultConfig is the scenario the program runs without flags: 1,000 quiet tenants with 2
-// to 4 sources each and one noisy tenant with 100,000, every source due every 15 minutes,
-// 500 dispatches per 10-second cycle (3,000 per minute, while the sources ask for nearly
-// 7,000), for 90 simulated minutes. newIndex gives each policy a fresh index.
+// to 4 sources each and one noisy tenant with 10,000, every source due every 15 minutes,
+// 100 dispatches per 10-second cycle (600 a minute, while the sources ask for about 870),
+// for 45 simulated minutes; the alarm threshold is a Runner's default, ten cycles.
+// newIndex gives each policy a fresh index.
 func DefaultConfig(seed uint64, newIndex func() duework.Index) Config {
 	return Config{
 		Seed:         seed,
 		QuietTenants: 1000,
 		QuietSources: [2]int{2, 4},
-		NoisySources: 100_000,
+		NoisySources: 10_000,
 		Interval:     15 * time.Minute,
 		Cycle:        10 * time.Second,
-		Capacity:     500,
-		Cycles:       540,
+		Capacity:     100,
+		Cycles:       270,
 		BucketCycles: 6,
+		AlarmAfter:   bridge.DefaultAlarmIntervals * 10 * time.Second,
 		NewIndex:     newIndex,
 	}
 }
 
-// Validate names the first field of c that cannot be simulated.
+// Validate reports every field of c that cannot be simulated, joined.
 func (c Config) Validate() error {
-	switch {
-	case c.QuietTenants < 1:
-		return fmt.Errorf("noisyneighbor: QuietTenants must be ≥ 1, got %d", c.QuietTenants)
-	case c.QuietSources[0] < 1 || c.QuietSources[1] < c.QuietSources[0]:
-		return fmt.Errorf("noisyneighbor: QuietSources must be 1 ≤ min ≤ max, got %v", c.QuietSources)
-	case c.NoisySources < 1:
-		return fmt.Errorf("noisyneighbor: NoisySources must be ≥ 1, got %d", c.NoisySources)
-	case c.Cycle <= 0:
-		return fmt.Errorf("noisyneighbor: Cycle must be > 0, got %v", c.Cycle)
-	case c.Interval < c.Cycle:
-		return fmt.Errorf("noisyneighbor: Interval must be ≥ Cycle, got %v", c.Interval)
-	case c.Capacity < 1:
-		return fmt.Errorf("noisyneighbor: Capacity must be ≥ 1, got %d", c.Capacity)
-	case c.Cycles < 1:
-		return fmt.Errorf("noisyneighbor: Cycles must be ≥ 1, got %d", c.Cycles)
-	case c.BucketCycles < 1:
-		return fmt.Errorf("noisyneighbor: BucketCycles must be ≥ 1, got %d", c.BucketCycles)
-	case c.NewIndex == nil:
-		return errors.New("noisyneighbor: NewIndex must not be nil")
+	var errs []error
+	bad := func(broken bool, format string, args ...any) {
+		if broken {
+			errs = append(errs, fmt.Errorf("noisyneighbor: "+format, args...))
+		}
 	}
-	return nil
+	bad(c.QuietTenants < 1, "QuietTenants must be ≥ 1, got %d", c.QuietTenants)
+	bad(c.QuietSources[0] < 1 || c.QuietSources[1] < c.QuietSources[0], "QuietSources must be 1 ≤ min ≤ max, got %v", c.QuietSources)
+	bad(c.NoisySources < 1, "NoisySources must be ≥ 1, got %d", c.NoisySources)
+	bad(c.Cycle <= 0, "Cycle must be > 0, got %v", c.Cycle)
+	bad(c.Interval < c.Cycle, "Interval must be ≥ Cycle, got %v", c.Interval)
+	bad(c.Capacity < 1 || c.Capacity > duework.MaxLimit, "Capacity must be in [1, %d], got %d", duework.MaxLimit, c.Capacity)
+	bad(c.Cycles < 1, "Cycles must be ≥ 1, got %d", c.Cycles)
+	bad(c.BucketCycles < 1, "BucketCycles must be ≥ 1, got %d", c.BucketCycles)
+	bad(c.AlarmAfter < 0, "AlarmAfter must be ≥ 0, got %v", c.AlarmAfter)
+	bad(c.NewIndex == nil, "NewIndex must not be nil")
+	return errors.Join(errs...)
 }
 
-// Result is what Simulate measured: one PolicyResult per policy, first-come-first-served
-// first.
+// Result is what Simulate measured: one PolicyResult per policy, in the order of Policies.
 type Result struct {
 	Config   Config
 	Policies []PolicyResult
@@ -91,6 +91,12 @@ type PolicyResult struct {
 	NoisyServed                              int     // dispatches of the noisy tenant's sources
 	NoisyPerHour                             float64 // NoisyServed per simulated hour
 	Jain                                     float64 // see the package doc, "Fairness"
+	// LongestWait is the longest lane wait of the run: at each cycle, now − WaitingSince,
+	// how long the longest-waiting ready tenant the cycle did not serve has waited for its
+	// turn. AlarmCycles counts the cycles whose wait passed Config.AlarmAfter: the cycles
+	// in which a Runner's noisy-neighbour alarm is on.
+	LongestWait time.Duration
+	AlarmCycles int
 	// Series is the quiet tenants' wait over time: one point per BucketCycles cycles.
 	Series []Point
 }
@@ -103,53 +109,74 @@ type Point struct {
 	N        int // quiet dispatches in the bucket; P50 and P99 are zero when N is 0
 }
 
-// picker hands out one cycle's items at now, claimed.
-type picker func(ctx context.Context, now time.Time) ([]duework.Claim, error)
+// picker hands out one cycle's items at now, claimed, and reports the cycle's lane wait:
+// the Turn of the first ready tenant it left waiting, zero when none.
+type picker func(ctx context.Context, now time.Time) (claims []duework.Claim, waitingSince time.Time, err error)
 
 // Policies names the compared policies in the order Simulate runs and reports them.
 var Policies = []string{"fcfs", "rota"}
 
+// lane is the one lane of the simulated dispatcher.
+const lane dispatch.Lane = "all"
+
+// newRotaDispatcher returns rota's Dispatcher over idx with one lane whose per-user,
+// per-lane and global limits are all capacity: round robin over the tenants in turn order.
+func newRotaDispatcher(idx duework.Index, capacity int, claimFor time.Duration, laneFor dispatch.LaneFor) (*dispatch.Dispatcher, error) {
+	return dispatch.New(idx, dispatch.Config{
+		Lanes:            []dispatch.LaneCapacity{{Lane: lane, PerUserLimit: capacity, PerCycleLimit: capacity}},
+		GlobalBatchLimit: capacity,
+		LaneFor:          laneFor,
+		ClaimFor:         claimFor,
+	})
+}
+
+// allInOneLane is the LaneFor of the simulated dispatcher.
+func allInOneLane(context.Context, string) (dispatch.Lane, error) { return lane, nil }
+
 // newPicker returns the named policy over idx, with claims that last claimFor.
 //
 // "fcfs" is first come, first served: the capacity earliest-due entries, whoever they
-// belong to (DueBefore's (DueAt, UserID, WorkKey) order), claimed.
+// belong to (DueBefore's (DueAt, UserID, WorkKey) order), claimed. It has no lanes; its
+// wait is read the same way, from the front of the index's turn queue after the claim.
 //
-// "rota" is rota's Dispatcher with one lane whose every limit is the capacity: round robin
-// over the tenants with due work, least recently served first.
+// "rota" is rota's Dispatcher (see newRotaDispatcher); its wait is its LaneReport's.
 func newPicker(name string, idx duework.Index, capacity int, claimFor time.Duration) (picker, error) {
 	switch name {
 	case "fcfs":
-		return func(ctx context.Context, now time.Time) ([]duework.Claim, error) {
+		return func(ctx context.Context, now time.Time) ([]duework.Claim, time.Time, error) {
 			due, err := idx.DueBefore(ctx, now, capacity)
-			if err != nil || len(due) == 0 {
-				return nil, err
+			if err != nil {
+				return nil, time.Time{}, err
 			}
 			keys := make([]duework.Key, len(due))
 			for i, e := range due {
 				keys[i] = e.Key()
 			}
-			return idx.Claim(ctx, keys, now, now.Add(claimFor))
+			claims, err := idx.Claim(ctx, keys, now, now.Add(claimFor))
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			front, err := idx.Ready(ctx, duework.ReadyQuery{Now: now, Users: 1, PerUser: 1})
+			if err != nil || len(front.Heads) == 0 || !front.Heads[0].Turn.Before(now) {
+				return claims, time.Time{}, err // nobody waits: only tenants served now are ready
+			}
+			return claims, front.Heads[0].Turn, nil
 		}, nil
 	case "rota":
-		d, err := dispatch.New(idx, dispatch.Config{
-			Lanes:            []dispatch.LaneCapacity{{Lane: "all", PerUserLimit: capacity, PerCycleLimit: capacity}},
-			GlobalBatchLimit: capacity,
-			LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "all", nil },
-			ClaimFor:         claimFor,
-		})
+		d, err := newRotaDispatcher(idx, capacity, claimFor, allInOneLane)
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, now time.Time) ([]duework.Claim, error) {
+		return func(ctx context.Context, now time.Time) ([]duework.Claim, time.Time, error) {
 			b, err := d.Dispatch(ctx, now)
 			if err != nil {
-				return nil, err
+				return nil, time.Time{}, err
 			}
 			out := make([]duework.Claim, len(b.Items))
 			for i, it := range b.Items {
 				out[i] = it.Claim
 			}
-			return out, nil
+			return out, b.Lanes[0].WaitingSince, nil
 		}, nil
 	}
 	return nil, fmt.Errorf("noisyneighbor: unknown policy %q", name)
@@ -213,7 +240,7 @@ func makeTenants(cfg Config) ([]tenant, error) {
 	}
 	tenants = append(tenants, tenant{tc: tc, sources: cfg.NoisySources})
 	for i := range cfg.QuietTenants {
-		tc, err := tenancy.NewContext(fmt.Sprintf("tenant-%04d", i))
+		tc, err := tenancy.NewContext(fmt.Sprintf("tenant-%06d", i))
 		if err != nil {
 			return nil, err
 		}
@@ -223,69 +250,119 @@ func makeTenants(cfg Config) ([]tenant, error) {
 	return tenants, nil
 }
 
-// simulatePolicy simulates one policy on idx.
-func simulatePolicy(cfg Config, tenants []tenant, idx duework.Index, name string, pick picker) (PolicyResult, error) {
-	ctx := context.Background()
-	cadencePolicy := cadence.Backoff{Base: cfg.Interval, Max: cfg.Interval, Factor: 1}
-	ids := make(map[string]int, len(tenants))
-	for t, tn := range tenants {
-		ids[tn.tc.UserID()] = t
-	}
+// sourceKey is the WorkKey of a tenant's source s.
+func sourceKey(s int) string { return fmt.Sprintf("src-%06d", s) }
 
-	// becomesDue[k] lists, once per entry, the tenants whose entry turns due at cycle k: the
-	// first cycle whose time is at or after its DueAt. dueCount mirrors the index's due,
-	// unclaimed entries per tenant for the fair-share accounting.
-	becomesDue := make([][]int32, cfg.Cycles+1)
-	cycleOf := func(at time.Time) int {
-		k := int((at.Sub(start) + cfg.Cycle - 1) / cfg.Cycle)
-		return max(k, 1)
-	}
-	addDue := func(t int, at time.Time) {
-		if k := cycleOf(at); k <= cfg.Cycles {
-			becomesDue[k] = append(becomesDue[k], int32(t))
-		}
-	}
+// calendar lists, per cycle, the tenants one of whose entries turns due at that cycle: the
+// first cycle whose time is at or after the entry's DueAt. It mirrors the index for the
+// fair-share accounting without reading it.
+type calendar struct {
+	cycle time.Duration
+	due   [][]int32 // due[k]: one tenant index per entry turning due at cycle k
+}
 
-	// The same seed gives both policies the same first due times.
-	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+func newCalendar(cfg Config) *calendar {
+	return &calendar{cycle: cfg.Cycle, due: make([][]int32, cfg.Cycles+1)}
+}
+
+// add notes that tenant t has an entry due at at.
+func (c *calendar) add(t int, at time.Time) {
+	k := max(int((at.Sub(start)+c.cycle-1)/c.cycle), 1)
+	if k < len(c.due) {
+		c.due[k] = append(c.due[k], int32(t))
+	}
+}
+
+// scheduleSources schedules every tenant's sources on idx, their first due times drawn from
+// seed uniformly over [start, start+spread), and notes them in cal.
+func scheduleSources(ctx context.Context, idx duework.Index, tenants []tenant, seed uint64, spread time.Duration, cal *calendar) error {
+	rng := rand.New(rand.NewPCG(seed, 2))
 	for t, tn := range tenants {
 		for s := range tn.sources {
 			e := duework.Entry{
 				UserID:  tn.tc.UserID(),
-				WorkKey: fmt.Sprintf("src-%06d", s),
+				WorkKey: sourceKey(s),
 				Tier:    "fixed",
-				DueAt:   start.Add(time.Duration(rng.Int64N(int64(cfg.Interval)))),
+				DueAt:   start.Add(time.Duration(rng.Int64N(int64(spread)))),
 			}
 			if err := idx.Schedule(ctx, tn.tc, e); err != nil {
-				return PolicyResult{}, err
+				return err
 			}
-			addDue(t, e.DueAt)
+			cal.add(t, e.DueAt)
 		}
+	}
+	return nil
+}
+
+// completeAll completes every claim at once, as a hit, due again after the cadence and its
+// jitter, in one CompleteMany, and notes the next due times in cal. ids maps a UserID to
+// its tenant.
+func completeAll(ctx context.Context, idx duework.Index, tenants []tenant, ids map[string]int, claims []duework.Claim, now time.Time, interval time.Duration, cal *calendar) error {
+	policy := cadence.Backoff{Base: interval, Max: interval, Factor: 1}
+	done := make([]duework.Done, len(claims))
+	for i, c := range claims {
+		t, ok := ids[c.Entry.UserID]
+		if !ok {
+			return fmt.Errorf("unknown user %q", c.Entry.UserID)
+		}
+		next := duework.Advance(c.Entry, policy, true, now)
+		next.DueAt = next.DueAt.Add(cadence.Jitter(c.Entry.UserID+"/"+c.Entry.WorkKey, now, interval, jitterFraction))
+		done[i] = duework.Done{Tenant: tenants[t].tc, Claim: c, Next: next}
+		cal.add(t, next.DueAt)
+	}
+	errs, err := idx.CompleteMany(ctx, done)
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// tenantIDs maps each tenant's UserID to its index in tenants.
+func tenantIDs(tenants []tenant) map[string]int {
+	ids := make(map[string]int, len(tenants))
+	for t, tn := range tenants {
+		ids[tn.tc.UserID()] = t
+	}
+	return ids
+}
+
+// simulatePolicy simulates one policy on idx.
+func simulatePolicy(cfg Config, tenants []tenant, idx duework.Index, name string, pick picker) (PolicyResult, error) {
+	ctx := context.Background()
+	ids := tenantIDs(tenants)
+	cal := newCalendar(cfg)
+	// The same seed gives both policies the same first due times.
+	if err := scheduleSources(ctx, idx, tenants, cfg.Seed, cfg.Interval, cal); err != nil {
+		return PolicyResult{}, err
 	}
 
 	pr := PolicyResult{Name: name}
-	dueCount := make([]int, len(tenants))
+	dueCount := make([]int, len(tenants)) // due, unclaimed entries per tenant
 	served := make([]int, len(tenants))
 	fair := make([]float64, len(tenants))
 	var quietWaits, bucket []time.Duration
 	var demands []int
 	for k := 1; k <= cfg.Cycles; k++ {
 		now := start.Add(time.Duration(k) * cfg.Cycle)
-		for _, t := range becomesDue[k] {
+		for _, t := range cal.due[k] {
 			dueCount[t]++
 		}
-		becomesDue[k] = nil
+		cal.due[k] = nil
 		accrueFairShare(dueCount, cfg.Capacity, fair, &demands)
 
-		claims, err := pick(ctx, now)
+		claims, waitingSince, err := pick(ctx, now)
 		if err != nil {
 			return PolicyResult{}, fmt.Errorf("cycle %d: %w", k, err)
 		}
-		for _, c := range claims {
-			t, ok := ids[c.Entry.UserID]
-			if !ok {
-				return PolicyResult{}, fmt.Errorf("cycle %d: unknown user %q", k, c.Entry.UserID)
+		if !waitingSince.IsZero() {
+			wait := now.Sub(waitingSince)
+			pr.LongestWait = max(pr.LongestWait, wait)
+			if wait > cfg.AlarmAfter {
+				pr.AlarmCycles++
 			}
+		}
+		for _, c := range claims {
+			t := ids[c.Entry.UserID]
 			dueCount[t]--
 			served[t]++
 			if tenants[t].quiet {
@@ -296,12 +373,9 @@ func simulatePolicy(cfg Config, tenants []tenant, idx duework.Index, name string
 			} else {
 				pr.NoisyServed++
 			}
-			next := duework.Advance(c.Entry, cadencePolicy, true, now)
-			next.DueAt = next.DueAt.Add(cadence.Jitter(c.Entry.UserID+"/"+c.Entry.WorkKey, now, cfg.Interval, jitterFraction))
-			if err := idx.Complete(ctx, tenants[t].tc, c, next); err != nil {
-				return PolicyResult{}, fmt.Errorf("cycle %d: %w", k, err)
-			}
-			addDue(t, next.DueAt)
+		}
+		if err := completeAll(ctx, idx, tenants, ids, claims, now, cfg.Interval, cal); err != nil {
+			return PolicyResult{}, fmt.Errorf("cycle %d: %w", k, err)
 		}
 		if k%cfg.BucketCycles == 0 || k == cfg.Cycles {
 			slices.Sort(bucket)

@@ -2,69 +2,64 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"os"
+	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rotaworks/rota/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/quickstart.golden from the current output")
-
-// TestQuickstartOutput runs the program as `go run ./examples/quickstart` does and
-// compares its output with testdata/quickstart.golden, so that README's run command cannot
+// The program prints exactly the golden output, so that README's first command cannot
 // silently break. After an intended change: go test ./examples/quickstart -update.
 func TestQuickstartOutput(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(&out); err != nil {
+	if err := run(context.Background(), &out); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	golden := filepath.Join("testdata", "quickstart.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); got != string(want) {
-		t.Fatalf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", golden, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "quickstart.golden"), out.Bytes())
 }
 
-// TestQuickstartShowsTheCycle checks that the story the program tells is in its output,
-// whatever the golden file says.
+// The story the program tells is in its output, whatever the golden file says: the pro
+// tenant runs in the paid lane, the free one gets one item a cycle and is shed, a hit
+// comes back after the hot tier's 5 minutes and misses back off.
 func TestQuickstartShowsTheCycle(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(&out); err != nil {
+	if err := run(context.Background(), &out); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
 	for _, want := range []string{
-		"cycle 12:",                             // a dozen cycles
-		"pro  noisy:",                           // the lanes
-		"plus ben:",                             //
-		"free ana:",                             //
-		"shed: noisy",                           // the noisy tenant is shed
-		"hit +5m",                               // a hit snaps back to the hot base
-		"miss×2 +20m",                           // misses back off
-		"miss×3 +40m",                           //
-		`ana adds "careers" (sync scheduled 1)`, // sync adds only the new source
-		"podcast removed",                       // a removed source is unscheduled
+		"09:00  scheduled 4 sources",
+		"09:05  dispatched 3, shed [ben]",
+		"paid lane: ana/jobs hit, due again 09:10",
+		"free lane: ben/jobs hit, due again 09:10",
+		"paid lane: ana/blog miss, due again 09:15", // first miss: 10 minutes
+		"paid lane: ana/blog miss, due again 09:35", // second: 20
+		"09:20  dispatched 2",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
 	}
-	for _, line := range strings.Split(s, "\n") {
-		if strings.Contains(line, "pro  noisy:") && strings.Count(line, ",")+1 > 4 {
-			t.Errorf("noisy got more than its per-user limit of 4: %s", line)
-		}
+	if strings.Count(s, "free lane: ben/") != 4 {
+		t.Errorf("ben should run exactly once a cycle (free lane, one item per user):\n%s", s)
 	}
 	var again bytes.Buffer
-	if err := run(&again); err != nil || again.String() != s {
-		t.Errorf("a second run printed something else: %v", err)
+	if err := run(context.Background(), &again); err != nil || again.String() != s {
+		t.Errorf("a second run printed something else (%v):\n%s", err, again.String())
+	}
+}
+
+// failingWriter refuses every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// A write that fails is not lost: run returns it.
+func TestQuickstartReportsWriteErrors(t *testing.T) {
+	if err := run(context.Background(), failingWriter{}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("run on a failing writer: %v, want the write's error", err)
 	}
 }

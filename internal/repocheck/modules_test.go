@@ -184,7 +184,8 @@ func buildOutside(tmp string, m module, local map[string]string) (string, error)
 		}
 	}
 	steps := [][]string{
-		{"build", "-modfile=" + modFile, "./..."},
+		// -o discards the executable a module of one main package would leave in its directory.
+		{"build", "-modfile=" + modFile, "-o", os.DevNull, "./..."},
 		{"vet", "-modfile=" + modFile, "./..."},
 	}
 	edit := []string{"mod", "edit"}
