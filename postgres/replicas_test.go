@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,8 +179,8 @@ func (s *replicaSet) checkStoppedCleanly(reps ...*replica) {
 		if r.err != nil {
 			s.t.Errorf("replica %d: Run = %v, want nil after a clean stop", r.id, r.err)
 		}
-		if logs := r.logs.String(); strings.Contains(logs, "level=WARN") || strings.Contains(logs, "level=ERROR") ||
-			!strings.Contains(logs, `msg="rota: runner stopped"`) {
+		if logs := r.logs.Bytes(); bytes.Contains(logs, []byte("level=WARN")) || bytes.Contains(logs, []byte("level=ERROR")) ||
+			!bytes.Contains(logs, []byte(`msg="rota: runner stopped"`)) {
 			s.t.Errorf("replica %d: a clean stop logs only Info lines, the last that the runner stopped:\n%s", r.id, logs)
 		}
 	}
