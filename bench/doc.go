@@ -82,8 +82,9 @@
 //   - rota: the backlog COPY-loaded due first, the quiet items scheduled through the Index
 //     due a second later; one lane of 1,000 per cycle, the per-tenant limit also 1,000 (the
 //     noisy tenant may take a whole cycle when nobody else is due); each cycle's items are
-//     completed, in batches as the Runner writes them, before the next cycle. The first cycle serves every tenant with due work
-//     once, so all 100 quiet items go out in cycle 1.
+//     completed, in batches as the Runner writes them, before the next cycle. The first
+//     cycle serves every tenant with due work once, so all 100 quiet items go out in
+//     cycle 1.
 //   - river: the backlog, then the quiet jobs, inserted with InsertManyFast in that order,
 //     one queue, one priority; the client (MaxWorkers 1,000, default fetch cooldown) works
 //     them and each job notes when it starts. River orders jobs by (priority, scheduled_at,
@@ -96,16 +97,17 @@
 //
 // Building the 200,000-entry backlog through the Index API would take minutes, so it is
 // loaded with COPY straight into the adapter's tables (pgtest.LoadDue, as the postgres
-// module's own benchmarks do) and then read back through the Index, so that a change of the schema fails
-// the benchmark instead of skewing it.
+// module's own benchmarks do) and then read back through the Index, so that a change of
+// the schema fails the benchmark instead of skewing it.
 //
 // # Smoke runs
 //
 // CI runs every benchmark once (-benchtime=1x). At that setting the two largest fixtures
 // are bounded so that the whole module finishes in well under a minute: BenchmarkDrain and
-// BenchmarkDrainPaired stop at n = 100,000 (n = 1,000,000 costs tens of seconds per op and its fixture several
-// more), and BenchmarkQuietWait uses a backlog of 20,000; the sub-benchmark names carry
-// the sizes, so a smoke figure is never mistaken for a full one. The code run is the same.
+// BenchmarkDrainPaired stop at n = 100,000 (n = 1,000,000 costs tens of seconds per op and
+// its fixture several more), and BenchmarkQuietWait uses a backlog of 20,000; the
+// sub-benchmark names carry the sizes, so a smoke figure is never mistaken for a full one.
+// The code run is the same.
 //
 // # Versions
 //
