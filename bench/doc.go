@@ -21,13 +21,16 @@
 // The same work for both: n keys (10,000, 100,000, 1,000,000) spread over 1,000 tenants,
 // key i due at a fixed offset in (0, 1 h] of every round. One op is one round: move the
 // clock on by an hour, take every due key (all n), mark it done and reschedule it at its
-// offset in the next round. keys/s and ns/key are per key; B/op and allocs/op are per round.
+// offset in the next round. keys/s, ns/key, allocs/key and B/key are per key, that is per
+// dispatched item; B/op and allocs/op are per round.
 //
 //   - rota: duework.Memory and a dispatch.Dispatcher, one lane, cycles of up to 1,000 keys
 //     and one key per tenant per cycle (each cycle serves every tenant once, so nothing
 //     read is left over); a round dispatches at its now until a cycle hands out nothing,
-//     and completes every item with Index.Complete and its next due time. That is the whole
-//     fair cycle — DueHeads, Select, Claim, Complete — not just a priority queue.
+//     and completes the items as the bridge's Runner does: one Index.CompleteMany per
+//     bridge.DefaultFlushItems (100) completions and one for the rest of each cycle. That
+//     is the whole fair cycle — Ready, Select, Claim, CompleteMany — not just a
+//     priority queue.
 //   - workqueue: k8s.io/client-go/util/workqueue's typed delaying queue
 //     (NewTypedDelayingQueueWithConfig) on a fake clock from k8s.io/utils/clock/testing.
 //     Its delays are wall-clock based, so it is given the same virtual due times through
@@ -50,13 +53,19 @@
 //
 // # On PostgreSQL: BenchmarkClaimComplete
 //
-// One op works 10,000 no-op jobs to completion; both sides get a pool of 16 connections.
+// One op works 10,000 no-op jobs to completion; every side gets a pool of 16 connections.
 //
-//   - rota: 10,000 due entries of 100 tenants in the postgres adapter's Index; the op runs
-//     dispatch cycles of up to 1,000 (ten per tenant) and completes each item on 16
-//     goroutines (Index.Complete, one statement per item, next due an hour later) until a
-//     cycle hands out nothing. rota's work recurs, so the next op, two hours later, finds
-//     all 10,000 due again.
+//   - rota: what a host gets — a bridge.Runner over the postgres adapter's Index and
+//     Watchlist, 10,000 watched sources of 100 tenants scheduled with SyncTenants, and a
+//     pipeline that does nothing. The op calls Runner.Cycle until a cycle hands out
+//     nothing: one dispatch of up to 1,000 items (ten per tenant), each item on one of 16
+//     workers, where the Runner checks its claim and reads its watchlist entry (one query
+//     each) before the pipeline, and the completions written in Index.CompleteMany batches
+//     of 100. rota's work recurs, so the next op, two hours later, finds all 10,000 due
+//     again.
+//   - rota-dispatch: the same cycles without the two reads per item: Dispatch, then the
+//     completions written on 16 workers in batches of 100 as the Runner writes them. The
+//     difference to rota is what the Runner's per-item reads cost.
 //   - river: 10,000 jobs inserted with InsertManyFast while the client is stopped (not
 //     timed); the op starts the client (MaxWorkers 1,000) and ends when the last
 //     job_completed event arrives, which River sends after writing the completion. River's
@@ -73,8 +82,9 @@
 //   - rota: the backlog COPY-loaded due first, the quiet items scheduled through the Index
 //     due a second later; one lane of 1,000 per cycle, the per-tenant limit also 1,000 (the
 //     noisy tenant may take a whole cycle when nobody else is due); each cycle's items are
-//     completed before the next cycle. The first cycle serves every tenant with due work
-//     once, so all 100 quiet items go out in cycle 1.
+//     completed, in batches as the Runner writes them, before the next cycle. The first
+//     cycle serves every tenant with due work once, so all 100 quiet items go out in
+//     cycle 1.
 //   - river: the backlog, then the quiet jobs, inserted with InsertManyFast in that order,
 //     one queue, one priority; the client (MaxWorkers 1,000, default fetch cooldown) works
 //     them and each job notes when it starts. River orders jobs by (priority, scheduled_at,
@@ -87,16 +97,17 @@
 //
 // Building the 200,000-entry backlog through the Index API would take minutes, so it is
 // loaded with COPY straight into the adapter's tables (pgtest.LoadDue, as the postgres
-// module's own benchmarks do) and then read back through the Index, so that a change of the schema fails
-// the benchmark instead of skewing it.
+// module's own benchmarks do) and then read back through the Index, so that a change of
+// the schema fails the benchmark instead of skewing it.
 //
 // # Smoke runs
 //
 // CI runs every benchmark once (-benchtime=1x). At that setting the two largest fixtures
 // are bounded so that the whole module finishes in well under a minute: BenchmarkDrain and
-// BenchmarkDrainPaired stop at n = 100,000 (n = 1,000,000 costs tens of seconds per op and its fixture several
-// more), and BenchmarkQuietWait uses a backlog of 20,000; the sub-benchmark names carry
-// the sizes, so a smoke figure is never mistaken for a full one. The code run is the same.
+// BenchmarkDrainPaired stop at n = 100,000 (n = 1,000,000 costs tens of seconds per op and
+// its fixture several more), and BenchmarkQuietWait uses a backlog of 20,000; the
+// sub-benchmark names carry the sizes, so a smoke figure is never mistaken for a full one.
+// The code run is the same.
 //
 // # Versions
 //

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
@@ -36,23 +39,38 @@ func rotaPool(tb testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// completeAll completes every item with its next due time next(item), on pgConns
-// goroutines — the workers of a host, doing no work.
+// completeAll completes every item with its next due time next(item) as the bridge's
+// Runner writes completions: pgConns workers take the items, each adding its completion
+// to a shared batch; the worker that fills a batch of bridge.DefaultFlushItems writes it
+// in one Index.CompleteMany while the others fill the next, and the last batch is written
+// when the items run out.
 func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, tcs map[string]tenancy.Context, next func(duework.Entry) duework.Entry) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		first error
+		batch []duework.Done
+		errs  []error
 	)
+	write := func(done []duework.Done) {
+		outcomes, err := idx.CompleteMany(ctx, done)
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(append(errs, err), outcomes...)
+	}
 	work := make(chan dispatch.Item)
 	for range pgConns {
 		wg.Go(func() {
 			for it := range work {
 				e := it.Claim.Entry
-				if err := idx.Complete(ctx, tcs[e.UserID], it.Claim, next(e)); err != nil {
-					mu.Lock()
-					first = cmpErr(first, err)
-					mu.Unlock()
+				mu.Lock()
+				batch = append(batch, duework.Done{Tenant: tcs[e.UserID], Claim: it.Claim, Next: next(e)})
+				var full []duework.Done
+				if len(batch) == bridge.DefaultFlushItems {
+					full, batch = batch, nil
+				}
+				mu.Unlock()
+				if full != nil {
+					write(full)
 				}
 			}
 		})
@@ -62,14 +80,10 @@ func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, 
 	}
 	close(work)
 	wg.Wait()
-	return first
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
+	if len(batch) > 0 {
+		write(batch)
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 func contexts(tb testing.TB, users []string) map[string]tenancy.Context {
@@ -96,6 +110,93 @@ func oneLane(perUser int) dispatch.Config {
 		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "all", nil },
 		ClaimFor:         time.Minute,
 	}
+}
+
+// newRotaRunner watches perUser sources for each of users in the postgres Watchlist of
+// pool, schedules them with bridge.SyncTenants at t0 (due within the "hot" tier's base
+// interval) and returns a Runner over them with a no-op pipeline: every run is a miss,
+// and "hot" backs off to an hour at most. Its dispatcher is oneLane(10) over the postgres
+// Index; it has pgConns workers (a run that does nothing but query the pool gains nothing
+// from more) and the default batched completion.
+func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser int) *bridge.Runner {
+	tb.Helper()
+	ctx := context.Background()
+	byUser := contexts(tb, users)
+	tcs := make([]tenancy.Context, len(users))
+	for i, u := range users {
+		tcs[i] = byUser[u]
+	}
+	// Watch on pgConns connections at once: 10,000 single-row Adds take about a second.
+	wl := postgres.NewWatchlist(pool)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	work := make(chan tenancy.WatchlistEntry)
+	for range pgConns {
+		wg.Go(func() {
+			for e := range work {
+				if err := wl.Add(ctx, byUser[e.UserID], e); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, u := range users {
+		for j := range perUser {
+			work <- tenancy.WatchlistEntry{UserID: u, Slug: fmt.Sprintf("w%05d", j), Tier: "hot", AddedAt: t0}
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatal(err)
+	}
+	idx := postgres.NewIndex(pool)
+	noop := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+		return bridge.Result{}, nil
+	})
+	br := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: noop}
+	if added, err := br.SyncTenants(ctx, tcs, t0); err != nil || added != len(users)*perUser {
+		tb.Fatalf("SyncTenants: added %d of %d: %v", added, len(users)*perUser, err)
+	}
+	d, err := dispatch.New(idx, oneLane(10))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r, err := bridge.NewRunner(br, d, bridge.RunnerConfig{Workers: pgConns, Logger: discardLogger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// workAll runs the ops of BenchmarkClaimComplete's rota side: each calls cycle at a now
+// two hours after the previous op's until it works nothing, and fails unless that makes
+// pgJobs items in all. It reports jobs/s.
+func workAll(b *testing.B, cycle func(now time.Time) (worked int, err error)) {
+	now := t0
+	for b.Loop() {
+		now = now.Add(2 * time.Hour)
+		worked := 0
+		for {
+			n, err := cycle(now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			worked += n
+		}
+		if worked != pgJobs {
+			b.Fatalf("worked %d entries, want %d", worked, pgJobs)
+		}
+	}
+	b.ReportMetric(float64(b.N*pgJobs)/b.Elapsed().Seconds(), "jobs/s")
 }
 
 // River's side: one job kind that does nothing but note when it started.
@@ -171,10 +272,16 @@ const pgJobs = 10_000
 // BenchmarkClaimComplete: one op works pgJobs no-op jobs to completion on the same server
 // with the same pool size (pgConns).
 //
-// rota: pgJobs due entries of 100 users (100 each); the op dispatches cycles of up to pgBatch
-// (PerUserLimit 10) at a now two hours after the previous op's, and completes every item on
-// pgConns goroutines (Index.Complete, next due an hour later), until a cycle hands out
-// nothing. Rescheduling is how rota finishes work, so every op finds all pgJobs due again.
+// rota: pgJobs watched sources of 100 tenants (100 each) in the postgres adapter's Index
+// and Watchlist, worked by a bridge.Runner with a pipeline that does nothing: the op runs
+// Runner.Cycle — one dispatch of up to pgBatch items (PerUserLimit 10), each item on one
+// of pgConns workers (its claim checked and its watchlist entry read, one query each),
+// completions written in Index.CompleteMany batches — until a cycle hands out nothing, at
+// a now two hours after the previous op's. Rescheduling is how rota finishes work, so
+// every op finds all pgJobs due again.
+//
+// rota-dispatch: the same work without the Runner's two reads per item — Dispatch, then
+// completeAll writes the completions as the Runner batches them: the index's own cost.
 //
 // river: pgJobs jobs inserted with InsertManyFast while the client is stopped (not timed);
 // the op starts the client (MaxWorkers pgBatch) and ends when the last job_completed event
@@ -182,48 +289,42 @@ const pgJobs = 10_000
 // timed). River's default FetchCooldown is 100 ms between fetches; the cooldown=1ms variant
 // is River tuned for throughput.
 func BenchmarkClaimComplete(b *testing.B) {
+	users := make([]string, 100)
+	for i := range users {
+		users[i] = fmt.Sprintf("user%03d", i)
+	}
+	perUser := pgJobs / len(users)
 	b.Run("rota", func(b *testing.B) {
+		r := newRotaRunner(b, rotaPool(b), users, perUser)
+		workAll(b, func(now time.Time) (int, error) {
+			rep, err := r.Cycle(context.Background(), now)
+			if err == nil && rep.Misses != rep.Dispatched {
+				err = fmt.Errorf("cycle at %v: %d items dispatched, %d ran", now, rep.Dispatched, rep.Misses)
+			}
+			return rep.Misses, err
+		})
+	})
+	b.Run("rota-dispatch", func(b *testing.B) {
 		ctx := context.Background()
 		pool := rotaPool(b)
-		users := make([]string, 100)
-		counts := make([]int, len(users))
-		for i := range users {
-			users[i], counts[i] = fmt.Sprintf("user%03d", i), pgJobs/len(users)
-		}
-		pgtest.LoadDue(b, pool, users, counts, func(int) time.Time { return t0 })
+		pgtest.LoadDue(b, pool, users, slices.Repeat([]int{perUser}, len(users)), func(int) time.Time { return t0 })
 		tcs := contexts(b, users)
 		idx := postgres.NewIndex(pool)
 		d, err := dispatch.New(idx, oneLane(10))
 		if err != nil {
 			b.Fatal(err)
 		}
-		now := t0
-		b.ResetTimer()
-		for b.Loop() {
-			now = now.Add(2 * time.Hour)
-			worked := 0
-			for {
-				batch, err := d.Dispatch(ctx, now)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(batch.Items) == 0 {
-					break
-				}
-				worked += len(batch.Items)
-				next := func(e duework.Entry) duework.Entry {
-					e.LastRunAt, e.DueAt = now, now.Add(time.Hour)
-					return e
-				}
-				if err := completeAll(ctx, idx, batch.Items, tcs, next); err != nil {
-					b.Fatal(err)
-				}
+		workAll(b, func(now time.Time) (int, error) {
+			batch, err := d.Dispatch(ctx, now)
+			if err != nil {
+				return 0, err
 			}
-			if worked != pgJobs {
-				b.Fatalf("worked %d entries, want %d", worked, pgJobs)
+			next := func(e duework.Entry) duework.Entry {
+				e.LastRunAt, e.DueAt = now, now.Add(time.Hour)
+				return e
 			}
-		}
-		b.ReportMetric(float64(b.N*pgJobs)/b.Elapsed().Seconds(), "jobs/s")
+			return len(batch.Items), completeAll(ctx, idx, batch.Items, tcs, next)
+		})
 	})
 	for _, v := range []struct {
 		name     string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/internal/fakeclock"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -25,7 +26,7 @@ func TestRunnerCompletesInBatchesOfFlushItems(t *testing.T) {
 		w.add(t, "u1", tenancy.PlanFree, k, "hot", t0)
 		pipe.results[k] = hit
 	}
-	r := w.runner(t, bridge.RunnerConfig{Workers: 1, FlushItems: 3, Clock: newFakeClock(t0)})
+	r := w.runner(t, bridge.RunnerConfig{Workers: 1, FlushItems: 3, Clock: fakeclock.New(t0)})
 	rep, err := r.Cycle(context.Background(), t0)
 	if err != nil || rep.Hits != 7 {
 		t.Fatalf("Cycle = %d hits, %v; want 7", rep.Hits, err)
@@ -58,7 +59,7 @@ func TestRunnerFlushesAfterFlushInterval(t *testing.T) {
 	w := newWorld(t, worldConfig{idx: idx, pipe: quick})
 	w.add(t, "u1", tenancy.PlanFree, "quick", "hot", t0)
 	w.add(t, "u1", tenancy.PlanFree, "slow", "hot", t0)
-	clk := newFakeClock(t0)
+	clk := armingClock{Clock: fakeclock.New(t0), armed: make(chan time.Duration, 16)}
 	r := w.runner(t, bridge.RunnerConfig{Workers: 2, FlushInterval: time.Second, Clock: clk})
 	done := make(chan bridge.CycleReport)
 	go func() {
@@ -66,7 +67,10 @@ func TestRunnerFlushesAfterFlushInterval(t *testing.T) {
 		done <- rep
 	}()
 	recv(t, gate.started, "the slow item to start")
-	clk.waitTimerAt(t, t0.Add(time.Second)) // the quick item's completion waits for its batch
+	// The quick item's completion waits for its batch: a timer of FlushInterval is armed
+	// (the others armed so far end the items' contexts at their claims' end).
+	for recv(t, clk.armed, "the flush timer") != time.Second {
+	}
 	select {
 	case n := <-idx.completed:
 		t.Fatalf("a batch of %d was written before FlushInterval passed", n)
@@ -83,4 +87,17 @@ func TestRunnerFlushesAfterFlushInterval(t *testing.T) {
 	if rep := recv(t, done, "the cycle"); rep.Hits != 2 {
 		t.Fatalf("cycle: %+v", rep)
 	}
+}
+
+// armingClock is the fake clock telling the delay of every AfterFunc it arms, for a test
+// that must know a particular timer is pending before it advances the clock.
+type armingClock struct {
+	*fakeclock.Clock
+	armed chan time.Duration
+}
+
+func (c armingClock) AfterFunc(d time.Duration, f func()) func() bool {
+	stop := c.Clock.AfterFunc(d, f)
+	c.armed <- d
+	return stop
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/internal/fakeclock"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -66,7 +67,7 @@ func TestItemsEndWithTheirClaims(t *testing.T) {
 	for _, s := range []string{"a", "b", "c"} {
 		w.add(t, "u1", tenancy.PlanFree, s, "hot", t0)
 	}
-	clk := newFakeClock(t0)
+	clk := fakeclock.New(t0)
 	first := w.runner(t, bridge.RunnerConfig{Workers: 1, Clock: clk})
 	done := make(chan bridge.CycleReport)
 	go func() {
@@ -75,7 +76,7 @@ func TestItemsEndWithTheirClaims(t *testing.T) {
 	}()
 	recv(t, probe.started, "a to start")
 	end := t0.Add(time.Minute - bridge.DefaultClaimMargin)
-	clk.waitTimerAt(t, end)
+	waitLive(t, clk, 0, 1) // a's claim is timed
 	clk.Advance(end.Sub(t0) - time.Nanosecond)
 	select {
 	case <-probe.causes:

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -11,8 +12,11 @@ import (
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fakeclock"
 	"github.com/rotaworks/rota/tenancy"
 )
+
+var _ bridge.Clock = (*fakeclock.Clock)(nil)
 
 // t0 is the fixed instant the tests count from.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -106,6 +110,19 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
+}
+
+// waitLive blocks until exactly tickers tickers run and timers timers are pending on clk —
+// the code under test has reached the state the test steps the clock from — and fails the
+// test if that does not happen within ten seconds of real time.
+func waitLive(t testing.TB, clk *fakeclock.Clock, tickers, timers int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		clk.Wait(tickers, timers)
+		close(done)
+	}()
+	recv(t, done, fmt.Sprintf("%d tickers and %d timers on the fake clock", tickers, timers))
 }
 
 func mustTC(t testing.TB, user string) tenancy.Context {

@@ -15,6 +15,7 @@ import (
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fakeclock"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -22,7 +23,7 @@ import (
 // known time on it.
 type clockedIndex struct {
 	duework.Index
-	clk *fakeClock
+	clk *fakeclock.Clock
 }
 
 func (x clockedIndex) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
@@ -57,7 +58,7 @@ func itemLines(rep bridge.CycleReport) []string {
 // clock (a Claim takes 1s and a run 3s on it), and that Observers fans one report out to each of several.
 func TestObserverGetsTheCycleReport(t *testing.T) {
 	pipe := newStub()
-	clk := newFakeClock(t0)
+	clk := fakeclock.New(t0)
 	timed := bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
 		clk.Advance(3 * time.Second)
 		return pipe.Run(ctx, tc, e)
@@ -122,7 +123,7 @@ func TestRunLogsItsStart(t *testing.T) {
 		{45 * time.Second, "interval=45s interval_default=false"},
 	} {
 		w := newWorld(t, worldConfig{pipe: newStub()})
-		r := w.runner(t, bridge.RunnerConfig{Interval: tc.interval, Clock: newFakeClock(t0)})
+		r := w.runner(t, bridge.RunnerConfig{Interval: tc.interval, Clock: fakeclock.New(t0)})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := r.Run(ctx); err != nil {

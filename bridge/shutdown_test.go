@@ -9,6 +9,7 @@ import (
 
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fakeclock"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -17,7 +18,7 @@ import (
 type stopping struct {
 	w      *world
 	idx    *countingIndex
-	clk    *fakeClock
+	clk    *fakeclock.Clock
 	gate   *gatePipeline
 	cancel context.CancelFunc
 	done   chan error
@@ -25,7 +26,7 @@ type stopping struct {
 
 func startStopping(t *testing.T, honour bool, idx duework.Index) *stopping {
 	t.Helper()
-	s := &stopping{clk: newFakeClock(t0), gate: newGate(), done: make(chan error, 1)}
+	s := &stopping{clk: fakeclock.New(t0), gate: newGate(), done: make(chan error, 1)}
 	s.gate.honour = honour
 	if idx == nil {
 		s.idx = newCountingIndex()
@@ -82,7 +83,7 @@ func TestRunStopsCleanly(t *testing.T) {
 		!strings.Contains(logs, `level=INFO msg="rota: runner stopped"`) {
 		t.Fatalf("a clean stop logs only Info lines, the release counted:\n%s", logs)
 	}
-	if tk, tm := s.clk.liveNow(); tk != 0 || tm != 0 {
+	if tk, tm := s.clk.Live(); tk != 0 || tm != 0 {
 		t.Fatalf("Run left %d tickers and %d timers behind", tk, tm)
 	}
 }
@@ -95,7 +96,8 @@ func TestRunShutdownTimeoutCancelsItems(t *testing.T) {
 	recv(t, s.gate.started, "a to start")
 	s.cancel()
 	recv(t, s.idx.completed, "the release")
-	s.clk.waitTimerAt(t, t0.Add(30*time.Second))
+	// The ticker is stopped; a's claim and the two stages of the stop are timed.
+	waitLive(t, s.clk, 0, 3)
 	s.clk.Advance(30*time.Second - time.Nanosecond)
 	select {
 	case err := <-s.done:
@@ -169,7 +171,9 @@ func TestRunBoundsAHungDispatch(t *testing.T) {
 	s := startStopping(t, false, g)
 	recv(t, g.entered, "the dispatch to claim")
 	s.cancel()
-	s.clk.waitTimerAt(t, t0.Add(30*time.Second))
+	// The loop is still inside the dispatch, its ticker running; the two stages of the
+	// stop are timed.
+	waitLive(t, s.clk, 1, 2)
 	s.clk.Advance(30 * time.Second)
 	if err := recv(t, g.ctxErr, "the claim"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the hung claim's context: %v, want cancelled", err)
@@ -188,7 +192,7 @@ func TestCycleStopsLikeRun(t *testing.T) {
 	for _, s := range []string{"a", "b"} {
 		w.add(t, "u1", tenancy.PlanFree, s, "hot", t0)
 	}
-	clk := newFakeClock(t0)
+	clk := fakeclock.New(t0)
 	r := w.runner(t, bridge.RunnerConfig{Workers: 1, Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan bridge.CycleReport)
@@ -198,7 +202,7 @@ func TestCycleStopsLikeRun(t *testing.T) {
 	}()
 	recv(t, gate.started, "a to start")
 	cancel()
-	clk.waitTimerAt(t, t0.Add(bridge.DefaultShutdownTimeout))
+	waitLive(t, clk, 0, 3) // a's claim and the two stages of the stop are timed
 	clk.Advance(bridge.DefaultShutdownTimeout)
 	rep := recv(t, done, "the cycle")
 	if rep.Released != 1 || rep.Errors != 1 || !errors.Is(rep.Err(), bridge.ErrShutdownTimeout) {
