@@ -35,7 +35,7 @@ import (
 // sqlPeek is the same without a hold: held is then picked as it is.
 const sqlReady = `
 WITH picked AS MATERIALIZED (
-	SELECT u.ctid AS tid, u.user_id, u.last_served, u.turn FROM rota_users u
+	SELECT u.ctid AS tid, u.user_id, u.last_served, u.turn, u.claim_end_at FROM rota_users u
 	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
 	ORDER BY u.group_name, u.turn, u.user_id
 	LIMIT $3
@@ -43,18 +43,18 @@ WITH picked AS MATERIALIZED (
 ), held AS MATERIALIZED (
 	UPDATE rota_users u SET held_until = $5
 	WHERE u.ctid = ANY(ARRAY(SELECT p.tid FROM picked p))
-	RETURNING u.user_id, u.last_served, u.turn
+	RETURNING u.user_id, u.last_served, u.turn, u.claim_end_at
 )` + sqlReadParts
 
 const sqlPeek = `
 WITH picked AS MATERIALIZED (
-	SELECT u.user_id, u.last_served, u.turn FROM rota_users u
+	SELECT u.user_id, u.last_served, u.turn, u.claim_end_at FROM rota_users u
 	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
 	ORDER BY u.group_name, u.turn, u.user_id
 	LIMIT $3
 	FOR NO KEY UPDATE SKIP LOCKED
 ), held AS (
-	SELECT p.user_id, p.last_served, p.turn FROM picked p WHERE $5::timestamptz IS NULL
+	SELECT p.user_id, p.last_served, p.turn, p.claim_end_at FROM picked p WHERE $5::timestamptz IS NULL
 )` + sqlReadParts
 
 const sqlReadParts = `
@@ -70,6 +70,7 @@ FROM held h CROSS JOIN LATERAL (
 	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
 	WHERE d.user_id = h.user_id AND greatest(d.due_at, d.claim_until) <= $2 AND d.claim_until IS NOT NULL
 	ORDER BY d.due_at, d.work_key LIMIT $4) e
+WHERE h.claim_end_at <= $2
 UNION ALL
 (SELECT 2, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL FROM rota_users n
  WHERE n.group_name = $1 AND n.turn <= $2 AND (n.held_until IS NULL OR n.held_until <= $2)
