@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rotaworks/rota/duework"
 )
@@ -102,28 +103,28 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	b := &pgx.Batch{}
 	b.Queue(sqlHoldSettings)
 	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser+1, heldUntil)
+	var (
+		part                   int32
+		user, workKey, tier    pgtype.Text
+		served, due, last, rtn pgtype.Timestamptz
+		streak                 pgtype.Int8
+	)
 	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
-		var (
-			part                   int32
-			user, workKey, tier    *string
-			served, due, last, rtn *time.Time
-			streak                 *int64
-		)
 		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak); err != nil {
 			return err
 		}
 		if part == 2 {
-			page.Next = *rtn
+			page.Next = rtn.Time
 			return nil
 		}
-		i, ok := heads[*user]
+		i, ok := heads[user.String]
 		if !ok {
 			i = len(page.Heads)
-			heads[*user] = i
-			page.Heads = append(page.Heads, duework.Head{UserID: *user, LastServed: fromTS(served), Turn: *rtn})
+			heads[user.String] = i
+			page.Heads = append(page.Heads, duework.Head{UserID: user.String, LastServed: served.Time, Turn: rtn.Time})
 		}
 		page.Heads[i].Due = append(page.Heads[i].Due, duework.Entry{
-			UserID: *user, WorkKey: *workKey, Tier: *tier, DueAt: *due, LastRunAt: fromTS(last), MissStreak: int(*streak),
+			UserID: page.Heads[i].UserID, WorkKey: workKey.String, Tier: tier.String, DueAt: due.Time, LastRunAt: last.Time, MissStreak: int(streak.Int64),
 		})
 		return nil
 	})
