@@ -132,6 +132,23 @@ FROM (SELECT user_id, work_key FROM rota_due
 WHERE d.user_id = c.user_id AND d.work_key = c.work_key
 RETURNING d.user_id`
 
+// firstCome runs sqlFirstCome at now and returns the users of the 1,000 rows it claimed and
+// how long it took.
+func firstCome(b *testing.B, pool *pgxpool.Pool, now time.Time) ([]string, time.Duration) {
+	b.Helper()
+	start := time.Now()
+	rows, err := pool.Query(context.Background(), sqlFirstCome, now, now.Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	took := time.Since(start)
+	if err != nil || len(got) != 1000 {
+		b.Fatalf("first-come claim: %d rows, %v", len(got), err)
+	}
+	return got, took
+}
+
 // A full fair cycle (Dispatch: Groups, Ready, Select, Claim, Release) of 1,000 items against
 // a plain first-come claim of 1,000 rows, side by side on the same data: one user with a
 // 1,000,000-row backlog and 1,000, 10,000 or 100,000 quiet users with one entry each, all
@@ -172,16 +189,8 @@ func BenchmarkFairCycleVsFirstCome(b *testing.B) {
 				}
 				releaseAll(b, pool)
 
-				start = time.Now()
-				rows, err := pool.Query(ctx, sqlFirstCome, now, now.Add(time.Hour))
-				if err != nil {
-					b.Fatal(err)
-				}
-				got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				first += time.Since(start)
-				if err != nil || len(got) != 1000 {
-					b.Fatalf("first-come claim: %d rows, %v", len(got), err)
-				}
+				got, took := firstCome(b, pool, now)
+				first += took
 				for _, u := range got {
 					if u == "noisy" {
 						firstNoisy++
@@ -200,27 +209,16 @@ func BenchmarkFairCycleVsFirstCome(b *testing.B) {
 	}
 }
 
-// sqlFloorClaim is the least a fair claim writes: the entries, as sqlFirstCome claims them,
-// and each of their users moved to the back of its queue (turn and LastServed now), in one
+// sqlFloorClaim is the least a fair claim writes: the entries, as Claim claims them, and
+// each of their users moved to the back of its queue (turn and LastServed now), in one
 // statement. It keeps no user lock and no ReadyAt, so it is no way to dispatch: it is what
 // any turn queue in rota_users must write at the least.
 const sqlFloorClaim = `
-WITH c AS (
-	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
-	FROM (
-		SELECT d.user_id, d.work_key
-		FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
-		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
-		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
-		FOR UPDATE OF d SKIP LOCKED
-	) k
-	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
-	RETURNING d.user_id, d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak, d.claim_token, d.claim_until
-), moved AS (
+WITH c AS (` + postgres.SQLClaimEntries + `), moved AS (
 	UPDATE rota_users u SET last_served = $3, turn = $3
 	FROM (SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id) s WHERE u.user_id = s.user_id
 )
-SELECT * FROM c`
+SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.claim_token, c.claim_until FROM c`
 
 // The floor under BenchmarkFairCycleVsFirstCome's bar, on the same data as its users=1000
 // case: the least a fair cycle of 1,000 items can cost here, next to the same first-come
@@ -264,16 +262,8 @@ func BenchmarkFairCycleFloor(b *testing.B) {
 		}
 		releaseAll(b, pool)
 
-		start = time.Now()
-		rows, err = pool.Query(ctx, sqlFirstCome, now, now.Add(time.Hour))
-		if err != nil {
-			b.Fatal(err)
-		}
-		claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		first += time.Since(start)
-		if err != nil || len(claimed) != 1000 {
-			b.Fatalf("first-come claim: %d rows, %v", len(claimed), err)
-		}
+		_, took := firstCome(b, pool, now)
+		first += took
 		releaseAll(b, pool)
 	}
 	n := float64(b.N)

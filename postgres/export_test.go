@@ -11,6 +11,7 @@ const (
 	SQLReady           = sqlReady
 	SQLPeek            = sqlPeek
 	SQLClaim           = sqlClaim
+	SQLClaimEntries    = sqlClaimEntries
 	SQLServe           = sqlServe
 	SQLCompleteMany    = sqlCompleteMany
 	SQLGroups          = sqlGroups

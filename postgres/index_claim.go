@@ -31,7 +31,18 @@ import (
 // It cannot deadlock: its entry locks never wait (SKIP LOCKED), and its user locks are
 // taken in UserID order after them.
 const sqlClaim = `
-WITH c AS (
+WITH c AS (` + sqlClaimEntries + `), l AS (
+	SELECT u.user_id FROM rota_users u
+	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
+	ORDER BY u.user_id FOR NO KEY UPDATE
+)
+SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.claim_token, c.claim_until FROM c
+WHERE ` + sqlLocked + ` AND (SELECT set_config('rota.reclaimed',
+	coalesce(array_agg(DISTINCT c.user_id) FILTER (WHERE c.ended IS NOT NULL), '{}')::text, true) FROM c) IS NOT NULL`
+
+// sqlClaimEntries is sqlClaim's k and c: the claimed rows, each with the end of the claim it
+// replaced (ended, NULL for an entry that was not claimed).
+const sqlClaimEntries = `
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
 	FROM (
 		SELECT d.user_id, d.work_key, d.claim_until AS ended
@@ -42,14 +53,7 @@ WITH c AS (
 	) k
 	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
 	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, k.ended
-), l AS (
-	SELECT u.user_id FROM rota_users u
-	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
-	ORDER BY u.user_id FOR NO KEY UPDATE
-)
-SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.claim_token, c.claim_until FROM c
-WHERE ` + sqlLocked + ` AND (SELECT set_config('rota.reclaimed',
-	coalesce(array_agg(DISTINCT c.user_id) FILTER (WHERE c.ended IS NOT NULL), '{}')::text, true) FROM c) IS NOT NULL`
+`
 
 // sqlServe is the second statement of Claim, in the same batch as the first, so with a
 // snapshot taken after the first one's locks. On each user that statement locked (named in
@@ -185,8 +189,8 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 //   - c: it writes each item's next entry and ends its claim, returning the item's ordinal;
 //   - l: then it locks the rows of the users it wrote for, in UserID order (one index scan
 //     over the sorted array of their IDs, which waits for c), and names them in rota.locked
-//     (sqlLocked) for sqlServe, next in the batch, which recomputes their ReadyAt from a
-//     snapshot taken after the locks.
+//     (sqlLocked) for sqlRecomputeLocked, next in the batch, which recomputes their
+//     ReadyAt from a snapshot taken after the locks.
 //
 // It cannot deadlock: entries are locked in one global order, and users after every entry,
 // in UserID order. Items are one per key and claim token (CompleteMany sends no key and
@@ -213,12 +217,12 @@ WITH k AS MATERIALIZED (
 SELECT c.ord FROM c WHERE ` + sqlLocked
 
 // CompleteMany completes every item of done as Complete would, in one round trip: one
-// statement writes the whole batch (sqlCompleteMany), a second (sqlServe) its users'
-// ReadyAt. errs[i] is item i's outcome: nil, duework.ErrClaimLost, or the validation error
-// (duework.ErrInvalid, tenancy.ErrNoTenant) of an item refused before anything was sent. An
-// item whose key and token an earlier item of the batch already named gets ErrClaimLost,
-// as it would one after another. When err is not nil, nothing was written: the batch is
-// one transaction.
+// statement writes the whole batch (sqlCompleteMany), a second (sqlRecomputeLocked) its
+// users' ReadyAt. errs[i] is item i's outcome: nil, duework.ErrClaimLost, or the
+// validation error (duework.ErrInvalid, tenancy.ErrNoTenant) of an item refused before
+// anything was sent. An item whose key and token an earlier item of the batch already named
+// gets ErrClaimLost, as it would one after another. When err is not nil, nothing was
+// written: the batch is one transaction.
 func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
