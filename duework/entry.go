@@ -161,6 +161,21 @@ func ValidateRoutes(routes []Route) error {
 	return nil
 }
 
+// ValidateClaimWindow checks the times of Index.Claim: now and until must lie in [MinTime,
+// MaxTime], and until must be after now. It wraps ErrInvalid and names the bad time.
+func ValidateClaimWindow(now, until time.Time) error {
+	if err := ValidateTime("now", now); err != nil {
+		return err
+	}
+	if err := ValidateTime("until", until); err != nil {
+		return err
+	}
+	if !until.After(now) {
+		return fmt.Errorf("%w: until %v is not after now %v", ErrInvalid, until, now)
+	}
+	return nil
+}
+
 // ValidateClaim checks the arguments of ClaimGuard's methods: tc must be valid, and the
 // claim must name tc's user and a valid WorkKey.
 func ValidateClaim(tc tenancy.Context, c Claim) error {

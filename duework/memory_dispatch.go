@@ -2,7 +2,6 @@ package duework
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -185,14 +184,8 @@ func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.T
 // Claim claims, atomically, those of keys that are visible at now, until until.
 // O(len(keys) · log n).
 func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([]Claim, error) {
-	if err := ValidateTime("now", now); err != nil {
+	if err := ValidateClaimWindow(now, until); err != nil {
 		return nil, err
-	}
-	if err := ValidateTime("until", until); err != nil {
-		return nil, err
-	}
-	if !until.After(now) {
-		return nil, fmt.Errorf("%w: until %v is not after now %v", ErrInvalid, until, now)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

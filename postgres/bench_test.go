@@ -52,9 +52,16 @@ func routeAll(tb testing.TB, pool *pgxpool.Pool, group string) {
 	}
 }
 
-// explain returns EXPLAIN (ANALYZE, BUFFERS) of sql, run as the Index runs it (under its
-// plan settings). The analyzed statement runs in a transaction that is rolled back.
-func explain(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) string {
+// statement is one SQL statement and its arguments.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// explain returns EXPLAIN (ANALYZE, BUFFERS, WAL) of each of stmts, run one after another
+// after settings (the Index's plan settings, or none), in one transaction, which is rolled
+// back.
+func explain(tb testing.TB, pool *pgxpool.Pool, settings string, stmts ...statement) string {
 	tb.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
@@ -62,18 +69,24 @@ func explain(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) string 
 		tb.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, postgres.SQLPlanSettings); err != nil {
-		tb.Fatal(err)
+	if settings != "" {
+		if _, err := tx.Exec(ctx, settings); err != nil {
+			tb.Fatal(err)
+		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
-	if err != nil {
-		tb.Fatal(err)
+	var plans []string
+	for _, st := range stmts {
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, WAL) "+st.sql, st.args...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		plans = append(plans, strings.Join(lines, "\n"))
 	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return strings.Join(lines, "\n")
+	return strings.Join(plans, "\nthen\n")
 }
 
 var benchNow = t0.Add(24 * time.Hour)
@@ -119,6 +132,23 @@ FROM (SELECT user_id, work_key FROM rota_due
 WHERE d.user_id = c.user_id AND d.work_key = c.work_key
 RETURNING d.user_id`
 
+// firstCome runs sqlFirstCome at now and returns the users of the 1,000 rows it claimed and
+// how long it took.
+func firstCome(b *testing.B, pool *pgxpool.Pool, now time.Time) ([]string, time.Duration) {
+	b.Helper()
+	start := time.Now()
+	rows, err := pool.Query(context.Background(), sqlFirstCome, now, now.Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	took := time.Since(start)
+	if err != nil || len(got) != 1000 {
+		b.Fatalf("first-come claim: %d rows, %v", len(got), err)
+	}
+	return got, took
+}
+
 // A full fair cycle (Dispatch: Groups, Ready, Select, Claim, Release) of 1,000 items against
 // a plain first-come claim of 1,000 rows, side by side on the same data: one user with a
 // 1,000,000-row backlog and 1,000, 10,000 or 100,000 quiet users with one entry each, all
@@ -126,7 +156,7 @@ RETURNING d.user_id`
 // the same backlog; the queue goes on turning. noisy-share is the fraction of the batch
 // the noisy user got. Each iteration runs one fair cycle and one first-come claim, back to
 // back, so their ratio (fair/first-come) is measured under the same conditions even on a
-// busy machine. With -v it logs EXPLAIN (ANALYZE, BUFFERS) of Ready, Claim and
+// busy machine. With -v it logs EXPLAIN (ANALYZE, BUFFERS, WAL) of Ready, Claim and
 // CompleteMany as a cycle runs them.
 func BenchmarkFairCycleVsFirstCome(b *testing.B) {
 	for _, quiet := range []int{1_000, 10_000, 100_000} {
@@ -159,16 +189,8 @@ func BenchmarkFairCycleVsFirstCome(b *testing.B) {
 				}
 				releaseAll(b, pool)
 
-				start = time.Now()
-				rows, err := pool.Query(ctx, sqlFirstCome, now, now.Add(time.Hour))
-				if err != nil {
-					b.Fatal(err)
-				}
-				got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				first += time.Since(start)
-				if err != nil || len(got) != 1000 {
-					b.Fatalf("first-come claim: %d rows, %v", len(got), err)
-				}
+				got, took := firstCome(b, pool, now)
+				first += took
 				for _, u := range got {
 					if u == "noisy" {
 						firstNoisy++
@@ -187,14 +209,78 @@ func BenchmarkFairCycleVsFirstCome(b *testing.B) {
 	}
 }
 
-// logPlans logs EXPLAIN (ANALYZE, BUFFERS) of the statements of one cycle at the front of
-// the queue — Ready of 1,000 users, Claim of their first entries, CompleteMany of those
-// claims — and of the first-come claim, each rolled back.
+// sqlFloorClaim is the least a fair claim writes: the entries, as Claim claims them, and
+// each of their users moved to the back of its queue (turn and LastServed now), in one
+// statement. It keeps no user lock and no ReadyAt, so it is no way to dispatch: it is what
+// any turn queue in rota_users must write at the least.
+const sqlFloorClaim = `
+WITH c AS (` + postgres.SQLClaimEntries + `), moved AS (
+	UPDATE rota_users u SET last_served = $3, turn = $3
+	FROM (SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id) s WHERE u.user_id = s.user_id
+)
+SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.claim_token, c.claim_until FROM c`
+
+// The floor under BenchmarkFairCycleVsFirstCome's bar, on the same data as its users=1000
+// case: the least a fair cycle of 1,000 items can cost here, next to the same first-come
+// claim. Each iteration reads the front of the queue with Ready (no hold), then claims one
+// entry of each user read and moves those users to the back of the queue in one statement
+// (sqlFloorClaim) — no hold, no user lock, no ReadyAt, which a real cycle needs and pays
+// for on top. floor/first-come is what reading 1,000 users with their entries and moving
+// them in a B-tree costs next to claiming 1,000 entries, whatever the Index does.
+func BenchmarkFairCycleFloor(b *testing.B) {
+	pool := noisyFixture(b, 1_000_000, 1_000)
+	idx := postgres.NewIndex(pool)
+	ctx := context.Background()
+	var floor, first time.Duration
+	for i := 0; b.Loop(); i++ {
+		now := benchNow.Add(time.Duration(i) * time.Second)
+
+		start := time.Now()
+		page, err := idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 10})
+		if err != nil {
+			b.Fatal(err)
+		}
+		users, works := make([]string, len(page.Heads)), make([]string, len(page.Heads))
+		for j, h := range page.Heads {
+			users[j], works[j] = h.UserID, h.Due[0].WorkKey
+		}
+		rows, err := pool.Query(ctx, sqlFloorClaim, users, works, now, now.Add(time.Hour))
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (duework.Entry, error) {
+			var e duework.Entry
+			var last *time.Time
+			var streak, token int64
+			var until time.Time
+			err := r.Scan(&e.UserID, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak, &token, &until)
+			return e, err
+		})
+		floor += time.Since(start)
+		if err != nil || len(got) != 1000 {
+			b.Fatalf("floor claim: %d rows, %v", len(got), err)
+		}
+		releaseAll(b, pool)
+
+		_, took := firstCome(b, pool, now)
+		first += took
+		releaseAll(b, pool)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(floor.Microseconds())/1000/n, "floor-ms")
+	b.ReportMetric(float64(first.Microseconds())/1000/n, "first-come-ms")
+	b.ReportMetric(float64(floor)/float64(first), "floor/first-come")
+}
+
+// logPlans logs EXPLAIN (ANALYZE, BUFFERS, WAL) of the statements of one cycle at the front
+// of the queue — Ready of 1,000 users, Claim of their first entries and its users,
+// CompleteMany of those claims and its users — and of the first-come claim as it runs, each
+// rolled back.
 func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
 	b.Helper()
 	ctx := context.Background()
 	now := benchNow.Add(-time.Second)
-	b.Logf("Ready:\n%s", explain(b, pool, postgres.SQLReady, "all", now, 1000, 11, now.Add(dispatch.DefaultHoldFor)))
+	b.Logf("Ready:\n%s", explain(b, pool, postgres.SQLPlanSettings, statement{postgres.SQLReady, []any{"all", now, 1000, 11, now.Add(dispatch.DefaultHoldFor)}}))
 	page, err := idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -203,7 +289,8 @@ func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
 	for _, h := range page.Heads {
 		users, works = append(users, h.UserID), append(works, h.Due[0].WorkKey)
 	}
-	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLClaim, users, works, now, now.Add(time.Hour)))
+	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLPlanSettings, statement{postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour)}},
+		statement{postgres.SQLServe, []any{now, now.Add(time.Hour)}}))
 	claims, err := idx.Claim(ctx, keysOf(page), now, now.Add(time.Hour))
 	if err != nil || len(claims) != len(users) {
 		b.Fatalf("Claim: %d, %v", len(claims), err)
@@ -213,9 +300,10 @@ func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
 	for i, c := range claims {
 		users[i], works[i], tokens[i], tiers[i], due[i] = c.Entry.UserID, c.Entry.WorkKey, int64(c.Token), c.Entry.Tier, now.Add(time.Hour)
 	}
-	b.Logf("CompleteMany:\n%s", explain(b, pool, postgres.SQLCompleteMany, users, works, tokens, tiers, due, last, streaks))
+	b.Logf("CompleteMany:\n%s", explain(b, pool, postgres.SQLPlanSettings, statement{postgres.SQLCompleteMany, []any{users, works, tokens, tiers, due, last, streaks}},
+		statement{postgres.SQLRecomputeLocked, nil}))
 	releaseAll(b, pool)
-	b.Logf("first-come:\n%s", explain(b, pool, sqlFirstCome, now, now.Add(time.Hour)))
+	b.Logf("first-come:\n%s", explain(b, pool, "", statement{sqlFirstCome, []any{now, now.Add(time.Hour)}}))
 }
 
 // claimFixture is the claim benchmarks' schema: 100,000 entries, all due at t0, of users

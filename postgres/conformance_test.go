@@ -29,9 +29,10 @@ func TestIndexConformance(t *testing.T) {
 }
 
 // checkReadyAt asserts the invariant every read of the queues relies on: each user's
-// ready_at is exactly the least, over its entries, of due_at (unclaimed) or
-// greatest(due_at, claim_until) (claimed), NULL when it has none; turn is
-// greatest(ready_at, last_served); and every entry's user has a row.
+// free_at is exactly the least due_at of its unclaimed entries, its claim_end_at the least
+// greatest(due_at, claim_until) of its claimed ones (each NULL when there are none); turn is
+// greatest(least(free_at, claim_end_at), last_served), NULL without entries; and every
+// entry's user has a row.
 func checkReadyAt(t testing.TB, pool interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) {
@@ -39,16 +40,19 @@ func checkReadyAt(t testing.TB, pool interface {
 	var bad []string
 	var n int
 	err := pool.QueryRow(context.Background(), `
-		SELECT count(*), coalesce(array_agg(format('%s: ready_at %s turn %s, want ready_at %s', coalesce(u.user_id, w.user_id), u.ready_at, u.turn, w.ready_at))
-			FILTER (WHERE u.user_id IS NULL OR u.ready_at IS DISTINCT FROM w.ready_at
-				OR u.turn IS DISTINCT FROM CASE WHEN w.ready_at IS NOT NULL THEN greatest(w.ready_at, u.last_served) END), '{}')
+		SELECT count(*), coalesce(array_agg(format('%s: free_at %s claim_end_at %s turn %s, want free_at %s claim_end_at %s',
+				coalesce(u.user_id, w.user_id), u.free_at, u.claim_end_at, u.turn, w.free_at, w.claim_end_at))
+			FILTER (WHERE u.user_id IS NULL OR u.free_at IS DISTINCT FROM w.free_at OR u.claim_end_at IS DISTINCT FROM w.claim_end_at
+				OR u.turn IS DISTINCT FROM CASE WHEN w.user_id IS NOT NULL THEN greatest(least(w.free_at, w.claim_end_at), u.last_served) END), '{}')
 		FROM rota_users u FULL JOIN (
-			SELECT user_id, min(greatest(due_at, claim_until)) AS ready_at FROM rota_due GROUP BY user_id
+			SELECT user_id, min(due_at) FILTER (WHERE claim_until IS NULL) AS free_at,
+				min(greatest(due_at, claim_until)) FILTER (WHERE claim_until IS NOT NULL) AS claim_end_at
+			FROM rota_due GROUP BY user_id
 		) w USING (user_id)`).Scan(&n, &bad)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(bad) > 0 {
-		t.Fatalf("rota_users.ready_at is not exact for %d of %d users: %v", len(bad), n, bad)
+		t.Fatalf("rota_users' ReadyAt is not exact for %d of %d users: %v", len(bad), n, bad)
 	}
 }

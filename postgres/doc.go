@@ -82,12 +82,13 @@
 // when its claim ends.
 //
 // rota_users holds one row per user: its group (the lane the dispatcher routed it to; ""
-// until then), LastServed, ReadyAt (the earliest instant at which one of its entries is
-// visible: the least due_at of its unclaimed entries, or of greatest(due_at, claim_until) of
-// its claimed ones), Turn (the later of the two; NULL without entries) and the end of its
-// hold. Every write to a user's entries recomputes ReadyAt and Turn under the user's row
-// lock, so a claim that ends needs no sweep: its end already is the user's ReadyAt. The
-// index rota_users_queue (group, turn, user_id) is each group's queue in turn order.
+// until then), LastServed, the two halves of its ReadyAt (the earliest instant at which one
+// of its entries is visible) — free_at, the least due_at of its unclaimed entries, and
+// claim_end_at, the least greatest(due_at, claim_until) of its claimed ones — its Turn (the
+// later of ReadyAt and LastServed; NULL without entries) and the end of its hold. Every
+// write to a user's entries sets them under the user's row lock, so a claim that ends needs
+// no sweep: its end already is the user's ReadyAt. The index rota_users_queue (group, turn,
+// user_id) is each group's queue in turn order.
 // Users are never deleted, so the table grows with tenant churn (about 200 bytes a user,
 // indexes included, for short user IDs).
 //
@@ -98,12 +99,15 @@
 //   - Ready is one statement: the first Users rows of the group's range of
 //     rota_users_queue with turn <= Now that are not held, locked FOR NO KEY UPDATE SKIP
 //     LOCKED and held (a HOT update); then, per user, a keyset range of its first PerUser+1
-//     unclaimed entries and of its claims that have ended; then one probe for Next. Its cost
-//     is what it returns, plus the held or locked users it passes — never the number of
-//     ready users, nor a user's backlog.
+//     unclaimed entries and, when its claim_end_at has passed, of its claims that have
+//     ended; then one probe for Next. Its cost is what it returns, plus the held or locked
+//     users it passes — never the number of ready users, nor a user's backlog.
 //   - Claim locks its keys by primary key with SKIP LOCKED, gives each a token from the
 //     sequence rota_claim_token and its until, then locks the users it served in UserID
-//     order and writes each once: LastServed, the end of its hold, ReadyAt and Turn.
+//     order and writes each once: LastServed, the end of its hold, free_at (one probe of
+//     the user's unclaimed entries), claim_end_at (the earlier of the stored one and until,
+//     probed only for a user of which it claimed again an entry whose claim had ended) and
+//     Turn.
 //   - CompleteMany is one statement for the whole batch (arrays unnested), locking the
 //     entries that still carry their item's claim in key order, then a write per user.
 //     Invalid items are refused before anything is sent, each with its own error.
@@ -116,8 +120,12 @@
 // A dispatch cycle is therefore Groups, one Ready per lane, one Claim and, for the users
 // read and not served, one Release: its cost grows with the batch, not with the users
 // waiting nor with any backlog. It writes each served user's row twice (the hold, then the
-// claim) where a first-come claim writes none: that, and the entries' own claim, is the
-// price of fairness.
+// claim, which moves the user to the back of its queue and so writes both of its indexes)
+// where a first-come claim writes none: that, and the entries' own claim, is the price of
+// fairness. On two cores shared with the server, a cycle of 1,000 items costs about three
+// times a first-come claim of the 1,000 oldest rows; reading 1,000 users with their entries
+// and moving them to the back of the queue, the least any fair cycle does, already costs
+// about twice, before the holds, the locks and ReadyAt that make it safe.
 //
 // # Several dispatchers on one database
 //

@@ -8,13 +8,15 @@ import (
 
 // The dispatch statements, for the plan-shape test and the benchmarks' EXPLAIN.
 const (
-	SQLReady        = sqlReady
-	SQLPeek         = sqlPeek
-	SQLClaim        = sqlClaim
-	SQLServe        = sqlServe
-	SQLCompleteMany = sqlCompleteMany
-	SQLGroups       = sqlGroups
-	SQLRecompute    = sqlRecompute
+	SQLReady           = sqlReady
+	SQLPeek            = sqlPeek
+	SQLClaim           = sqlClaim
+	SQLClaimEntries    = sqlClaimEntries
+	SQLServe           = sqlServe
+	SQLCompleteMany    = sqlCompleteMany
+	SQLGroups          = sqlGroups
+	SQLRecompute       = sqlRecompute
+	SQLRecomputeLocked = sqlRecomputeLocked
 	// SQLPlanSettings is what the Index runs before each of them, in the same transaction.
 	SQLPlanSettings = sqlPlanSettings
 )

@@ -109,13 +109,17 @@ func validUsers(ids []string) []string {
 
 // ReadyAt and locks.
 //
-// rota_users.ready_at must always be the least, over the user's entries, of due_at
-// (unclaimed) or greatest(due_at, claim_until) (claimed), and turn greatest(ready_at,
-// last_served) (NULL without entries). Every write to a user's entries therefore locks the
-// user's row after its entry writes and only then recomputes both, in a new statement
-// (sqlRecompute; sqlServe after Claim and CompleteMany). Under READ COMMITTED that statement's snapshot sees every change committed
-// before the lock was granted, and a writer still in flight recomputes again after it, so
-// the last recomputation of a user always sees all of its entries.
+// rota_users.free_at must always be the least due_at of the user's unclaimed entries,
+// claim_end_at the least greatest(due_at, claim_until) of its claimed ones (each NULL when
+// there is none), and turn greatest(least(free_at, claim_end_at), last_served) (NULL
+// without entries). Every write to a user's entries therefore locks the user's row after
+// its entry writes and only then sets the three, in a new statement (sqlRecompute;
+// sqlRecomputeLocked after CompleteMany, sqlServe after Claim). Under READ COMMITTED that
+// statement's snapshot sees every change committed before the lock was granted, and a
+// writer still in flight sets them again after it, so the last write of a user always
+// sees all of its entries. It also means that, under the lock, the stored values are exact
+// for everything but the locking transaction's own changes: sqlServe relies on that to
+// keep claim_end_at without a probe.
 //
 // Lock order, which makes every statement deadlock-free: entry rows first, then user rows,
 // several user rows in UserID order, several entry rows in (UserID, WorkKey) order or with
@@ -151,29 +155,36 @@ const sqlHoldSettings = sqlPlanSettings + `, set_config('synchronous_commit', 'o
 const (
 	sqlEnsureUser = `INSERT INTO rota_users (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`
 	sqlLockUser   = `SELECT 1 FROM rota_users WHERE user_id = $1 FOR NO KEY UPDATE`
-	// sqlRecompute sets ready_at and turn of the users $1 (whose rows the caller has locked);
-	// see readyAtFrom. A user whose ready_at and turn are already right is not written.
-	sqlRecompute = `UPDATE rota_users u SET ready_at = n.ready_at, turn = CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END
-		FROM (` + readyAtFrom + `unnest($1::text[]) AS k(user_id) OFFSET 0) n
-		WHERE u.user_id = n.user_id
-		  AND (u.ready_at IS DISTINCT FROM n.ready_at OR u.turn IS DISTINCT FROM CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END)`
+	// sqlRecompute sets free_at, claim_end_at and turn of the users $1, whose rows the
+	// caller has locked. A user whose free_at and claim_end_at are already right is not
+	// written.
+	sqlRecompute = sqlRecomputeFrom + `unnest($1::text[]) AS k(user_id)` + sqlRecomputeWhere
+	// sqlRecomputeLocked is sqlRecompute of the users named in rota.locked (see sqlLocked).
+	sqlRecomputeLocked = sqlRecomputeFrom + lockedUsers + sqlRecomputeWhere
+
+	sqlRecomputeFrom = `UPDATE rota_users u SET free_at = n.free_at, claim_end_at = n.claim_end_at,
+		turn = CASE WHEN n.free_at IS NOT NULL OR n.claim_end_at IS NOT NULL THEN greatest(least(n.free_at, n.claim_end_at), u.last_served) END
+		FROM (SELECT k.user_id, ` + freeAtOfK + ` AS free_at, ` + claimEndAtOfK + ` AS claim_end_at FROM `
+	sqlRecomputeWhere = ` OFFSET 0) n
+		WHERE u.user_id = n.user_id AND (u.free_at IS DISTINCT FROM n.free_at OR u.claim_end_at IS DISTINCT FROM n.claim_end_at)`
 )
 
-// readyAtFrom computes each user's ReadyAt from two keyset probes: its first unclaimed
-// entry in rota_due_free_user and its first claimed entry in rota_due_claimed_user (see
-// "Per-user reads" above). It is completed with a FROM item naming k.user_id; OFFSET 0
-// after it keeps the subquery from being pulled up, which would run the probes twice (SET
-// and WHERE).
-const readyAtFrom = `SELECT k.user_id, least(
-			(SELECT d.due_at FROM rota_due d
+// freeAtOfK and claimEndAtOfK are the two halves of the ReadyAt of the user k.user_id, each
+// a keyset probe (see "Per-user reads" above): the due_at of its first unclaimed entry in
+// rota_due_free_user, and the greatest(due_at, claim_until) of its first claimed entry in
+// rota_due_claimed_user. The statements that use them read k in a subquery with OFFSET 0,
+// which keeps it from being pulled up into an UPDATE, where the probes would run twice
+// (SET and WHERE).
+const (
+	freeAtOfK = `(SELECT d.due_at FROM rota_due d
 			 WHERE (d.user_id, d.due_at) BETWEEN (k.user_id, '-infinity') AND (k.user_id, 'infinity')
 			   AND d.claim_until IS NULL
-			 ORDER BY d.user_id, d.due_at LIMIT 1),
-			(SELECT greatest(d.due_at, d.claim_until) FROM rota_due d
+			 ORDER BY d.user_id, d.due_at LIMIT 1)`
+	claimEndAtOfK = `(SELECT greatest(d.due_at, d.claim_until) FROM rota_due d
 			 WHERE (d.user_id, greatest(d.due_at, d.claim_until)) BETWEEN (k.user_id, '-infinity') AND (k.user_id, 'infinity')
 			   AND d.claim_until IS NOT NULL
-			 ORDER BY d.user_id, greatest(d.due_at, d.claim_until) LIMIT 1)) AS ready_at
-		FROM `
+			 ORDER BY d.user_id, greatest(d.due_at, d.claim_until) LIMIT 1)`
+)
 
 // writeOne runs one write of a user's entries and keeps the user's ReadyAt exact,
 // atomically and in one round trip: the statements go as one pgx batch, which the server

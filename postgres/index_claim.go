@@ -25,47 +25,68 @@ import (
 //   - l: then it locks the rows of the users it claimed an entry for, in UserID order (one
 //     index scan over the sorted array of their IDs, which waits for c), and names them in
 //     the transaction-local setting rota.locked (sqlLocked) for sqlServe, next in the
-//     batch, which stamps them.
+//     batch, which stamps them; and those of them of which it claimed again an entry whose
+//     claim had ended in rota.reclaimed.
 //
 // It cannot deadlock: its entry locks never wait (SKIP LOCKED), and its user locks are
 // taken in UserID order after them.
 const sqlClaim = `
-WITH c AS (
+WITH c AS (` + sqlClaimEntries + `), l AS (
+	SELECT u.user_id FROM rota_users u
+	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
+	ORDER BY u.user_id FOR NO KEY UPDATE
+)
+SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.claim_token, c.claim_until FROM c
+WHERE ` + sqlLocked + ` AND (SELECT set_config('rota.reclaimed',
+	coalesce(array_agg(DISTINCT c.user_id) FILTER (WHERE c.ended IS NOT NULL), '{}')::text, true) FROM c) IS NOT NULL`
+
+// sqlClaimEntries is sqlClaim's k and c: the claimed rows, each with the end of the claim it
+// replaced (ended, NULL for an entry that was not claimed).
+const sqlClaimEntries = `
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
 	FROM (
-		SELECT d.user_id, d.work_key
+		SELECT d.user_id, d.work_key, d.claim_until AS ended
 		FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
 		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
 		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
 		FOR UPDATE OF d SKIP LOCKED
 	) k
 	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
-	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until
-), l AS (
-	SELECT u.user_id FROM rota_users u
-	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
-	ORDER BY u.user_id FOR NO KEY UPDATE
-)
-SELECT * FROM c WHERE ` + sqlLocked
+	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, k.ended
+`
 
-// sqlServe is the second statement of Claim and of CompleteMany, in the same batch as the
-// first, so with a snapshot taken after the first one's locks. On each user that statement
-// locked (named in rota.locked) it sets ReadyAt and Turn from the user's entries as they are
-// now and, when $1 is not NULL (Claim's now), sets LastServed to the later of LastServed
-// and $1 and ends the hold: one write per user, on rows already locked, so it never waits.
-// A user whose row would not change is not written.
-const sqlServe = `UPDATE rota_users u SET ready_at = n.ready_at,
-		last_served = greatest(u.last_served, $1::timestamptz),
-		held_until = CASE WHEN $1::timestamptz IS NULL THEN u.held_until END,
-		turn = CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served, $1::timestamptz) END
-	FROM (` + readyAtFrom + `unnest(current_setting('rota.locked', true)::text[]) AS k(user_id) OFFSET 0) n
-	WHERE u.user_id = n.user_id AND ($1::timestamptz IS NOT NULL OR u.ready_at IS DISTINCT FROM n.ready_at
-		OR u.turn IS DISTINCT FROM CASE WHEN n.ready_at IS NOT NULL THEN greatest(n.ready_at, u.last_served) END)`
+// sqlServe is the second statement of Claim, in the same batch as the first, so with a
+// snapshot taken after the first one's locks. On each user that statement locked (named in
+// rota.locked) it sets LastServed to the later of LastServed and $1 (Claim's now), ends the
+// hold, and sets free_at, claim_end_at and turn: one write per user, on rows already
+// locked, so it never waits.
+//
+// free_at is probed again (the claim took entries off the unclaimed ones). claim_end_at is
+// the lesser of the stored one and $2 (until, the end of every claim the first statement
+// made: each claimed entry was due by now, before until), except for the users of
+// rota.reclaimed, whose stored claim_end_at may be the end of a claim that was just
+// replaced, and which are probed again. The stored value is exact for everything but the
+// first statement's own claims: every write to a user's entries sets it under the user's
+// row lock, which this transaction now holds, and a writer still in flight sets it again
+// after this one.
+const sqlServe = `UPDATE rota_users u SET last_served = greatest(u.last_served, $1::timestamptz), held_until = NULL,
+		free_at = n.free_at, claim_end_at = ` + claimEndAtServed + `,
+		turn = greatest(least(n.free_at, ` + claimEndAtServed + `), u.last_served, $1::timestamptz)
+	FROM (SELECT k.user_id, ` + freeAtOfK + ` AS free_at, k.user_id = ANY(current_setting('rota.reclaimed', true)::text[]) AS reclaimed,
+			CASE WHEN k.user_id = ANY(current_setting('rota.reclaimed', true)::text[]) THEN ` + claimEndAtOfK + ` END AS claim_end_at
+		FROM ` + lockedUsers + ` OFFSET 0) n
+	WHERE u.user_id = n.user_id`
 
-// sqlLocked names, in the transaction-local setting rota.locked, the users of l: the
-// second statement of the batch (sqlServe) reads them there. It is the final SELECT's
+// claimEndAtServed is a served user's claim_end_at in sqlServe.
+const claimEndAtServed = `CASE WHEN n.reclaimed THEN n.claim_end_at ELSE least(u.claim_end_at, $2::timestamptz) END`
+
+// sqlLocked names, in the transaction-local setting rota.locked, the users l locked: the
+// next statement of the batch finds them there (lockedUsers). It is the final SELECT's
 // one-time filter, so it runs once, before the SELECT returns a row, and always.
 const sqlLocked = `(SELECT set_config('rota.locked', coalesce(array_agg(l.user_id), '{}')::text, true) FROM l) IS NOT NULL`
+
+// lockedUsers is the FROM item k(user_id) of the users sqlLocked named.
+const lockedUsers = `unnest(current_setting('rota.locked', true)::text[]) AS k(user_id)`
 
 // Claim claims, atomically, those of keys that are visible at now, until until, and
 // returns their claims in the order of keys; for every user it claimed an entry of, it sets
@@ -77,14 +98,8 @@ const sqlLocked = `(SELECT set_config('rota.locked', coalesce(array_agg(l.user_i
 // times have microsecond precision: until is rounded up to the next microsecond, so a claim
 // never ends before the until it was given.
 func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
-	if err := duework.ValidateTime("now", now); err != nil {
+	if err := duework.ValidateClaimWindow(now, until); err != nil {
 		return nil, err
-	}
-	if err := duework.ValidateTime("until", until); err != nil {
-		return nil, err
-	}
-	if !until.After(now) {
-		return nil, fmt.Errorf("%w: until %v is not after now %v", duework.ErrInvalid, until, now)
 	}
 	users := make([]string, 0, len(keys))
 	works := make([]string, 0, len(keys))
@@ -104,7 +119,7 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlClaim, users, works, now, ceilMicro(until))
-	b.Queue(sqlServe, now)
+	b.Queue(sqlServe, now, ceilMicro(until))
 	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
 		var c duework.Claim
 		var token int64
@@ -174,8 +189,8 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 //   - c: it writes each item's next entry and ends its claim, returning the item's ordinal;
 //   - l: then it locks the rows of the users it wrote for, in UserID order (one index scan
 //     over the sorted array of their IDs, which waits for c), and names them in rota.locked
-//     (sqlLocked) for sqlServe, next in the batch, which recomputes their ReadyAt from a
-//     snapshot taken after the locks.
+//     (sqlLocked) for sqlRecomputeLocked, next in the batch, which recomputes their
+//     ReadyAt from a snapshot taken after the locks.
 //
 // It cannot deadlock: entries are locked in one global order, and users after every entry,
 // in UserID order. Items are one per key and claim token (CompleteMany sends no key and
@@ -202,12 +217,12 @@ WITH k AS MATERIALIZED (
 SELECT c.ord FROM c WHERE ` + sqlLocked
 
 // CompleteMany completes every item of done as Complete would, in one round trip: one
-// statement writes the whole batch (sqlCompleteMany), a second (sqlServe) its users'
-// ReadyAt. errs[i] is item i's outcome: nil, duework.ErrClaimLost, or the validation error
-// (duework.ErrInvalid, tenancy.ErrNoTenant) of an item refused before anything was sent. An
-// item whose key and token an earlier item of the batch already named gets ErrClaimLost,
-// as it would one after another. When err is not nil, nothing was written: the batch is
-// one transaction.
+// statement writes the whole batch (sqlCompleteMany), a second (sqlRecomputeLocked) its
+// users' ReadyAt. errs[i] is item i's outcome: nil, duework.ErrClaimLost, or the
+// validation error (duework.ErrInvalid, tenancy.ErrNoTenant) of an item refused before
+// anything was sent. An item whose key and token an earlier item of the batch already named
+// gets ErrClaimLost, as it would one after another. When err is not nil, nothing was
+// written: the batch is one transaction.
 func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -257,7 +272,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlCompleteMany, users, works, tokens, tiers, due, last, streaks)
-	b.Queue(sqlServe, nil)
+	b.Queue(sqlRecomputeLocked)
 	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
 		var j int64
 		err := rows.Scan(&j)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rotaworks/rota/duework"
 )
@@ -35,7 +36,7 @@ import (
 // sqlPeek is the same without a hold: held is then picked as it is.
 const sqlReady = `
 WITH picked AS MATERIALIZED (
-	SELECT u.ctid AS tid, u.user_id, u.last_served, u.turn FROM rota_users u
+	SELECT u.ctid AS tid, u.user_id, u.last_served, u.turn, u.claim_end_at FROM rota_users u
 	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
 	ORDER BY u.group_name, u.turn, u.user_id
 	LIMIT $3
@@ -43,18 +44,18 @@ WITH picked AS MATERIALIZED (
 ), held AS MATERIALIZED (
 	UPDATE rota_users u SET held_until = $5
 	WHERE u.ctid = ANY(ARRAY(SELECT p.tid FROM picked p))
-	RETURNING u.user_id, u.last_served, u.turn
+	RETURNING u.user_id, u.last_served, u.turn, u.claim_end_at
 )` + sqlReadParts
 
 const sqlPeek = `
 WITH picked AS MATERIALIZED (
-	SELECT u.user_id, u.last_served, u.turn FROM rota_users u
+	SELECT u.user_id, u.last_served, u.turn, u.claim_end_at FROM rota_users u
 	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
 	ORDER BY u.group_name, u.turn, u.user_id
 	LIMIT $3
 	FOR NO KEY UPDATE SKIP LOCKED
 ), held AS (
-	SELECT p.user_id, p.last_served, p.turn FROM picked p WHERE $5::timestamptz IS NULL
+	SELECT p.user_id, p.last_served, p.turn, p.claim_end_at FROM picked p WHERE $5::timestamptz IS NULL
 )` + sqlReadParts
 
 const sqlReadParts = `
@@ -70,6 +71,7 @@ FROM held h CROSS JOIN LATERAL (
 	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
 	WHERE d.user_id = h.user_id AND greatest(d.due_at, d.claim_until) <= $2 AND d.claim_until IS NOT NULL
 	ORDER BY d.due_at, d.work_key LIMIT $4) e
+WHERE h.claim_end_at <= $2
 UNION ALL
 (SELECT 2, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL FROM rota_users n
  WHERE n.group_name = $1 AND n.turn <= $2 AND (n.held_until IS NULL OR n.held_until <= $2)
@@ -101,28 +103,28 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	b := &pgx.Batch{}
 	b.Queue(sqlHoldSettings)
 	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser+1, heldUntil)
+	var (
+		part                   int32
+		user, workKey, tier    pgtype.Text
+		served, due, last, rtn pgtype.Timestamptz
+		streak                 pgtype.Int8
+	)
 	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
-		var (
-			part                   int32
-			user, workKey, tier    *string
-			served, due, last, rtn *time.Time
-			streak                 *int64
-		)
 		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak); err != nil {
 			return err
 		}
 		if part == 2 {
-			page.Next = *rtn
+			page.Next = rtn.Time
 			return nil
 		}
-		i, ok := heads[*user]
+		i, ok := heads[user.String]
 		if !ok {
 			i = len(page.Heads)
-			heads[*user] = i
-			page.Heads = append(page.Heads, duework.Head{UserID: *user, LastServed: fromTS(served), Turn: *rtn})
+			heads[user.String] = i
+			page.Heads = append(page.Heads, duework.Head{UserID: user.String, LastServed: served.Time, Turn: rtn.Time})
 		}
 		page.Heads[i].Due = append(page.Heads[i].Due, duework.Entry{
-			UserID: *user, WorkKey: *workKey, Tier: *tier, DueAt: *due, LastRunAt: fromTS(last), MissStreak: int(*streak),
+			UserID: page.Heads[i].UserID, WorkKey: workKey.String, Tier: tier.String, DueAt: due.Time, LastRunAt: last.Time, MissStreak: int(streak.Int64),
 		})
 		return nil
 	})

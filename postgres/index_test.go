@@ -441,3 +441,32 @@ func TestReadyAtStaysExactUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	checkReadyAt(t, pool)
 }
+
+// Claiming again an entry whose claim ended replaces the end its user's ReadyAt may have
+// counted: the user's next visible instant is then the end of its other claim, not the
+// replaced one (which a ReadyAt kept without looking again would still say, putting the user
+// in the queue before anything of it is visible).
+func TestClaimAgainReplacesTheEndedClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	idx := postgres.NewIndex(pool)
+	s := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Second) }
+	a, b := schedule(t, idx, "u", "a", t0), schedule(t, idx, "u", "b", t0)
+	for _, c := range []struct {
+		key       duework.Key
+		now, till time.Time
+	}{{a.Key(), s(0), s(10)}, {b.Key(), s(1), s(20)}, {a.Key(), s(15), s(60)}} {
+		got, err := idx.Claim(ctx, []duework.Key{c.key}, c.now, c.till)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Claim(%v) at %s = %v, %v; want one claim", c.key, since(c.now), got, err)
+		}
+	}
+	checkReadyAt(t, pool)
+	if got := showPage(ready(t, idx, duework.ReadyQuery{Now: s(19), Users: 10, PerUser: 5})); got != "next -" {
+		t.Errorf("Ready at t0+19s = %s; want nothing (b is claimed until t0+20s, a until t0+60s)", got)
+	}
+	if got, want := showPage(ready(t, idx, duework.ReadyQuery{Now: s(20), Users: 10, PerUser: 5})), "u(served 15s turn 20s [b]) next -"; got != want {
+		t.Errorf("Ready at t0+20s = %s; want %s", got, want)
+	}
+}

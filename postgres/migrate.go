@@ -86,31 +86,35 @@ CREATE TABLE rota_task_state (
 );
 `},
 	{3, "turn queues", `
--- Every user gets its group, its ReadyAt (the earliest instant at which one of its entries is
--- visible: due_at for an unclaimed entry, greatest(due_at, claim_until) for a claimed one;
--- NULL when it has no entries) and its hold. Every write to a user's entries recomputes
--- ready_at under the user's row lock, so a claim that ends by time needs no sweep: its end
--- is already the user's ReadyAt.
+-- Every user gets its group, the two halves of its ReadyAt and its hold. free_at (a lower
+-- bound in step 1) becomes exact: the earliest due_at of the user's unclaimed entries;
+-- claim_end_at is the earliest instant at which one of its claimed entries is visible again,
+-- greatest(due_at, claim_until); either is NULL when there is no such entry. ReadyAt is the
+-- lesser of the two. Every write to a user's entries sets both under the user's row lock, so
+-- a claim that ends by time needs no sweep: its end is already the user's ReadyAt.
 ALTER TABLE rota_users
-	ADD COLUMN group_name text COLLATE "C" NOT NULL DEFAULT '',
-	ADD COLUMN ready_at   timestamptz,
-	ADD COLUMN held_until timestamptz;
--- turn is max(ready_at, last_served), NULL for a user without entries. It is a plain column,
--- written with ready_at, so that a write of last_served or held_until alone changes no
--- indexed column and stays a HOT update.
+	ADD COLUMN group_name   text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN claim_end_at timestamptz,
+	ADD COLUMN held_until   timestamptz;
+-- turn is max(ReadyAt, last_served), NULL for a user without entries. It is a plain column,
+-- written with free_at and claim_end_at, so that a write of last_served or held_until alone
+-- changes no indexed column and stays a HOT update.
 ALTER TABLE rota_users ADD COLUMN turn timestamptz;
 INSERT INTO rota_users (user_id) SELECT DISTINCT user_id FROM rota_due ON CONFLICT (user_id) DO NOTHING;
-UPDATE rota_users u SET ready_at = r.ready_at, turn = greatest(r.ready_at, u.last_served)
-FROM (SELECT d.user_id, min(greatest(d.due_at, d.claim_until)) AS ready_at FROM rota_due d GROUP BY d.user_id) r
-WHERE u.user_id = r.user_id;
 DROP INDEX rota_users_free_at;
-ALTER TABLE rota_users DROP COLUMN free_at;
+-- A user's claimed entries by the instant they become visible again: claim_end_at's
+-- recomputation, and Ready's read of the claims that ended.
+CREATE INDEX rota_due_claimed_user ON rota_due (user_id, greatest(due_at, claim_until)) WHERE claim_until IS NOT NULL;
+UPDATE rota_users u SET free_at = r.free_at, claim_end_at = r.claim_end_at,
+	turn = CASE WHEN r.free_at IS NOT NULL OR r.claim_end_at IS NOT NULL THEN greatest(least(r.free_at, r.claim_end_at), u.last_served) END
+FROM (SELECT v.user_id,
+		(SELECT min(d.due_at) FROM rota_due d WHERE d.user_id = v.user_id AND d.claim_until IS NULL) AS free_at,
+		(SELECT min(greatest(d.due_at, d.claim_until)) FROM rota_due d WHERE d.user_id = v.user_id AND d.claim_until IS NOT NULL) AS claim_end_at
+	FROM rota_users v) r
+WHERE u.user_id = r.user_id;
 -- Each group's queue in (turn, user_id) order: Ready reads its front, Groups skips from one
 -- group to the next.
 CREATE INDEX rota_users_queue ON rota_users (group_name, turn, user_id) WHERE turn IS NOT NULL;
--- A user's claimed entries by the instant they become visible again: the second half of the
--- ReadyAt recomputation, and Ready's read of the claims that ended.
-CREATE INDEX rota_due_claimed_user ON rota_due (user_id, greatest(due_at, claim_until)) WHERE claim_until IS NOT NULL;
 `},
 	{4, "watchlist and entitlements", `
 CREATE TABLE IF NOT EXISTS rota_watchlist (

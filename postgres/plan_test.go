@@ -35,7 +35,7 @@ func staleFixture(tb testing.TB, backlog, claimed, quiet int) *pgxpool.Pool {
 		fmt.Sprintf(`INSERT INTO rota_due (user_id, work_key, tier, due_at, miss_streak)
 			SELECT format('bulk%%s', lpad(i::text, 5, '0')), 'w0', 'hot', $1::timestamptz + i * interval '1 ms', 0
 			FROM generate_series(1, %d) AS i`, quiet),
-		`INSERT INTO rota_users (user_id, ready_at, turn, group_name)
+		`INSERT INTO rota_users (user_id, free_at, turn, group_name)
 			SELECT user_id, due_at, due_at, CASE WHEN user_id < 'bulk005' THEN 'pro' ELSE '' END FROM rota_due
 			WHERE user_id LIKE 'bulk%' AND $1::timestamptz IS NOT NULL`,
 		fmt.Sprintf(`UPDATE rota_due SET claim_token = nextval('rota_claim_token'), claim_until = $1::timestamptz + interval '1 hour'
@@ -52,8 +52,9 @@ func staleFixture(tb testing.TB, backlog, claimed, quiet int) *pgxpool.Pool {
 			tb.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `UPDATE rota_users u SET ready_at = r, turn = greatest(r, last_served)
-		FROM (SELECT min(greatest(d.due_at, d.claim_until)) AS r FROM rota_due d WHERE d.user_id = 'noisy') x WHERE user_id = 'noisy'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE rota_users u SET free_at = f, claim_end_at = c, turn = greatest(least(f, c), last_served)
+		FROM (SELECT min(d.due_at) FILTER (WHERE d.claim_until IS NULL) AS f, min(greatest(d.due_at, d.claim_until)) FILTER (WHERE d.claim_until IS NOT NULL) AS c
+			FROM rota_due d WHERE d.user_id = 'noisy') x WHERE user_id = 'noisy'`); err != nil {
 		tb.Fatal(err)
 	}
 	checkReadyAt(tb, pool)
@@ -140,12 +141,16 @@ func planOf(t *testing.T, pool *pgxpool.Pool, mode, sql string, args ...any) pla
 		}
 		types[i] = name
 	}
-	if _, err := tx.Exec(ctx, "PREPARE planned ("+strings.Join(types, ", ")+") AS "+sql); err != nil {
+	typeList, paramList := "", ""
+	if len(types) > 0 {
+		typeList, paramList = " ("+strings.Join(types, ", ")+")", " ("+strings.Join(params, ", ")+")"
+	}
+	if _, err := tx.Exec(ctx, "PREPARE planned"+typeList+" AS "+sql); err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Exec(ctx, "DEALLOCATE planned")
 	var out []struct{ Plan planNode }
-	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE planned ("+strings.Join(params, ", ")+")").Scan(&out); err != nil {
+	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE planned"+paramList).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 1 {
@@ -208,8 +213,8 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		{"Ready without a hold", postgres.SQLPeek, []any{"", now, 100, 11, nil}, []string{queue}, []string{free, claimed}},
 		{"Ready of a small group", postgres.SQLReady, []any{"pro", now, 100, 11, now.Add(time.Minute)}, []string{queue, tid}, []string{free, claimed}},
 		{"Claim", postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour)}, []string{userKey}, []string{dueKey, tid}},
-		{"Claim's users", postgres.SQLServe, []any{now}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
-		{"CompleteMany's users", postgres.SQLServe, []any{nil}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
+		{"Claim's users", postgres.SQLServe, []any{now, now.Add(time.Hour)}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
+		{"CompleteMany's users", postgres.SQLRecomputeLocked, nil, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
 		{"CompleteMany", postgres.SQLCompleteMany, []any{users, works, []int64{1, 2, 3, 4}, []string{"hot", "hot", "hot", "hot"},
 			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}}, []string{userKey}, []string{dueKey, tid}},
 		{"Groups", postgres.SQLGroups, []any{now}, []string{queueOnly, queue}, nil},

@@ -400,14 +400,8 @@ func (m *Model) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 
 // Claim claims those of keys that are visible at now, until until.
 func (m *Model) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
-	if err := duework.ValidateTime("now", now); err != nil {
+	if err := duework.ValidateClaimWindow(now, until); err != nil {
 		return nil, err
-	}
-	if err := duework.ValidateTime("until", until); err != nil {
-		return nil, err
-	}
-	if !until.After(now) {
-		return nil, fmt.Errorf("%w: until %v is not after now %v", duework.ErrInvalid, until, now)
 	}
 	if err := m.lock(ctx); err != nil {
 		return nil, err

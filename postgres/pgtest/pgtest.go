@@ -154,9 +154,12 @@ func LoadDue(tb testing.TB, pool *pgxpool.Pool, users []string, counts []int, du
 		tb.Fatalf("pgtest: COPY into rota_due: %d rows of %d: %v", n, total, err)
 	}
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO rota_users AS u (user_id, ready_at, turn)
-		SELECT user_id, min(greatest(due_at, claim_until)), min(greatest(due_at, claim_until)) FROM rota_due GROUP BY user_id
-		ON CONFLICT (user_id) DO UPDATE SET ready_at = EXCLUDED.ready_at, turn = greatest(EXCLUDED.ready_at, u.last_served)`); err != nil {
+		INSERT INTO rota_users AS u (user_id, free_at, claim_end_at, turn)
+		SELECT user_id, min(due_at) FILTER (WHERE claim_until IS NULL), min(greatest(due_at, claim_until)) FILTER (WHERE claim_until IS NOT NULL),
+			min(greatest(due_at, claim_until))
+		FROM rota_due GROUP BY user_id
+		ON CONFLICT (user_id) DO UPDATE SET free_at = EXCLUDED.free_at, claim_end_at = EXCLUDED.claim_end_at,
+			turn = greatest(EXCLUDED.turn, u.last_served)`); err != nil {
 		tb.Fatal(err)
 	}
 	for _, table := range []string{"rota_due", "rota_users"} {
