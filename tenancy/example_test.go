@@ -116,3 +116,51 @@ func ExampleMemoryEntitlements() {
 	// ana free
 	// ben pro
 }
+
+// GetMany reads several tenants' entries in one call, each lookup under its own Context:
+// ben's lookup of a slug only ana watches is not found, exactly as ben's Get would be.
+func ExampleMemoryWatchlist_GetMany() {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	ana, err := tenancy.NewContext("ana")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ben, err := tenancy.NewContext("ben")
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := tenancy.NewMemoryWatchlist()
+	if err := w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now}); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Add(ctx, ben, tenancy.WatchlistEntry{UserID: "ben", Slug: "news", Tier: "cold", AddedAt: now}); err != nil {
+		log.Fatal(err)
+	}
+
+	var wl tenancy.Watchlist = w
+	bg, ok := wl.(tenancy.BatchGetter) // an optional capability
+	if !ok {
+		log.Fatal("no GetMany")
+	}
+	lookups := []tenancy.Lookup{
+		{Tenant: ana, Slug: "jobs"},
+		{Tenant: ben, Slug: "jobs"},
+		{Tenant: ben, Slug: "news"},
+	}
+	entries, errs, err := bg.GetMany(ctx, lookups)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, l := range lookups {
+		if errs[i] != nil {
+			fmt.Printf("%s %s: %v\n", l.Tenant.UserID(), l.Slug, errs[i])
+			continue
+		}
+		fmt.Printf("%s %s: tier %s\n", l.Tenant.UserID(), l.Slug, entries[i].Tier)
+	}
+	// Output:
+	// ana jobs: tier hot
+	// ben jobs: tenancy: not found: slug "jobs"
+	// ben news: tier cold
+}
