@@ -51,10 +51,13 @@
 // nothing and the newer state wins. If a write fails, or a worker dies, the entry stays
 // claimed until its claim ends and is then dispatched again.
 //
-// The Runner writes completions in batches, one Index.CompleteMany per
-// [RunnerConfig.FlushItems] items, per [RunnerConfig.FlushInterval] and at the end of
-// each cycle. A batch whose call fails is reported ([CycleReport.FlushErrs], one Warn
-// line) and tried once more; what the retry cannot write is left to its claim's end.
+// The Runner writes a cycle's completions in batches with Index.CompleteMany, one call in
+// flight at a time: a call starts once [RunnerConfig.FlushItems] completions wait,
+// [RunnerConfig.FlushInterval] after the first, or when the cycle's last item ends, and
+// what comes while it is in flight goes in the next call, all of it. So a fast cycle
+// writes in a few large calls that never contend with each other for the same tenants'
+// rows. A batch whose call fails is reported ([CycleReport.FlushErrs], one Warn line)
+// and tried once more; what the retry cannot write is left to its claim's end.
 //
 // # What the Runner reads
 //
@@ -124,8 +127,9 @@
 // # Cost
 //
 // Per Runner item: the pipeline, a share of its cycle's one Watchlist.GetMany (a
-// Watchlist.Get of its own without it) and a share of one CompleteMany; nothing else is
-// read or written, except to remove a gone source. Per RunDueItem: one claim check (an Index.Get without ClaimGuard), one
+// Watchlist.Get of its own without it) and a share of the cycle's CompleteMany calls, a
+// few per cycle when items are quick; nothing else is read or written, except to remove
+// a gone source. Per RunDueItem: one claim check (an Index.Get without ClaimGuard), one
 // Watchlist.Get, the pipeline and one Complete. Per sync: one Watchlist.List and one
 // ScheduleMissing (a Get per entry and a Schedule per new one without it).
 package bridge
