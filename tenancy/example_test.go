@@ -122,21 +122,22 @@ func ExampleMemoryEntitlements() {
 func ExampleMemoryWatchlist_GetMany() {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	ana, err := tenancy.NewContext("ana")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ben, err := tenancy.NewContext("ben")
-	if err != nil {
-		log.Fatal(err)
-	}
 	w := tenancy.NewMemoryWatchlist()
-	if err := w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now}); err != nil {
-		log.Fatal(err)
+	tcs := map[string]tenancy.Context{}
+	for _, e := range []tenancy.WatchlistEntry{
+		{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now},
+		{UserID: "ben", Slug: "news", Tier: "cold", AddedAt: now},
+	} {
+		tc, err := tenancy.NewContext(e.UserID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := w.Add(ctx, tc, e); err != nil {
+			log.Fatal(err)
+		}
+		tcs[e.UserID] = tc
 	}
-	if err := w.Add(ctx, ben, tenancy.WatchlistEntry{UserID: "ben", Slug: "news", Tier: "cold", AddedAt: now}); err != nil {
-		log.Fatal(err)
-	}
+	ana, ben := tcs["ana"], tcs["ben"]
 
 	var wl tenancy.Watchlist = w
 	bg, ok := wl.(tenancy.BatchGetter) // an optional capability

@@ -101,36 +101,40 @@ func keyedModel[S keyed](s *suite[S]) {
 			},
 		}
 		if b, ok := any(x).(batchKeyed); ok && b.batched() {
-			actions["getMany"] = func(t *rapid.T) {
-				users := rapid.SliceOfN(genLookupUser, 0, 5).Draw(t, "users")
-				lookups := make([]tenancy.Lookup, len(users))
-				for i, u := range users {
-					lookups[i].Slug = genID.Draw(t, "id")
-					if u != "" {
-						lookups[i].Tenant = tenant(t, u)
-					}
-				}
-				vs, errs, err := b.getMany(bg, lookups)
-				if err != nil {
-					modelFail(t, s.rule, "getMany(%v): %v", lookups, err)
-				}
-				for i, u := range users {
-					id := lookups[i].Slug
-					if u == "" {
-						if !errors.Is(errs[i], tenancy.ErrNoTenant) {
-							modelFail(t, s.rule, "getMany's lookup %d (zero Context, %q) = %v, want ErrNoTenant", i, id, errs[i])
-						}
-						continue
-					}
-					want, ok := m[u][id]
-					if check(t, fmt.Sprintf("getMany's lookup %d", i), u, id, errs[i], ok) && vs[i] != want {
-						modelFail(t, s.rule, "getMany's lookup %d (%s, %q) = %q, the model has %q", i, u, id, vs[i], want)
-					}
-				}
-			}
+			actions["getMany"] = func(t *rapid.T) { s.modelGetMany(t, b, m, check) }
 		}
 		t.Repeat(actions)
 	})
+}
+
+// modelGetMany reads random lookups, zero Contexts among them, in one getMany and checks
+// each outcome as keyedModel's check does a get's, against the model m.
+func (s *suite[S]) modelGetMany(t *rapid.T, b batchKeyed, m map[string]map[string]string, check func(t *rapid.T, call, user, id string, err error, ok bool) bool) {
+	users := rapid.SliceOfN(genLookupUser, 0, 5).Draw(t, "users")
+	lookups := make([]tenancy.Lookup, len(users))
+	for i, u := range users {
+		lookups[i].Slug = genID.Draw(t, "id")
+		if u != "" {
+			lookups[i].Tenant = tenant(t, u)
+		}
+	}
+	vs, errs, err := b.getMany(bg, lookups)
+	if err != nil {
+		modelFail(t, s.rule, "getMany(%v): %v", lookups, err)
+	}
+	for i, u := range users {
+		id := lookups[i].Slug
+		if u == "" {
+			if !errors.Is(errs[i], tenancy.ErrNoTenant) {
+				modelFail(t, s.rule, "getMany's lookup %d (zero Context, %q) = %v, want ErrNoTenant", i, id, errs[i])
+			}
+			continue
+		}
+		want, ok := m[u][id]
+		if check(t, fmt.Sprintf("getMany's lookup %d", i), u, id, errs[i], ok) && vs[i] != want {
+			modelFail(t, s.rule, "getMany's lookup %d (%s, %q) = %q, the model has %q", i, u, id, vs[i], want)
+		}
+	}
 }
 
 // entModel drives fresh Entitlements and a map with the same random calls, and after every
