@@ -92,6 +92,23 @@ func TestRunnerReadsACycleInOneGetMany(t *testing.T) {
 	}
 }
 
+// TestRunnerReadsNothingForItemsItHandsBack: a cycle whose context has ended hands its
+// items back unstarted and reads no watchlist entry for them.
+func TestRunnerReadsNothingForItemsItHandsBack(t *testing.T) {
+	w, _, pipe := readsWorld(t)
+	wl := &countingWatchlist{MemoryWatchlist: w.wl}
+	w.b.Watchlist = wl
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, _ := w.runner(t, bridge.RunnerConfig{}).Cycle(ctx, t0)
+	if rep.Dispatched != 30 || rep.Released != 30 || pipe.ncalls() != 0 {
+		t.Fatalf("cycle on an ended context: %d dispatched, %d released, %d run; want all 30 handed back", rep.Dispatched, rep.Released, pipe.ncalls())
+	}
+	if gets, batches := wl.reads(); gets != 0 || len(batches) != 0 {
+		t.Errorf("%d Gets and GetManys of %v for items handed back, want none", gets, batches)
+	}
+}
+
 // TestRunnerWithoutGetManyReadsEachItem: a Watchlist without the capability is read with
 // one Get per item, still without a claim check.
 func TestRunnerWithoutGetManyReadsEachItem(t *testing.T) {

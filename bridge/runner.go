@@ -136,7 +136,10 @@ func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	r.dispatched(&c.report, batch, err)
 	items := batch.Items
 	c.wg.Add(len(items))
-	reads := r.readEntries(st.drain, items)
+	var reads []watchRead
+	if ctx.Err() == nil { // else every item is handed back unstarted
+		reads = r.readEntries(st.drain, items)
+	}
 	for i, it := range items {
 		if !r.acquire(ctx) {
 			c.write(handBacks(items[i:], i, StatusReleased))
