@@ -136,11 +136,12 @@ func (b *Bridge) runClaimed(ctx context.Context, item dispatch.Item, now time.Ti
 	if !ok {
 		return ir
 	}
-	if read != nil {
-		return b.runEntry(ctx, tc, item.Claim, now, read.entry, read.err, false)
+	c := item.Claim
+	if read == nil {
+		we, err := b.Watchlist.Get(ctx, tc, c.Entry.WorkKey)
+		read = &watchRead{entry: we, err: err}
 	}
-	we, err := b.Watchlist.Get(ctx, tc, item.Claim.Entry.WorkKey)
-	return b.runEntry(ctx, tc, item.Claim, now, we, err, false)
+	return b.runEntry(ctx, tc, c, now, read.entry, read.err, false)
 }
 
 // begin returns the tenant of item, or ok false and the item's failure.
