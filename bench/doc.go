@@ -58,14 +58,14 @@
 //   - rota: what a host gets — a bridge.Runner over the postgres adapter's Index and
 //     Watchlist, 10,000 watched sources of 100 tenants scheduled with SyncTenants, and a
 //     pipeline that does nothing. The op calls Runner.Cycle until a cycle hands out
-//     nothing: one dispatch of up to 1,000 items (ten per tenant), each item on one of 16
-//     workers, where the Runner checks its claim and reads its watchlist entry (one query
-//     each) before the pipeline, and the completions written in Index.CompleteMany batches
-//     of 100. rota's work recurs, so the next op, two hours later, finds all 10,000 due
-//     again.
-//   - rota-dispatch: the same cycles without the two reads per item: Dispatch, then the
-//     completions written on 16 workers in batches of 100 as the Runner writes them. The
-//     difference to rota is what the Runner's per-item reads cost.
+//     nothing: one dispatch of up to 1,000 items (ten per tenant), their watchlist entries
+//     read in one Watchlist.GetMany, each item on one of 16 workers, and the completions
+//     written with Index.CompleteMany, one call in flight at a time: the first once 100
+//     wait, the next with everything that came meanwhile. rota's work recurs, so the next
+//     op, two hours later, finds all 10,000 due again.
+//   - rota-dispatch: the same cycles without the Runner: Dispatch, then the completions
+//     added on 16 workers and written as the Runner writes them. The difference to rota is
+//     what the Runner itself costs.
 //   - river: 10,000 jobs inserted with InsertManyFast while the client is stopped (not
 //     timed); the op starts the client (MaxWorkers 1,000) and ends when the last
 //     job_completed event arrives, which River sends after writing the completion. River's

@@ -41,21 +41,36 @@ func rotaPool(tb testing.TB) *pgxpool.Pool {
 
 // completeAll completes every item with its next due time next(item) as the bridge's
 // Runner writes completions: pgConns workers take the items, each adding its completion
-// to a shared batch; the worker that fills a batch of bridge.DefaultFlushItems writes it
-// in one Index.CompleteMany while the others fill the next, and the last batch is written
-// when the items run out.
+// to a shared batch; once bridge.DefaultFlushItems wait, one Index.CompleteMany writes
+// them while the workers go on adding, and what came meanwhile goes in the next call, one
+// call in flight at a time; the rest is written when the items run out.
 func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, tcs map[string]tenancy.Context, next func(duework.Entry) duework.Entry) error {
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		batch []duework.Done
-		errs  []error
+		wg, writes sync.WaitGroup
+		mu         sync.Mutex
+		batch      []duework.Done
+		writing    bool // a CompleteMany is in flight
+		ended      bool // every completion has been added
+		errs       []error
 	)
-	write := func(done []duework.Done) {
-		outcomes, err := idx.CompleteMany(ctx, done)
-		mu.Lock()
-		defer mu.Unlock()
-		errs = append(append(errs, err), outcomes...)
+	// startWrite starts writing the batch when it is due and no write is in flight; mu
+	// must be held. The write goes on with what comes meanwhile while that is due.
+	var startWrite func()
+	startWrite = func() {
+		if writing || len(batch) == 0 || (len(batch) < bridge.DefaultFlushItems && !ended) {
+			return
+		}
+		writing = true
+		done := batch
+		batch = nil
+		writes.Go(func() {
+			outcomes, err := idx.CompleteMany(ctx, done)
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(append(errs, err), outcomes...)
+			writing = false
+			startWrite()
+		})
 	}
 	work := make(chan dispatch.Item)
 	for range pgConns {
@@ -64,14 +79,8 @@ func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, 
 				e := it.Claim.Entry
 				mu.Lock()
 				batch = append(batch, duework.Done{Tenant: tcs[e.UserID], Claim: it.Claim, Next: next(e)})
-				var full []duework.Done
-				if len(batch) == bridge.DefaultFlushItems {
-					full, batch = batch, nil
-				}
+				startWrite()
 				mu.Unlock()
-				if full != nil {
-					write(full)
-				}
 			}
 		})
 	}
@@ -80,9 +89,11 @@ func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, 
 	}
 	close(work)
 	wg.Wait()
-	if len(batch) > 0 {
-		write(batch)
-	}
+	mu.Lock()
+	ended = true
+	startWrite()
+	mu.Unlock()
+	writes.Wait()
 	return errors.Join(errs...)
 }
 
@@ -116,8 +127,8 @@ func oneLane(perUser int) dispatch.Config {
 // pool, schedules them with bridge.SyncTenants at t0 (due within the "hot" tier's base
 // interval) and returns a Runner over them with a no-op pipeline: every run is a miss,
 // and "hot" backs off to an hour at most. Its dispatcher is oneLane(10) over the postgres
-// Index; it has pgConns workers (a run that does nothing but query the pool gains nothing
-// from more) and the default batched completion.
+// Index; it has pgConns workers (a run that does nothing gains nothing from more) and the
+// default batched completion.
 func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser int) *bridge.Runner {
 	tb.Helper()
 	ctx := context.Background()
@@ -274,14 +285,14 @@ const pgJobs = 10_000
 //
 // rota: pgJobs watched sources of 100 tenants (100 each) in the postgres adapter's Index
 // and Watchlist, worked by a bridge.Runner with a pipeline that does nothing: the op runs
-// Runner.Cycle — one dispatch of up to pgBatch items (PerUserLimit 10), each item on one
-// of pgConns workers (its claim checked and its watchlist entry read, one query each),
+// Runner.Cycle — one dispatch of up to pgBatch items (PerUserLimit 10), the items'
+// watchlist entries read in one Watchlist.GetMany, each item on one of pgConns workers,
 // completions written in Index.CompleteMany batches — until a cycle hands out nothing, at
 // a now two hours after the previous op's. Rescheduling is how rota finishes work, so
 // every op finds all pgJobs due again.
 //
-// rota-dispatch: the same work without the Runner's two reads per item — Dispatch, then
-// completeAll writes the completions as the Runner batches them: the index's own cost.
+// rota-dispatch: the same work without the Runner — Dispatch, then completeAll writes the
+// completions as the Runner batches them: the index's own cost.
 //
 // river: pgJobs jobs inserted with InsertManyFast while the client is stopped (not timed);
 // the op starts the client (MaxWorkers pgBatch) and ends when the last job_completed event

@@ -18,30 +18,47 @@ type pending struct {
 	ir   itemRun
 }
 
-// batcher gathers a cycle's completions and writes them in one Index.CompleteMany once
-// FlushItems wait, FlushInterval after the first, or when flush is called.
+// batcher gathers a cycle's completions and writes them with Index.CompleteMany, one call
+// in flight at a time: a write starts once FlushItems wait, FlushInterval after the first,
+// or when flush is called, and what comes while it is in flight goes in the next, all of
+// it. Writes run on a goroutine of their own, so that no worker waits for one.
 type batcher struct {
 	c         *cycle
 	mu        sync.Mutex
 	pending   []pending
 	stopTimer func() bool
+	writing   bool // a write is in flight
+	flushed   bool // flush was called while it was
 }
 
+// add queues p's write.
 func (bt *batcher) add(p pending) {
 	cfg := &bt.c.r.cfg
 	bt.mu.Lock()
+	defer bt.mu.Unlock()
 	bt.pending = append(bt.pending, p)
-	var full []pending
-	switch {
-	case len(bt.pending) >= cfg.FlushItems:
-		full = bt.take()
-	case len(bt.pending) == 1:
+	if len(bt.pending) == 1 && cfg.FlushItems > 1 {
 		bt.stopTimer = cfg.Clock.AfterFunc(cfg.FlushInterval, bt.flush)
 	}
-	bt.mu.Unlock()
-	if full != nil {
-		bt.c.write(full)
+	bt.startWrite(len(bt.pending) >= cfg.FlushItems)
+}
+
+// flush writes whatever waits: now, or right after the write in flight.
+func (bt *batcher) flush() {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	bt.flushed = true
+	bt.startWrite(true)
+}
+
+// startWrite starts writing what waits when ready is set, something waits and no write is
+// in flight. bt.mu must be held.
+func (bt *batcher) startWrite(ready bool) {
+	if !ready || bt.writing || len(bt.pending) == 0 {
+		return
 	}
+	bt.writing, bt.flushed = true, false
+	go bt.write(bt.take())
 }
 
 // take empties the batch; bt.mu must be held.
@@ -55,13 +72,19 @@ func (bt *batcher) take() []pending {
 	return ps
 }
 
-// flush writes whatever waits.
-func (bt *batcher) flush() {
-	bt.mu.Lock()
-	ps := bt.take()
-	bt.mu.Unlock()
-	if len(ps) > 0 {
+// write writes ps, then what came meanwhile for as long as that is a full batch or a flush
+// came.
+func (bt *batcher) write(ps []pending) {
+	for {
 		bt.c.write(ps)
+		bt.mu.Lock()
+		if len(bt.pending) == 0 || (len(bt.pending) < bt.c.r.cfg.FlushItems && !bt.flushed) {
+			bt.writing, bt.flushed = false, false
+			bt.mu.Unlock()
+			return
+		}
+		ps, bt.flushed = bt.take(), false
+		bt.mu.Unlock()
 	}
 }
 

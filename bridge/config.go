@@ -22,7 +22,8 @@ const (
 	// DefaultFlushItems is how many completions the Runner gathers before it writes them
 	// in one Index.CompleteMany.
 	DefaultFlushItems = 100
-	// DefaultFlushInterval is the longest a completion waits for its batch to be written.
+	// DefaultFlushInterval is the longest a completion waits for its batch to be written,
+	// unless a write of its cycle is in flight then: it goes in the next.
 	DefaultFlushInterval = 100 * time.Millisecond
 	// DefaultClaimMargin is how long before its claim ends an item's context ends: time
 	// for the pipeline to return and its completion to be written, and for the clocks of
@@ -45,8 +46,8 @@ type RunnerConfig struct {
 	Workers int
 	// FlushItems and FlushInterval batch completions: a cycle writes them in one
 	// Index.CompleteMany once FlushItems are waiting, FlushInterval after the first one
-	// waits, and when its last item ends. Zero means DefaultFlushItems and
-	// DefaultFlushInterval.
+	// waits, and when its last item ends — or, while its previous call is in flight, all
+	// together right after it. Zero means DefaultFlushItems and DefaultFlushInterval.
 	FlushItems    int
 	FlushInterval time.Duration
 	// ClaimMargin is how long before its claim ends an item's context is cancelled, and

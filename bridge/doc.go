@@ -51,10 +51,31 @@
 // nothing and the newer state wins. If a write fails, or a worker dies, the entry stays
 // claimed until its claim ends and is then dispatched again.
 //
-// The Runner writes completions in batches, one Index.CompleteMany per
-// [RunnerConfig.FlushItems] items, per [RunnerConfig.FlushInterval] and at the end of
-// each cycle. A batch whose call fails is reported ([CycleReport.FlushErrs], one Warn
-// line) and tried once more; what the retry cannot write is left to its claim's end.
+// The Runner writes a cycle's completions in batches with Index.CompleteMany, one call in
+// flight at a time: a call starts once [RunnerConfig.FlushItems] completions wait,
+// [RunnerConfig.FlushInterval] after the first, or when the cycle's last item ends, and
+// what comes while it is in flight goes in the next call, all of it. So a fast cycle
+// writes in a few large calls that never contend with each other for the same tenants'
+// rows. A batch whose call fails is reported ([CycleReport.FlushErrs], one Warn line)
+// and tried once more; what the retry cannot write is left to its claim's end.
+//
+// # What the Runner reads
+//
+// The Runner runs only items its own Dispatcher has just claimed. They cannot be forged,
+// so it does not check their claims before running them, as RunDueItem does for the items
+// a host hands in: a claim lost since the dispatch — the host rescheduled the entry — is
+// found when the item is completed, which then writes nothing, and an item whose claim
+// ends before a worker is free is handed back unstarted (see below). A source found gone
+// is removed only under the item's claim, as by RunDueItem.
+//
+// When the Bridge's Watchlist implements tenancy.BatchGetter, as the in-memory and the
+// postgres ones do, the watchlist entries of a cycle's items are read in one GetMany
+// right after the dispatch, each under its own tenant, and each item runs with the entry
+// read for it; otherwise each item reads its own with a Get as it starts. A source
+// removed, or moved to another tier, after that read runs once more as it was read —
+// within its claim, which bounds how late an item starts — and its next dispatch sees the
+// change. If GetMany fails as a whole, one Warn line says so and the items read their
+// entries one by one.
 //
 // # Items end with their claims
 //
@@ -79,12 +100,12 @@
 //
 // With an Index that implements duework.MissingScheduler, a sync costs one call and never
 // replaces an entry, even one a concurrent sync or dispatch has just written. With
-// duework.ClaimGuard, RunDueItem checks the item's claim before it runs anything, and
-// removes an entry only under that claim, so a forged or stale item can neither run a
-// tenant's pipeline nor remove its entry. duework.Memory and the postgres Index have both.
-// Without them the bridge falls back to Get and Schedule: a sync can then replace an entry
-// written between the two, and RunDueItem can check only that the entry is still the one
-// claimed, not that the claim is real.
+// duework.ClaimGuard, RunDueItem checks the item's claim before it runs anything, and an
+// entry is removed only under its item's claim, so a forged or stale item can neither run
+// a tenant's pipeline nor remove its entry. duework.Memory and the postgres Index have
+// both. Without them the bridge falls back to Get and Schedule: a sync can then replace an
+// entry written between the two, and a claim can be checked only as far as the entry is
+// still the one claimed, not that the claim is real.
 //
 // # Observing
 //
@@ -105,7 +126,10 @@
 //
 // # Cost
 //
-// Per item: one claim check (a Get without ClaimGuard), one Watchlist.Get, the pipeline,
-// and a share of one CompleteMany. Per sync: one Watchlist.List and one ScheduleMissing
-// (a Get per entry and a Schedule per new one without it).
+// Per Runner item: the pipeline, a share of its cycle's one Watchlist.GetMany (a
+// Watchlist.Get of its own without it) and a share of the cycle's CompleteMany calls, a
+// few per cycle when items are quick; nothing else is read or written, except to remove
+// a gone source. Per RunDueItem: one claim check (an Index.Get without ClaimGuard), one
+// Watchlist.Get, the pipeline and one Complete. Per sync: one Watchlist.List and one
+// ScheduleMissing (a Get per entry and a Schedule per new one without it).
 package bridge

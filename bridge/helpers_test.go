@@ -99,6 +99,54 @@ func (x *countingIndex) CompleteMany(ctx context.Context, done []duework.Done) (
 	return errs, err
 }
 
+func (x *countingIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	x.count("CheckClaim")
+	return x.Memory.CheckClaim(ctx, tc, c)
+}
+
+func (x *countingIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	x.count("UnscheduleClaimed")
+	return x.Memory.UnscheduleClaimed(ctx, tc, c)
+}
+
+// countingWatchlist counts the Gets of the MemoryWatchlist it wraps and records the size
+// of every GetMany. Set before (under no lock: before the Runner starts) to act as a
+// concurrent host just before each GetMany reads.
+type countingWatchlist struct {
+	*tenancy.MemoryWatchlist
+	before  func()
+	mu      sync.Mutex
+	gets    int
+	batches []int
+}
+
+func (w *countingWatchlist) Get(ctx context.Context, tc tenancy.Context, slug string) (tenancy.WatchlistEntry, error) {
+	w.mu.Lock()
+	w.gets++
+	w.mu.Unlock()
+	return w.MemoryWatchlist.Get(ctx, tc, slug)
+}
+
+func (w *countingWatchlist) GetMany(ctx context.Context, lookups []tenancy.Lookup) ([]tenancy.WatchlistEntry, []error, error) {
+	w.mu.Lock()
+	w.batches = append(w.batches, len(lookups))
+	w.mu.Unlock()
+	if w.before != nil {
+		w.before()
+	}
+	return w.MemoryWatchlist.GetMany(ctx, lookups)
+}
+
+// reads returns the number of Gets and the sizes of the GetManys so far.
+func (w *countingWatchlist) reads() (gets int, batches []int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gets, slices.Clone(w.batches)
+}
+
+// plainWatchlist hides a Watchlist's optional capability (tenancy.BatchGetter).
+type plainWatchlist struct{ tenancy.Watchlist }
+
 // recv returns the next value from ch, failing the test if none comes within ten seconds
 // of real time (a bound on a hang, not a wait: the value is normally there at once).
 func recv[T any](t testing.TB, ch <-chan T, what string) T {

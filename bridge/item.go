@@ -110,28 +110,63 @@ func itemName(c duework.Claim) string {
 	return fmt.Sprintf("user %q entry %q", c.Entry.UserID, c.Entry.WorkKey)
 }
 
-// run does everything RunDueItem does but the final write.
+// run does everything RunDueItem does but the final write: it checks the item's claim and
+// reads its watchlist entry before it runs anything.
 func (b *Bridge) run(ctx context.Context, item dispatch.Item, now time.Time) itemRun {
-	if err := b.check(true); err != nil {
-		return itemRun{status: StatusError, err: err}
+	tc, ir, ok := b.begin(item)
+	if !ok {
+		return ir
 	}
 	c := item.Claim
-	tc, err := tenancy.NewContext(c.Entry.UserID)
-	if err != nil {
-		// Such an entry cannot be in an Index; there is nothing to write back under.
-		return itemRun{status: StatusError, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
-	}
 	if err := b.checkClaim(ctx, tc, c); errors.Is(err, duework.ErrClaimLost) {
 		return itemRun{status: StatusLostClaim, tc: tc, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
 	} else if err != nil {
 		return b.retry(tc, c, now, fmt.Errorf("bridge: %s: check claim: %w", itemName(c), err))
 	}
 	we, err := b.Watchlist.Get(ctx, tc, c.Entry.WorkKey)
+	return b.runEntry(ctx, tc, c, now, we, err, true)
+}
+
+// runClaimed is run for an item the Runner's own dispatcher has just claimed, so its
+// claim is not checked: the item cannot be forged, and a claim lost since is found when
+// the item is completed, which writes nothing then. read, when not nil, is the item's
+// watchlist entry as read with the rest of its cycle; otherwise it is read here.
+func (b *Bridge) runClaimed(ctx context.Context, item dispatch.Item, now time.Time, read *watchRead) itemRun {
+	tc, ir, ok := b.begin(item)
+	if !ok {
+		return ir
+	}
+	c := item.Claim
+	if read == nil {
+		we, err := b.Watchlist.Get(ctx, tc, c.Entry.WorkKey)
+		read = &watchRead{entry: we, err: err}
+	}
+	return b.runEntry(ctx, tc, c, now, read.entry, read.err, false)
+}
+
+// begin returns the tenant of item, or ok false and the item's failure.
+func (b *Bridge) begin(item dispatch.Item) (tc tenancy.Context, ir itemRun, ok bool) {
+	if err := b.check(true); err != nil {
+		return tc, itemRun{status: StatusError, err: err}, false
+	}
+	c := item.Claim
+	tc, err := tenancy.NewContext(c.Entry.UserID)
+	if err != nil {
+		// Such an entry cannot be in an Index; there is nothing to write back under.
+		return tc, itemRun{status: StatusError, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}, false
+	}
+	return tc, itemRun{}, true
+}
+
+// runEntry runs claim c with we, its watchlist entry as read (readErr the read's error),
+// up to the final write. checked says whether c was checked to be the entry's current
+// claim.
+func (b *Bridge) runEntry(ctx context.Context, tc tenancy.Context, c duework.Claim, now time.Time, we tenancy.WatchlistEntry, readErr error, checked bool) itemRun {
 	switch {
-	case errors.Is(err, tenancy.ErrNotFound):
-		return b.remove(context.WithoutCancel(ctx), tc, c, now)
-	case err != nil:
-		return b.retry(tc, c, now, fmt.Errorf("bridge: %s: read watchlist: %w", itemName(c), err))
+	case errors.Is(readErr, tenancy.ErrNotFound):
+		return b.remove(context.WithoutCancel(ctx), tc, c, now, checked)
+	case readErr != nil:
+		return b.retry(tc, c, now, fmt.Errorf("bridge: %s: read watchlist: %w", itemName(c), readErr))
 	}
 	policy, err := b.tiers().Lookup(we.Tier)
 	if err != nil {
@@ -182,15 +217,22 @@ func (b *Bridge) retry(tc tenancy.Context, c duework.Claim, now time.Time, cause
 	return itemRun{status: StatusError, tc: tc, next: next, write: true, err: cause}
 }
 
-// remove unschedules the claimed entry of a source no longer watched. Should the source
-// be watched again by then — its SyncWatchlist found the entry still scheduled and added
-// nothing — it schedules it anew, as SyncWatchlist would have.
-func (b *Bridge) remove(ctx context.Context, tc tenancy.Context, c duework.Claim, now time.Time) itemRun {
+// remove unschedules the claimed entry of a source no longer watched, only under claim c:
+// with a ClaimGuard in one call, without one after checking the entry is still the one
+// claimed, unless checked says that was just done. Should the source be watched again by
+// then — its SyncWatchlist found the entry still scheduled and added nothing — it
+// schedules it anew, as SyncWatchlist would have.
+func (b *Bridge) remove(ctx context.Context, tc tenancy.Context, c duework.Claim, now time.Time, checked bool) itemRun {
 	key := c.Entry.WorkKey
 	var err error
-	if g, ok := b.Index.(duework.ClaimGuard); ok {
+	switch g, ok := b.Index.(duework.ClaimGuard); {
+	case ok:
 		err = g.UnscheduleClaimed(ctx, tc, c)
-	} else {
+	case !checked:
+		if err = b.checkClaim(ctx, tc, c); err == nil {
+			err = b.Index.Unschedule(ctx, tc, key)
+		}
+	default:
 		err = b.Index.Unschedule(ctx, tc, key)
 	}
 	switch {

@@ -27,11 +27,12 @@ type dispatcher interface {
 	Dispatch(ctx context.Context, now time.Time) (dispatch.Batch, error)
 }
 
-// Runner drives the cycle: every interval one dispatch, then each dispatched item through
-// the Bridge on a bounded pool of workers, its completion written in a batch. [Runner.Run]
-// is the long-running loop of a daemon; [Runner.Cycle] runs exactly one cycle, for a
-// serverless handler on a timer or a test on a simulated clock. A Runner is safe for
-// concurrent use; Cycle and Run calls share its pool of workers.
+// Runner drives the cycle: every interval one dispatch and one read of the items'
+// watchlist entries, then each item through the Bridge on a bounded pool of workers, its
+// completion written in a batch. [Runner.Run] is the long-running loop of a daemon;
+// [Runner.Cycle] runs exactly one cycle, for a serverless handler on a timer or a test on
+// a simulated clock. A Runner is safe for concurrent use; Cycle and Run calls share its
+// pool of workers.
 type Runner struct {
 	b               *Bridge
 	d               dispatcher
@@ -135,6 +136,10 @@ func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	r.dispatched(&c.report, batch, err)
 	items := batch.Items
 	c.wg.Add(len(items))
+	var reads []watchRead
+	if ctx.Err() == nil { // else every item is handed back unstarted
+		reads = r.readEntries(st.drain, items)
+	}
 	for i, it := range items {
 		if !r.acquire(ctx) {
 			c.write(handBacks(items[i:], i, StatusReleased))
@@ -149,7 +154,11 @@ func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 		c.mu.Lock()
 		c.running++
 		c.mu.Unlock()
-		go r.runItem(c, i, it, end)
+		var read *watchRead
+		if reads != nil {
+			read = &reads[i]
+		}
+		go r.runItem(c, i, it, end, read)
 	}
 	c.mu.Lock()
 	c.starting = false
@@ -196,11 +205,54 @@ func (c *cycle) claimEnd(cl duework.Claim) time.Time {
 	return c.started.Add(length - min(c.r.cfg.ClaimMargin, length/4))
 }
 
+// watchRead is an item's watchlist entry as read, or the read's error.
+type watchRead struct {
+	entry tenancy.WatchlistEntry
+	err   error
+}
+
+// readEntries reads the watchlist entries of items in one tenancy.BatchGetter.GetMany, each
+// under its own tenant, when the Bridge's Watchlist has it. It returns nil without it, or
+// when the call fails as a whole (one Warn line): the items then read their entries one
+// by one.
+func (r *Runner) readEntries(ctx context.Context, items []dispatch.Item) []watchRead {
+	g, ok := r.b.Watchlist.(tenancy.BatchGetter)
+	if !ok || len(items) == 0 {
+		return nil
+	}
+	lookups := make([]tenancy.Lookup, len(items))
+	for i, it := range items {
+		// An invalid user ID leaves the zero Context: that lookup is refused, and the item
+		// fails on the ID before it looks at its read.
+		tc, _ := tenancy.NewContext(it.Claim.Entry.UserID)
+		lookups[i] = tenancy.Lookup{Tenant: tc, Slug: it.Claim.Entry.WorkKey}
+	}
+	es, errs, err := g.GetMany(ctx, lookups)
+	if err == nil && (len(es) != len(items) || len(errs) != len(items)) {
+		err = fmt.Errorf("Watchlist.GetMany returned %d entries and %d outcomes for %d lookups", len(es), len(errs), len(items))
+	}
+	if err != nil {
+		r.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: watchlist read failed",
+			slog.Int("items", len(items)), slog.Bool("read_each", true), slog.Any("error", err))
+		return nil
+	}
+	reads := make([]watchRead, len(items))
+	for i, l := range lookups {
+		e, err := es[i], errs[i]
+		if err == nil && (e.UserID != l.Tenant.UserID() || e.Slug != l.Slug) {
+			// Never run one tenant's pipeline with another's entry.
+			e, err = tenancy.WatchlistEntry{}, fmt.Errorf("Watchlist.GetMany answered lookup %d with user %q entry %q", i, e.UserID, e.Slug)
+		}
+		reads[i] = watchRead{entry: e, err: err}
+	}
+	return reads
+}
+
 // runItem runs one item on the worker slot it holds, under a context that ends at end,
-// and queues its write.
-func (r *Runner) runItem(c *cycle, i int, it dispatch.Item, end time.Time) {
+// and queues its write. read is the item's pre-read watchlist entry, or nil.
+func (r *Runner) runItem(c *cycle, i int, it dispatch.Item, end time.Time, read *watchRead) {
 	ctx, cancel := r.itemContext(c.st.drain, end)
-	ir := r.b.run(ctx, it, c.now)
+	ir := r.b.runClaimed(ctx, it, c.now, read)
 	if cause := context.Cause(ctx); ir.status == StatusError && ctx.Err() != nil && !errors.Is(ir.err, cause) {
 		ir.err = fmt.Errorf("%w (%w)", ir.err, cause)
 	}

@@ -49,6 +49,8 @@
 // SetPlan writes plans. Both are deny-by-default like the in-memory ones: every statement
 // filters by the Context's user, and bad input (an AddedAt outside years 1 to 9999 UTC,
 // which pgx would otherwise store wrapped) is refused before anything is sent.
+// Watchlist.GetMany (tenancy.BatchGetter) reads the entries of a Runner's cycle, any
+// number of tenants', in one query by primary key, each under its own tenant.
 //
 // # Schema and migrations
 //

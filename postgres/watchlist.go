@@ -15,12 +15,16 @@ import (
 // table, rota_watchlist, keyed by (user_id, slug). Like the in-memory one it is
 // deny-by-default: every statement filters by the Context's user, so no argument reaches
 // another tenant's rows. Each call is one round trip; List reads the tenant's whole list in
-// one query, ordered by slug. AddedAt is stored to the microsecond.
+// one query, ordered by slug, and GetMany (tenancy.BatchGetter) reads many tenants'
+// entries in one query. AddedAt is stored to the microsecond.
 type Watchlist struct {
 	pool *pgxpool.Pool
 }
 
-var _ tenancy.Watchlist = (*Watchlist)(nil)
+var (
+	_ tenancy.Watchlist   = (*Watchlist)(nil)
+	_ tenancy.BatchGetter = (*Watchlist)(nil)
+)
 
 // NewWatchlist returns the Watchlist over pool's schema, which Migrate must have created.
 func NewWatchlist(pool *pgxpool.Pool) *Watchlist {
@@ -122,4 +126,62 @@ func (w *Watchlist) List(ctx context.Context, tc tenancy.Context) ([]tenancy.Wat
 		return nil, interpretTenancy(ctx, "Watchlist.List", err)
 	}
 	return es, nil
+}
+
+// GetMany implements [tenancy.BatchGetter] in one query, whatever the number of lookups:
+// the (user, slug) pair of each lookup, taken from its own Context, is joined to
+// rota_watchlist by primary key, so a lookup can match only its own tenant's row. A zero
+// Context or a bad slug is that lookup's error, found before anything is sent; a call
+// whose lookups are all refused sends nothing.
+func (w *Watchlist) GetMany(ctx context.Context, lookups []tenancy.Lookup) ([]tenancy.WatchlistEntry, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	entries := make([]tenancy.WatchlistEntry, len(lookups))
+	errs := make([]error, len(lookups))
+	users := make([]string, 0, len(lookups))
+	slugs := make([]string, 0, len(lookups))
+	at := make([]int, 0, len(lookups)) // the lookup each sent pair answers
+	for i, l := range lookups {
+		if err := l.Tenant.Check(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := tenancy.ValidateID("slug", l.Slug); err != nil {
+			errs[i] = err
+			continue
+		}
+		users, slugs, at = append(users, l.Tenant.UserID()), append(slugs, l.Slug), append(at, i)
+		errs[i] = slugNotFound(l.Slug) // until its row comes back
+	}
+	if len(at) == 0 {
+		return entries, errs, nil
+	}
+	rows, err := w.pool.Query(ctx, `
+		SELECT k.n, w.tier, w.added_at
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, slug, n)
+		JOIN rota_watchlist w ON w.user_id = k.user_id AND w.slug = k.slug`, users, slugs)
+	if err != nil {
+		return nil, nil, interpretTenancy(ctx, "Watchlist.GetMany", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			n  int64
+			we tenancy.WatchlistEntry
+		)
+		if err := rows.Scan(&n, &we.Tier, &we.AddedAt); err != nil {
+			return nil, nil, interpretTenancy(ctx, "Watchlist.GetMany", err)
+		}
+		if n < 1 || n > int64(len(at)) {
+			return nil, nil, fmt.Errorf("postgres: Watchlist.GetMany: the server answered lookup %d of %d", n, len(at))
+		}
+		we.UserID, we.Slug = users[n-1], slugs[n-1]
+		i := at[n-1]
+		entries[i], errs[i] = we, nil
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, interpretTenancy(ctx, "Watchlist.GetMany", err)
+	}
+	return entries, errs, nil
 }

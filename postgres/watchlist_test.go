@@ -86,10 +86,9 @@ func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// List reads a tenant's whole watch list — 2,316 entries here, a real tenant's — in one
-// query, in slug order, without another tenant's entries.
-func TestWatchlistListIsOneQuery(t *testing.T) {
-	t.Parallel()
+// countedPool returns a pool on a fresh migrated schema whose statements counter counts.
+func countedPool(t *testing.T) (*pgxpool.Pool, *queryCounter) {
+	t.Helper()
 	ctx := context.Background()
 	schema := pgtest.Schema(t, "rota_test")
 	if err := postgres.Migrate(ctx, pgtest.PoolIn(t, schema, 1)); err != nil {
@@ -107,6 +106,15 @@ func TestWatchlistListIsOneQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	return pool, counter
+}
+
+// List reads a tenant's whole watch list — 2,316 entries here, a real tenant's — in one
+// query, in slug order, without another tenant's entries.
+func TestWatchlistListIsOneQuery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, counter := countedPool(t)
 
 	const n = 2316
 	var rows [][]any
@@ -136,6 +144,80 @@ func TestWatchlistListIsOneQuery(t *testing.T) {
 	}
 }
 
+// GetMany reads a Runner's batch — 1,000 lookups of two tenants that share slugs, some
+// missing, some refused — in one query, each lookup answered with its own tenant's entry
+// in the order asked; a call whose lookups are all refused sends nothing.
+func TestWatchlistGetManyIsOneQuery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, counter := countedPool(t)
+	var rows [][]any
+	for i := range 600 {
+		for k, user := range []string{"ana", "ann"} {
+			rows = append(rows, []any{user, fmt.Sprintf("src-%04d", i), []string{"hot", "cold"}[k], t0.Add(time.Duration(i) * time.Microsecond)})
+		}
+	}
+	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"rota_watchlist"}, []string{"user_id", "slug", "tier", "added_at"}, pgx.CopyFromRows(rows)); err != nil {
+		t.Fatal(err)
+	}
+	w := postgres.NewWatchlist(pool)
+	users := map[string]tenancy.Context{"ana": mustTC(t, "ana"), "ann": mustTC(t, "ann"), "": {}}
+	var lookups []tenancy.Lookup
+	for i := range 1000 {
+		user := []string{"ann", "ana", "ana", "ann", ""}[i%5]
+		slug := fmt.Sprintf("src-%04d", 999-i) // src-0600 and up are missing
+		if i%97 == 0 {
+			slug = "bad\x00slug"
+		}
+		lookups = append(lookups, tenancy.Lookup{Tenant: users[user], Slug: slug})
+	}
+	before := counter.n.Load()
+	es, errs, err := w.GetMany(ctx, lookups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := counter.n.Load() - before; q != 1 {
+		t.Fatalf("GetMany of %d lookups sent %d statements, want 1", len(lookups), q)
+	}
+	found := 0
+	for i, l := range lookups {
+		var want error
+		var n int
+		_, scanErr := fmt.Sscanf(l.Slug, "src-%04d", &n)
+		switch {
+		case !l.Tenant.Valid():
+			want = tenancy.ErrNoTenant
+		case scanErr != nil:
+			want = tenancy.ErrInvalidID
+		case n >= 600:
+			want = tenancy.ErrNotFound
+		}
+		if want != nil {
+			if !errors.Is(errs[i], want) || es[i] != (tenancy.WatchlistEntry{}) {
+				t.Fatalf("lookup %d (%q, %q) = %+v, %v; want %v", i, l.Tenant.UserID(), l.Slug, es[i], errs[i], want)
+			}
+			continue
+		}
+		found++
+		tier := map[string]string{"ana": "hot", "ann": "cold"}[l.Tenant.UserID()]
+		if errs[i] != nil || es[i].UserID != l.Tenant.UserID() || es[i].Slug != l.Slug || es[i].Tier != tier ||
+			!es[i].AddedAt.Equal(t0.Add(time.Duration(n)*time.Microsecond)) {
+			t.Fatalf("lookup %d (%q, %q) = %+v, %v; want that tenant's entry", i, l.Tenant.UserID(), l.Slug, es[i], errs[i])
+		}
+	}
+	if found < 300 {
+		t.Fatalf("only %d lookups found their entry: the test reads too little", found)
+	}
+	before = counter.n.Load()
+	_, errs, err = w.GetMany(ctx, []tenancy.Lookup{{Slug: "src-0001"}, {Tenant: users["ana"], Slug: " src-0001"}})
+	if err != nil || !errors.Is(errs[0], tenancy.ErrNoTenant) || !errors.Is(errs[1], tenancy.ErrInvalidID) {
+		t.Fatalf("GetMany of refused lookups = %v, %v; want each refused", errs, err)
+	}
+	if q := counter.n.Load() - before; q != 0 {
+		t.Fatalf("GetMany of refused lookups sent %d statements, want none", q)
+	}
+}
+
 // Bad input is refused before anything is sent — here to a schema without tables, where
 // any statement would fail with ErrNotMigrated — and a missing table is ErrNotMigrated.
 func TestWatchlistRefusesBeforeSending(t *testing.T) {
@@ -155,6 +237,9 @@ func TestWatchlistRefusesBeforeSending(t *testing.T) {
 	}
 	if _, err := w.List(ctx, ana); !errors.Is(err, postgres.ErrNotMigrated) {
 		t.Errorf("List on a schema without tables = %v, want ErrNotMigrated", err)
+	}
+	if _, _, err := w.GetMany(ctx, []tenancy.Lookup{{Tenant: ana, Slug: "s"}}); !errors.Is(err, postgres.ErrNotMigrated) {
+		t.Errorf("GetMany on a schema without tables = %v, want ErrNotMigrated", err)
 	}
 	if _, err := plans.Plan(ctx, ana); !errors.Is(err, postgres.ErrNotMigrated) {
 		t.Errorf("Plan on a schema without tables = %v, want ErrNotMigrated", err)

@@ -17,6 +17,12 @@
 //     due-work WorkKey and the Tier a cadence tier name, checked as an ID but not against a
 //     registry (which tiers exist is the host's configuration). Add refuses an entry that
 //     names another user with [ErrForbidden]: it is never rewritten to the caller's user.
+//   - [BatchGetter] is an optional Watchlist capability, found by type assertion:
+//     GetMany reads the entries of many tenants in one call, each [Lookup] under its own
+//     Context, so the boundary holds lookup by lookup — one of another tenant's entries is
+//     that lookup's ErrNotFound, a zero Context its ErrNoTenant — and only a done ctx or a
+//     broken connection fails the call. A dispatcher's worker pool wants it: one read for
+//     a batch of items instead of a Get each.
 //   - [Entitlements] tells a tenant's [PlanID]. A tenant never given a plan is on
 //     [PlanFree]. Which dispatch lane a plan buys is wiring in package bridge.
 //   - [Repository] is generic tenant-scoped storage: Put inserts or replaces, List returns
@@ -25,10 +31,10 @@
 // Delete and Remove answer ErrNotFound for a missing row, so a caller can tell a removal
 // from a no-op. [NewMemoryWatchlist], [NewMemoryEntitlements] and [NewMemoryRepository] are
 // the in-memory implementations: safe for concurrent use, zero values ready to use; a
-// single-row call costs one map lookup, and List sorts the tenant's n rows in O(n log n),
-// whatever other tenants hold. The postgres module
-// implements Watchlist and Entitlements for services that run on several machines; package
-// tenancytest is the conformance suite every implementation runs.
+// single-row call costs one map lookup, GetMany one per lookup under one lock, and List
+// sorts the tenant's n rows in O(n log n), whatever other tenants hold. The postgres module
+// implements Watchlist (with GetMany) and Entitlements for services that run on several
+// machines; package tenancytest is the conformance suite every implementation runs.
 //
 // # IDs
 //

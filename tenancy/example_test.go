@@ -116,3 +116,52 @@ func ExampleMemoryEntitlements() {
 	// ana free
 	// ben pro
 }
+
+// GetMany reads several tenants' entries in one call, each lookup under its own Context:
+// ben's lookup of a slug only ana watches is not found, exactly as ben's Get would be.
+func ExampleMemoryWatchlist_GetMany() {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	w := tenancy.NewMemoryWatchlist()
+	tcs := map[string]tenancy.Context{}
+	for _, e := range []tenancy.WatchlistEntry{
+		{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now},
+		{UserID: "ben", Slug: "news", Tier: "cold", AddedAt: now},
+	} {
+		tc, err := tenancy.NewContext(e.UserID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := w.Add(ctx, tc, e); err != nil {
+			log.Fatal(err)
+		}
+		tcs[e.UserID] = tc
+	}
+	ana, ben := tcs["ana"], tcs["ben"]
+
+	var wl tenancy.Watchlist = w
+	bg, ok := wl.(tenancy.BatchGetter) // an optional capability
+	if !ok {
+		log.Fatal("no GetMany")
+	}
+	lookups := []tenancy.Lookup{
+		{Tenant: ana, Slug: "jobs"},
+		{Tenant: ben, Slug: "jobs"},
+		{Tenant: ben, Slug: "news"},
+	}
+	entries, errs, err := bg.GetMany(ctx, lookups)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, l := range lookups {
+		if errs[i] != nil {
+			fmt.Printf("%s %s: %v\n", l.Tenant.UserID(), l.Slug, errs[i])
+			continue
+		}
+		fmt.Printf("%s %s: tier %s\n", l.Tenant.UserID(), l.Slug, entries[i].Tier)
+	}
+	// Output:
+	// ana jobs: tier hot
+	// ben jobs: tenancy: not found: slug "jobs"
+	// ben news: tier cold
+}

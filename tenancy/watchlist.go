@@ -61,6 +61,27 @@ type Watchlist interface {
 	List(ctx context.Context, tc Context) ([]WatchlistEntry, error)
 }
 
+// Lookup names one entry for [BatchGetter.GetMany]: the entry Slug of the tenant Tenant.
+type Lookup struct {
+	Tenant Context
+	Slug   string
+}
+
+// BatchGetter is an optional [Watchlist] capability: reading the entries of many tenants
+// in one call. Package bridge's Runner uses it, when its Watchlist has it, to read the
+// entries of a cycle's items at once instead of with one Get each.
+type BatchGetter interface {
+	// GetMany is Get for each lookup under the lookup's own Tenant, so each reads only its
+	// own tenant's entry. When err is nil, entries and errs hold one element per lookup,
+	// in order: errs[i] is nil when entries[i] was found, and otherwise what Get would
+	// return — ErrNoTenant for the zero Context, ErrInvalidID for a bad slug, ErrNotFound
+	// (the same text) for an entry the tenant does not hold, whoever else does — with
+	// entries[i] the zero entry. A lookup given twice is answered twice. err is the
+	// call's own failure, a done ctx or a broken connection, and then entries and errs
+	// are nil. The slices are the caller's.
+	GetMany(ctx context.Context, lookups []Lookup) (entries []WatchlistEntry, errs []error, err error)
+}
+
 // MemoryWatchlist is the in-memory [Watchlist], safe for concurrent use; the zero value is
 // an empty watchlist ready to use. It stores its entries in a [MemoryRepository] keyed by
 // slug, so it inherits that isolation.
@@ -68,7 +89,10 @@ type MemoryWatchlist struct {
 	repo MemoryRepository[WatchlistEntry]
 }
 
-var _ Watchlist = (*MemoryWatchlist)(nil)
+var (
+	_ Watchlist   = (*MemoryWatchlist)(nil)
+	_ BatchGetter = (*MemoryWatchlist)(nil)
+)
 
 // NewMemoryWatchlist returns an empty MemoryWatchlist.
 func NewMemoryWatchlist() *MemoryWatchlist {
@@ -100,4 +124,32 @@ func (w *MemoryWatchlist) Get(ctx context.Context, tc Context, slug string) (Wat
 // List implements [Watchlist].
 func (w *MemoryWatchlist) List(ctx context.Context, tc Context) ([]WatchlistEntry, error) {
 	return w.repo.List(ctx, tc)
+}
+
+// GetMany implements [BatchGetter]: one read lock for all the lookups, a map lookup each.
+func (w *MemoryWatchlist) GetMany(ctx context.Context, lookups []Lookup) ([]WatchlistEntry, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	entries := make([]WatchlistEntry, len(lookups))
+	errs := make([]error, len(lookups))
+	w.repo.mu.RLock()
+	defer w.repo.mu.RUnlock()
+	for i, l := range lookups {
+		if err := l.Tenant.Check(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := ValidateID("slug", l.Slug); err != nil {
+			errs[i] = err
+			continue
+		}
+		e, ok := w.repo.rows[l.Tenant.userID][l.Slug]
+		if !ok {
+			errs[i] = notFound("slug", l.Slug)
+			continue
+		}
+		entries[i] = e
+	}
+	return entries, errs, nil
 }

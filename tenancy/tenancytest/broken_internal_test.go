@@ -2,6 +2,7 @@ package tenancytest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"runtime"
@@ -55,8 +56,8 @@ func runRule[S subject](r rule[S], newSubject func() S) []string {
 	return rec.msgs
 }
 
-// fake is a Watchlist, a Repository[string] and an Entitlements written from scratch,
-// correct unless its bug says otherwise.
+// fake is a Watchlist with GetMany, a Repository[string] and an Entitlements written from
+// scratch, correct unless its bug says otherwise.
 type fake struct {
 	bug   string
 	mu    sync.Mutex
@@ -208,6 +209,43 @@ func (f *fake) List(ctx context.Context, tc tenancy.Context) ([]tenancy.Watchlis
 	return out, nil
 }
 
+func (f *fake) GetMany(ctx context.Context, lookups []tenancy.Lookup) ([]tenancy.WatchlistEntry, []error, error) {
+	if err := ctx.Err(); err != nil && f.bug != "batchIgnoresCtx" {
+		return nil, nil, err
+	}
+	es, errs := make([]tenancy.WatchlistEntry, len(lookups)), make([]error, len(lookups))
+	seen := map[tenancy.Lookup]bool{}
+	for i, l := range lookups {
+		tc := l.Tenant
+		if f.bug == "batchFirstTenant" {
+			tc = lookups[0].Tenant // one Context for the whole batch
+		}
+		if err := tc.Check(); err != nil && f.bug == "batchFailsCall" {
+			return nil, nil, err
+		}
+		es[i], errs[i] = f.Get(context.Background(), tc, l.Slug)
+		if errors.Is(errs[i], tenancy.ErrNotFound) && f.bug == "batchLeaks" {
+			f.mu.Lock()
+			for _, e := range f.rows {
+				if e.Slug == l.Slug {
+					es[i], errs[i] = e, nil // matched on the slug alone
+				}
+			}
+			f.mu.Unlock()
+		}
+		if seen[l] && f.bug == "batchOnce" {
+			es[i], errs[i] = tenancy.WatchlistEntry{}, f.notFound("slug", l.Slug)
+		}
+		seen[l] = true
+	}
+	if f.bug == "batchFoundFirst" {
+		// The found entries first, as a join returns them, then the rest.
+		sort.SliceStable(es, func(i, j int) bool { return es[i].Slug != "" && es[j].Slug == "" })
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i] == nil && errs[j] != nil })
+	}
+	return es, errs, nil
+}
+
 // repo is a fake seen as a Repository[string]: values travel in Tier.
 type repo struct{ *fake }
 
@@ -318,9 +356,9 @@ func catches[S subject](t *testing.T, iface string, rules []rule[S], wrap func(*
 
 func TestSuiteCatchesBrokenWatchlists(t *testing.T) {
 	catches(t, "Watchlist", watchlistRules, func(f *fake) *watchSubject { return &watchSubject{w: f} }, map[string][]string{
-		"joinedKey":        {"CrossTenant", "SharedSlugs"},
-		"caseFold":         {"CrossTenant", "SharedSlugs", "StateMachine"},
-		"slugOnly":         {"CrossTenant", "SharedSlugs", "StateMachine"},
+		"joinedKey":        {"CrossTenant", "SharedSlugs", "GetManyCrossTenant"},
+		"caseFold":         {"CrossTenant", "SharedSlugs", "GetManyCrossTenant", "StateMachine"},
+		"slugOnly":         {"CrossTenant", "SharedSlugs", "GetMany", "GetManyCrossTenant", "StateMachine"},
 		"tellingNotFound":  {"CrossTenant"},
 		"rewritesUser":     {"Forbidden", "CrossTenant"},
 		"noTierCheck":      {"BadTier"},
@@ -333,6 +371,12 @@ func TestSuiteCatchesBrokenWatchlists(t *testing.T) {
 		"removeAbsentOK":   {"Remove", "StateMachine"},
 		"reversed":         {"ListOrder", "StateMachine"},
 		"sharedSlice":      {"ListOrder"},
+		"batchLeaks":       {"GetMany", "GetManyCrossTenant", "StateMachine"},
+		"batchFirstTenant": {"GetMany", "GetManyCrossTenant", "StateMachine"},
+		"batchFailsCall":   {"GetMany", "StateMachine"},
+		"batchOnce":        {"GetMany", "StateMachine"},
+		"batchFoundFirst":  {"GetMany", "StateMachine"},
+		"batchIgnoresCtx":  {"GetManyDoneContext"},
 	})
 }
 

@@ -32,6 +32,12 @@
 // a plan, ErrInvalidPlan, tenants calling at once, and a rapid state machine per interface
 // against a map, with several tenants and bad IDs.
 //
+// A Watchlist that implements tenancy.BatchGetter is held to it too: GetMany answers each
+// lookup as Get would under the lookup's own Context, in order, with the two tenants of
+// each colliding pair in one call, a slug given twice, zero Contexts and bad slugs among
+// the rest; a done ctx fails the call; and the state machine reads in batches as well.
+// For a Watchlist without it, the GetMany rules are skipped.
+//
 // # What it assumes
 //
 // Nothing beyond the contracts. It never reads the wall clock: every AddedAt is a fixed

@@ -22,6 +22,8 @@ var (
 	genUser  = rapid.SampledFrom([]string{"a", "a/b", "A"})
 	genID    = rapid.SampledFrom([]string{"x", "b/x", "a/b", "x ", ""})
 	genValue = rapid.SampledFrom([]string{"hot", "cold"})
+	// genLookupUser is genUser or "", the zero Context.
+	genLookupUser = rapid.SampledFrom([]string{"a", "a/b", "A", ""})
 )
 
 // modelFail fails t citing rule.
@@ -30,8 +32,9 @@ func modelFail(t *rapid.T, rule, format string, args ...any) {
 	t.Fatalf("rule %q broken: %s", rule, fmt.Sprintf(format, args...))
 }
 
-// keyedModel drives fresh stores and a map per tenant with the same random calls, and after
-// every call checks every tenant's List against the map.
+// keyedModel drives fresh stores and a map per tenant with the same random calls — reading
+// many rows at once too when the store can — and after every call checks every tenant's
+// List against the map.
 func keyedModel[S keyed](s *suite[S]) {
 	rapid.Check(s.t, func(t *rapid.T) {
 		x := s.fresh()
@@ -55,7 +58,7 @@ func keyedModel[S keyed](s *suite[S]) {
 			}
 			return true
 		}
-		t.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"put": func(t *rapid.T) {
 				u, id, v := genUser.Draw(t, "user"), genID.Draw(t, "id"), genValue.Draw(t, "value")
 				if check(t, "put", u, id, x.put(bg, tenant(t, u), id, v), true) {
@@ -96,8 +99,42 @@ func keyedModel[S keyed](s *suite[S]) {
 					}
 				}
 			},
-		})
+		}
+		if b, ok := any(x).(batchKeyed); ok && b.batched() {
+			actions["getMany"] = func(t *rapid.T) { s.modelGetMany(t, b, m, check) }
+		}
+		t.Repeat(actions)
 	})
+}
+
+// modelGetMany reads random lookups, zero Contexts among them, in one getMany and checks
+// each outcome as keyedModel's check does a get's, against the model m.
+func (s *suite[S]) modelGetMany(t *rapid.T, b batchKeyed, m map[string]map[string]string, check func(t *rapid.T, call, user, id string, err error, ok bool) bool) {
+	users := rapid.SliceOfN(genLookupUser, 0, 5).Draw(t, "users")
+	lookups := make([]tenancy.Lookup, len(users))
+	for i, u := range users {
+		lookups[i].Slug = genID.Draw(t, "id")
+		if u != "" {
+			lookups[i].Tenant = tenant(t, u)
+		}
+	}
+	vs, errs, err := b.getMany(bg, lookups)
+	if err != nil {
+		modelFail(t, s.rule, "getMany(%v): %v", lookups, err)
+	}
+	for i, u := range users {
+		id := lookups[i].Slug
+		if u == "" {
+			if !errors.Is(errs[i], tenancy.ErrNoTenant) {
+				modelFail(t, s.rule, "getMany's lookup %d (zero Context, %q) = %v, want ErrNoTenant", i, id, errs[i])
+			}
+			continue
+		}
+		want, ok := m[u][id]
+		if check(t, fmt.Sprintf("getMany's lookup %d", i), u, id, errs[i], ok) && vs[i] != want {
+			modelFail(t, s.rule, "getMany's lookup %d (%s, %q) = %q, the model has %q", i, u, id, vs[i], want)
+		}
+	}
 }
 
 // entModel drives fresh Entitlements and a map with the same random calls, and after every

@@ -42,6 +42,15 @@ type keyed interface {
 
 type kv struct{ id, v string }
 
+// batchKeyed is a keyed subject that may read many rows in one call: a Watchlist with
+// tenancy.BatchGetter.
+type batchKeyed interface {
+	// batched reports whether the implementation reads in batches.
+	batched() bool
+	// getMany reads the lookups' rows in one call and returns their values.
+	getMany(ctx context.Context, lookups []tenancy.Lookup) ([]string, []error, error)
+}
+
 // watchSubject is a Watchlist under test.
 type watchSubject struct{ w tenancy.Watchlist }
 
@@ -87,6 +96,33 @@ func (x *watchSubject) scribble(ctx context.Context, tc tenancy.Context) error {
 		es[i] = tenancy.WatchlistEntry{UserID: "scribbled", Slug: "scribbled"}
 	}
 	return err
+}
+
+func (x *watchSubject) batched() bool {
+	_, ok := x.w.(tenancy.BatchGetter)
+	return ok
+}
+
+func (x *watchSubject) getMany(ctx context.Context, lookups []tenancy.Lookup) ([]string, []error, error) {
+	es, errs, err := x.w.(tenancy.BatchGetter).GetMany(ctx, lookups)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(es) != len(lookups) || len(errs) != len(lookups) {
+		return nil, nil, fmt.Errorf("GetMany of %d lookups returned %d entries and %d errors", len(lookups), len(es), len(errs))
+	}
+	vs := make([]string, len(es))
+	for i, e := range es {
+		l := lookups[i]
+		if errs[i] != nil {
+			continue
+		}
+		if e.UserID != l.Tenant.UserID() || e.Slug != l.Slug {
+			return nil, nil, fmt.Errorf("GetMany's lookup %d (%s, %q) returned %s", i, l.Tenant.UserID(), l.Slug, showEntry(e))
+		}
+		vs[i] = e.Tier
+	}
+	return vs, errs, nil
 }
 
 func (x *watchSubject) addAs(ctx context.Context, tc tenancy.Context, user, id string) error {

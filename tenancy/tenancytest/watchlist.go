@@ -23,6 +23,9 @@ var watchlistRules = []rule[*watchSubject]{
 	{"BadTier", "Add of an entry whose Tier is not a valid ID is ErrInvalidID naming the tier and writes nothing", badTier},
 	{"AddedAtRange", "Add of an AddedAt outside years 1 to 9999 UTC is ErrInvalidID naming AddedAt and writes nothing; the first and last microseconds of that range are stored", addedAtRange},
 	{"Concurrent", "tenants calling at once each end with exactly their own entries", concurrent[*watchSubject]},
+	{"GetMany", "GetMany answers each lookup as Get would under the lookup's own Context, in the order given — the entry, ErrNotFound with Get's text, ErrNoTenant for the zero Context, ErrInvalidID naming the slug — a lookup given twice twice, in slices the caller owns, and changes nothing", getManyOutcomes},
+	{"GetManyCrossTenant", "in one GetMany, a lookup of another tenant's entry answers exactly as if it did not exist (Get's ErrNotFound) while that tenant's own lookups read it, and each tenant's entry under a shared slug is its own", getManyCrossTenant},
+	{"GetManyDoneContext", "GetMany with a done ctx returns only an error wrapping ctx.Err(), whatever its lookups, and changes nothing", getManyDoneContext},
 	{"StateMachine", keyedModelRule, keyedModel[*watchSubject]},
 }
 
