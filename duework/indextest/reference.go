@@ -249,21 +249,17 @@ func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 
 // CheckClaim returns nil while c is the current claim of tc's entry, else ErrClaimLost.
 func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := duework.ValidateClaim(tc, c); err != nil {
-		return err
-	}
-	if err := m.lock(ctx); err != nil {
-		return err
-	}
-	defer m.mu.Unlock()
-	if m.current(c) == nil {
-		return fmt.Errorf("indextest: Model.CheckClaim %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
-	}
-	return nil
+	return m.whileClaimed(ctx, "CheckClaim", tc, c, func() {})
 }
 
 // UnscheduleClaimed removes tc's entry while c is its current claim, else ErrClaimLost.
 func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	return m.whileClaimed(ctx, "UnscheduleClaimed", tc, c, func() { delete(m.rows, c.Entry.Key()) })
+}
+
+// whileClaimed runs write under the Model's lock if c is the current claim of tc's entry,
+// and returns ErrClaimLost, naming op, if it is not.
+func (m *Model) whileClaimed(ctx context.Context, op string, tc tenancy.Context, c duework.Claim, write func()) error {
 	if err := duework.ValidateClaim(tc, c); err != nil {
 		return err
 	}
@@ -272,9 +268,9 @@ func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	}
 	defer m.mu.Unlock()
 	if m.current(c) == nil {
-		return fmt.Errorf("indextest: Model.UnscheduleClaimed %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
+		return fmt.Errorf("indextest: Model.%s %q with token %d: %w", op, c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
 	}
-	delete(m.rows, c.Entry.Key())
+	write()
 	return nil
 }
 
