@@ -184,10 +184,6 @@ func (u *user) heldAt(sec int64, nsec int32) bool {
 	return cmpTime(u.heldSec, u.heldNsec, sec, nsec) > 0
 }
 
-func (u *user) lookup(workKey string) *node {
-	return keyTree.find(u.keys, func(n *node) int { return strings.Compare(workKey, n.workKey) })
-}
-
 var (
 	entryTree = treap[node]{
 		cmp: func(a, b *node) int {
@@ -277,20 +273,20 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 		n = &node{workKey: e.WorkKey, prio: rand.Uint32()}
 		u.keys = keyTree.insert(u.keys, n)
 	} else {
-		u.entries = entryTree.remove(u.entries, n)
+		u.entries = removeEntry(u.entries, n)
 	}
 	// u's place in byDue, filed under its first entry, moves only when that changes.
 	if first == n {
 		m.byDue = dueTree.remove(m.byDue, u)
 	}
 	n.set(e)
-	moved := first == nil || first == n || entryTree.cmp(n, first) < 0
+	moved := first == nil || first == n || entryBefore(n, first)
 	if moved && first != nil && first != n {
 		m.byDue = dueTree.remove(m.byDue, u)
 	}
-	u.entries = entryTree.insert(u.entries, n)
+	u.entries = insertEntry(u.entries, n)
 	if moved {
-		u.first = entryTree.min(u.entries)
+		u.first = firstEntry(u.entries)
 		m.byDue = dueTree.insert(m.byDue, u)
 	}
 	m.requeue(u, had)
@@ -301,10 +297,10 @@ func (m *Memory) drop(u *user, n *node) {
 	if n == u.first {
 		m.byDue = dueTree.remove(m.byDue, u)
 	}
-	u.entries = entryTree.remove(u.entries, n)
+	u.entries = removeEntry(u.entries, n)
 	u.keys = keyTree.remove(u.keys, n)
 	if n == u.first {
-		u.first = entryTree.min(u.entries)
+		u.first = firstEntry(u.entries)
 		if u.first != nil {
 			m.byDue = dueTree.insert(m.byDue, u)
 		}

@@ -210,7 +210,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		m.tokens++
 		n.token = m.tokens
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
-		entryTree.update(u.entries, n)
+		updateEntry(u.entries, n)
 		if cmpTime(sec, nsec, u.servedSec, u.servedNsec) > 0 {
 			u.servedSec, u.servedNsec = sec, nsec
 		}

@@ -1,0 +1,155 @@
+package duework
+
+import "strings"
+
+// The writes' operations on a user's entries and keys trees, written out for node rather
+// than through entryTree's and keyTree's func fields: they run for every key claimed and
+// completed, and a call through a func field is indirect and never inlined. Each behaves as
+// the treap operation of the same name on entryTree or keyTree, which stay the trees'
+// definition (reads walk the entries tree through entryTree, and the tests check every tree
+// against it).
+
+// entryBefore reports whether a is ordered before b in the entries tree, by (DueAt,
+// WorkKey); it compares the keys only when the times are equal.
+func entryBefore(a, b *node) bool {
+	if a.dueSec != b.dueSec {
+		return a.dueSec < b.dueSec
+	}
+	if a.dueNsec != b.dueNsec {
+		return a.dueNsec < b.dueNsec
+	}
+	return a.workKey < b.workKey
+}
+
+// fixMin recomputes n's least visible-at from its own and its kids'.
+func fixMin(n *node) {
+	s, ns := n.visSec, n.visNsec
+	for _, k := range n.kid {
+		if k != nil && (k.minSec < s || k.minSec == s && k.minNsec < ns) {
+			s, ns = k.minSec, k.minNsec
+		}
+	}
+	n.minSec, n.minNsec = s, ns
+}
+
+// insertEntry adds n, which must not be in the entries tree at root, and returns the new
+// root. O(log n) expected. Above n's place only n's own visible-at is new to each subtree,
+// so the path's least visible-at is lowered to it without reading the path's other kids.
+func insertEntry(root, n *node) *node {
+	if root == nil || n.prio > root.prio {
+		n.kid[0], n.kid[1] = splitEntries(root, n)
+		fixMin(n)
+		return n
+	}
+	if n.visSec < root.minSec || n.visSec == root.minSec && n.visNsec < root.minNsec {
+		root.minSec, root.minNsec = n.visSec, n.visNsec
+	}
+	if entryBefore(n, root) {
+		root.kid[0] = insertEntry(root.kid[0], n)
+	} else {
+		root.kid[1] = insertEntry(root.kid[1], n)
+	}
+	return root
+}
+
+// splitEntries divides the entries tree at root into the nodes ordered before key and those
+// after it.
+func splitEntries(root, key *node) (l, r *node) {
+	if root == nil {
+		return nil, nil
+	}
+	if entryBefore(root, key) {
+		root.kid[1], r = splitEntries(root.kid[1], key)
+		fixMin(root)
+		return root, r
+	}
+	l, root.kid[0] = splitEntries(root.kid[0], key)
+	fixMin(root)
+	return l, root
+}
+
+// mergeEntries joins two entries trees whose every node of a is ordered before every node
+// of b.
+func mergeEntries(a, b *node) *node {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case a.prio > b.prio:
+		a.kid[1] = mergeEntries(a.kid[1], b)
+		fixMin(a)
+		return a
+	default:
+		b.kid[0] = mergeEntries(a, b.kid[0])
+		fixMin(b)
+		return b
+	}
+}
+
+// removeEntry takes n, which must be in the entries tree at root, out of it and returns the
+// new root. O(log n) expected. A subtree whose least visible-at was below n's keeps it, so
+// only the path's nodes whose least was n's own are recomputed.
+func removeEntry(root, n *node) *node {
+	if root == nil {
+		panic("duework: internal error: removing a node that is not in the tree")
+	}
+	if root == n {
+		m := mergeEntries(n.kid[0], n.kid[1])
+		n.kid = [2]*node{}
+		return m
+	}
+	if entryBefore(n, root) {
+		root.kid[0] = removeEntry(root.kid[0], n)
+	} else {
+		root.kid[1] = removeEntry(root.kid[1], n)
+	}
+	if root.minSec == n.visSec && root.minNsec == n.visNsec {
+		fixMin(root)
+	}
+	return root
+}
+
+// updateEntry recomputes the least visible-at on the path from root down to n, which must
+// be in the entries tree, after a change to n's visible-at that keeps its place in the
+// order. O(log n) expected.
+func updateEntry(root, n *node) {
+	if root == nil {
+		panic("duework: internal error: updating a node that is not in the tree")
+	}
+	if root != n {
+		if entryBefore(n, root) {
+			updateEntry(root.kid[0], n)
+		} else {
+			updateEntry(root.kid[1], n)
+		}
+	}
+	fixMin(root)
+}
+
+// firstEntry returns the first node of the entries tree at root, or nil.
+func firstEntry(root *node) *node {
+	if root == nil {
+		return nil
+	}
+	for root.kid[0] != nil {
+		root = root.kid[0]
+	}
+	return root
+}
+
+// lookup returns u's entry workKey, or nil: a walk down the keys tree, by WorkKey.
+func (u *user) lookup(workKey string) *node {
+	for n := u.keys; n != nil; {
+		c := strings.Compare(workKey, n.workKey)
+		if c == 0 {
+			return n
+		}
+		if c < 0 {
+			n = n.keyKid[0]
+		} else {
+			n = n.keyKid[1]
+		}
+	}
+	return nil
+}
