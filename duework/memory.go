@@ -37,6 +37,13 @@ type Memory struct {
 	byDue  *user            // users with entries, by (earliest DueAt, UserID)
 	tokens uint64           // the last token handed out; only grows
 
+	// claims finds each entry that has a claim by its token, so that a completion costs no
+	// walk down its user's keys tree. It holds exactly the nodes whose token is not 0.
+	// claimsPeak is its most entries since it was made: a map never shrinks, so once one
+	// that grew past maxScratch empties it is made anew.
+	claims     map[uint64]claimed
+	claimsPeak int
+
 	// Ready's working space, kept between calls so that a read allocates only its result.
 	queue cursor[user]
 	walk  cursor[node]
@@ -55,6 +62,7 @@ func NewMemory() *Memory {
 	return &Memory{
 		users:  map[string]*user{},
 		groups: map[string]*user{},
+		claims: map[uint64]claimed{},
 		queue:  cursor[user]{t: &groupTree},
 		walk:   cursor[node]{t: &entryTree, prune: laterThan},
 	}
@@ -103,6 +111,12 @@ type user struct {
 	heldNsec   int32
 	turnNsec   int32
 	prio       uint32
+}
+
+// claimed is an entry that has a claim, with its user.
+type claimed struct {
+	u *user
+	n *node
 }
 
 // pick is one head of a Ready being built: its user, the end of its nodes in Memory.found,
@@ -274,6 +288,7 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 		u.keys = keyTree.insert(u.keys, n)
 	} else {
 		u.entries = removeEntry(u.entries, n)
+		m.forget(n)
 	}
 	// u's place in byDue, filed under its first entry, moves only when that changes.
 	if first == n {
@@ -294,6 +309,7 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 
 // drop removes u's entry n. O(log n).
 func (m *Memory) drop(u *user, n *node) {
+	m.forget(n)
 	if n == u.first {
 		m.byDue = dueTree.remove(m.byDue, u)
 	}
@@ -308,17 +324,32 @@ func (m *Memory) drop(u *user, n *node) {
 	m.requeue(u, true)
 }
 
-// current returns tc's entry named by c while c is its current claim, or nil.
+// current returns tc's entry named by c while c is its current claim, or nil. O(1)
+// expected: it finds the entry by c's token.
 func (m *Memory) current(tc tenancy.Context, c Claim) (*user, *node) {
-	u := m.users[tc.UserID()]
-	if u == nil {
+	h, ok := m.claims[c.Token]
+	if !ok || h.u.id != tc.UserID() || h.n.workKey != c.Entry.WorkKey {
 		return nil, nil
 	}
-	n := u.lookup(c.Entry.WorkKey)
-	if n == nil || n.token == 0 || n.token != c.Token {
-		return nil, nil
+	return h.u, h.n
+}
+
+// remember files n, u's entry, under the claim token it has just been given.
+func (m *Memory) remember(u *user, n *node) {
+	m.claims[n.token] = claimed{u, n}
+	m.claimsPeak = max(m.claimsPeak, len(m.claims))
+}
+
+// forget takes n's claim, if it has one, out of m.claims; the caller is about to clear or
+// replace n's token, or drop n.
+func (m *Memory) forget(n *node) {
+	if n.token == 0 {
+		return
 	}
-	return u, n
+	delete(m.claims, n.token)
+	if len(m.claims) == 0 && m.claimsPeak > maxScratch {
+		m.claims, m.claimsPeak = map[uint64]claimed{}, 0
+	}
 }
 
 // Schedule inserts or replaces tc's entry e.WorkKey. O(log n).

@@ -207,8 +207,10 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		if n == nil || !n.visibleBy(sec, nsec) {
 			continue
 		}
+		m.forget(n)
 		m.tokens++
 		n.token = m.tokens
+		m.remember(u, n)
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
 		updateEntry(u.entries, n)
 		if cmpTime(sec, nsec, u.servedSec, u.servedNsec) > 0 {
