@@ -49,6 +49,16 @@ type Memory struct {
 	walk  cursor[node]
 	picks []pick
 	found []*node
+
+	// read is the last Ready's result as nodes, in its order, and readAt the next of them a
+	// Claim looks for first: the dispatcher claims what it read, in the order it read it,
+	// so Claim finds most keys here with no walk down a keys tree. read holds u's node for
+	// its WorkKey for as long as readDrops == drops: a node leaves its user only by drop,
+	// which counts itself in drops. A node dropped since stays reachable from read, not
+	// from the index, until the next Ready.
+	read             []claimed
+	readAt           int
+	drops, readDrops uint64
 }
 
 var (
@@ -310,6 +320,7 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 // drop removes u's entry n. O(log n).
 func (m *Memory) drop(u *user, n *node) {
 	m.forget(n)
+	m.drops++
 	if n == u.first {
 		m.byDue = dueTree.remove(m.byDue, u)
 	}

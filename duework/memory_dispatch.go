@@ -51,6 +51,7 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 	if len(picks) > 0 {
 		page.Heads = m.heads(picks, found, q)
 	}
+	m.keepRead(picks, found)
 	clear(picks)
 	clear(found)
 	if cap(picks) <= maxScratch && cap(found) <= maxScratch {
@@ -59,6 +60,48 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 		m.picks, m.found = nil, nil
 	}
 	return page, nil
+}
+
+// keepRead records Ready's result as m.read for the Claim that usually follows; a result
+// of more than maxScratch entries it does not keep. read grows to at most maxScratch, so
+// that once it has, a read allocates only its result.
+func (m *Memory) keepRead(picks []pick, found []*node) {
+	clear(m.read)
+	read := m.read[:0]
+	switch {
+	case len(found) > maxScratch:
+		read = nil
+	case len(found) > cap(read):
+		read = make([]claimed, 0, min(max(len(found), 2*cap(read)), maxScratch))
+	}
+	if read != nil {
+		start := 0
+		for _, p := range picks {
+			for _, n := range found[start:p.end] {
+				read = append(read, claimed{p.u, n})
+			}
+			start = p.end
+		}
+	}
+	m.read, m.readAt, m.readDrops = read, 0, m.drops
+}
+
+// readAhead is how many of the last Ready's entries Claim looks through for a key before
+// it walks down the keys tree: the dispatcher skips few of what it read.
+const readAhead = 8
+
+// claimable returns u's entry workKey, or nil: from the last Ready's result when it is
+// among the next readAhead entries there, else by a walk down u's keys tree. O(log n).
+func (m *Memory) claimable(u *user, workKey string) *node {
+	if m.readDrops == m.drops {
+		for i := m.readAt; i < len(m.read) && i < m.readAt+readAhead; i++ {
+			if r := m.read[i]; r.u == u && r.n.workKey == workKey {
+				m.readAt = i + 1
+				return r.n
+			}
+		}
+	}
+	return u.lookup(workKey)
 }
 
 // heads copies the picked users and their nodes into Ready's result, two allocations in
@@ -203,7 +246,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		if u == nil {
 			continue
 		}
-		n := u.lookup(k.WorkKey)
+		n := m.claimable(u, k.WorkKey)
 		if n == nil || !n.visibleBy(sec, nsec) {
 			continue
 		}

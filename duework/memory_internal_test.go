@@ -197,6 +197,11 @@ func (m *Memory) check() error {
 			return fmt.Errorf("user %q: %w", id, err)
 		}
 	}
+	for _, r := range m.read {
+		if m.readDrops == m.drops && r.u.lookup(r.n.workKey) != r.n {
+			return fmt.Errorf("read holds entry %q of user %q, which it no longer has", r.n.workKey, r.u.id)
+		}
+	}
 	for token, h := range m.claims {
 		if h.n.token != token || m.users[h.u.id] != h.u || h.u.lookup(h.n.workKey) != h.n {
 			return fmt.Errorf("claims files token %d, which no stored entry has", token)
