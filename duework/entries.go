@@ -2,12 +2,12 @@ package duework
 
 import "strings"
 
-// The writes' operations on a user's entries and keys trees, written out for node rather
-// than through entryTree's and keyTree's func fields: they run for every key claimed and
-// completed, and a call through a func field is indirect and never inlined. Each behaves as
-// the treap operation of the same name on entryTree or keyTree, which stay the trees'
-// definition (reads walk the entries tree through entryTree, and the tests check every tree
-// against it).
+// The writes' operations on a user's entries and keys trees and on Memory.byDue, written
+// out for node and user rather than through entryTree's, keyTree's and dueTree's func
+// fields: they run for every key claimed and completed, and a call through a func field is
+// indirect and never inlined. Each behaves as the treap operation of the same name on
+// entryTree, keyTree or dueTree, which stay the trees' definition (reads walk the trees
+// through them, and the tests check every tree against them).
 
 // entryBefore reports whether a is ordered before b in the entries tree, by (DueAt,
 // WorkKey); it compares the keys only when the times are equal.
@@ -152,4 +152,78 @@ func (u *user) lookup(workKey string) *node {
 		}
 	}
 	return nil
+}
+
+// userDueBefore reports whether a is ordered before b in Memory.byDue, by (DueAt of their
+// first entry, UserID): dueTree's order.
+func userDueBefore(a, b *user) bool {
+	af, bf := a.first, b.first
+	if af.dueSec != bf.dueSec {
+		return af.dueSec < bf.dueSec
+	}
+	if af.dueNsec != bf.dueNsec {
+		return af.dueNsec < bf.dueNsec
+	}
+	return a.id < b.id
+}
+
+// insertByDue adds u, which must not be in the byDue tree at root, and returns the new
+// root: dueTree.insert written out, as put moves a user in byDue for most completions.
+func insertByDue(root, u *user) *user {
+	if root == nil || u.prio > root.prio {
+		u.dkid[0], u.dkid[1] = splitByDue(root, u)
+		return u
+	}
+	if userDueBefore(u, root) {
+		root.dkid[0] = insertByDue(root.dkid[0], u)
+	} else {
+		root.dkid[1] = insertByDue(root.dkid[1], u)
+	}
+	return root
+}
+
+func splitByDue(root, key *user) (l, r *user) {
+	if root == nil {
+		return nil, nil
+	}
+	if userDueBefore(root, key) {
+		root.dkid[1], r = splitByDue(root.dkid[1], key)
+		return root, r
+	}
+	l, root.dkid[0] = splitByDue(root.dkid[0], key)
+	return l, root
+}
+
+func mergeByDue(a, b *user) *user {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case a.prio > b.prio:
+		a.dkid[1] = mergeByDue(a.dkid[1], b)
+		return a
+	default:
+		b.dkid[0] = mergeByDue(a, b.dkid[0])
+		return b
+	}
+}
+
+// removeByDue takes u, which must be in the byDue tree at root, out of it and returns the
+// new root: dueTree.remove written out.
+func removeByDue(root, u *user) *user {
+	if root == nil {
+		panic("duework: internal error: removing a node that is not in the tree")
+	}
+	if root == u {
+		m := mergeByDue(u.dkid[0], u.dkid[1])
+		u.dkid = [2]*user{}
+		return m
+	}
+	if userDueBefore(u, root) {
+		root.dkid[0] = removeByDue(root.dkid[0], u)
+	} else {
+		root.dkid[1] = removeByDue(root.dkid[1], u)
+	}
+	return root
 }

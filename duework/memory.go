@@ -302,17 +302,17 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 	}
 	// u's place in byDue, filed under its first entry, moves only when that changes.
 	if first == n {
-		m.byDue = dueTree.remove(m.byDue, u)
+		m.byDue = removeByDue(m.byDue, u)
 	}
 	n.set(e)
 	moved := first == nil || first == n || entryBefore(n, first)
 	if moved && first != nil && first != n {
-		m.byDue = dueTree.remove(m.byDue, u)
+		m.byDue = removeByDue(m.byDue, u)
 	}
 	u.entries = insertEntry(u.entries, n)
 	if moved {
 		u.first = firstEntry(u.entries)
-		m.byDue = dueTree.insert(m.byDue, u)
+		m.byDue = insertByDue(m.byDue, u)
 	}
 	m.requeue(u, had)
 }
@@ -322,14 +322,14 @@ func (m *Memory) drop(u *user, n *node) {
 	m.forget(n)
 	m.drops++
 	if n == u.first {
-		m.byDue = dueTree.remove(m.byDue, u)
+		m.byDue = removeByDue(m.byDue, u)
 	}
 	u.entries = removeEntry(u.entries, n)
 	u.keys = keyTree.remove(u.keys, n)
 	if n == u.first {
 		u.first = firstEntry(u.entries)
 		if u.first != nil {
-			m.byDue = dueTree.insert(m.byDue, u)
+			m.byDue = insertByDue(m.byDue, u)
 		}
 	}
 	m.requeue(u, true)
