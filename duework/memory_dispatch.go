@@ -66,13 +66,14 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 // of more than maxScratch entries it does not keep. read grows to at most maxScratch, so
 // that once it has, a read allocates only its result.
 func (m *Memory) keepRead(picks []pick, found []*node) {
-	clear(m.read)
 	read := m.read[:0]
 	switch {
 	case len(found) > maxScratch:
 		read = nil
 	case len(found) > cap(read):
 		read = make([]claimed, 0, min(max(len(found), 2*cap(read)), maxScratch))
+	case len(found) < len(m.read):
+		clear(m.read[len(found):]) // what the new read does not overwrite
 	}
 	if read != nil {
 		start := 0
