@@ -34,21 +34,23 @@ func fixMin(n *node) {
 
 // insertEntry adds n, which must not be in the entries tree at root, and returns the new
 // root. O(log n) expected. Above n's place only n's own visible-at is new to each subtree,
-// so the path's least visible-at is lowered to it without reading the path's other kids.
+// so the path's least visible-at is lowered to it on the way down, without reading the
+// path's other kids, and only the one link that now leads to n is written.
 func insertEntry(root, n *node) *node {
-	if root == nil || n.prio > root.prio {
-		n.kid[0], n.kid[1] = splitEntries(root, n)
-		fixMin(n)
-		return n
+	link := &root
+	for at := root; at != nil && n.prio <= at.prio; at = *link {
+		if n.visSec < at.minSec || n.visSec == at.minSec && n.visNsec < at.minNsec {
+			at.minSec, at.minNsec = n.visSec, n.visNsec
+		}
+		if entryBefore(n, at) {
+			link = &at.kid[0]
+		} else {
+			link = &at.kid[1]
+		}
 	}
-	if n.visSec < root.minSec || n.visSec == root.minSec && n.visNsec < root.minNsec {
-		root.minSec, root.minNsec = n.visSec, n.visNsec
-	}
-	if entryBefore(n, root) {
-		root.kid[0] = insertEntry(root.kid[0], n)
-	} else {
-		root.kid[1] = insertEntry(root.kid[1], n)
-	}
+	n.kid[0], n.kid[1] = splitEntries(*link, n)
+	fixMin(n)
+	*link = n
 	return root
 }
 
@@ -99,10 +101,12 @@ func removeEntry(root, n *node) *node {
 		n.kid = [2]*node{}
 		return m
 	}
+	k := &root.kid[1]
 	if entryBefore(n, root) {
-		root.kid[0] = removeEntry(root.kid[0], n)
-	} else {
-		root.kid[1] = removeEntry(root.kid[1], n)
+		k = &root.kid[0]
+	}
+	if sub := removeEntry(*k, n); sub != *k { // written only where it changed
+		*k = sub
 	}
 	if root.minSec == n.visSec && root.minNsec == n.visNsec {
 		fixMin(root)
@@ -170,15 +174,16 @@ func userDueBefore(a, b *user) bool {
 // insertByDue adds u, which must not be in the byDue tree at root, and returns the new
 // root: dueTree.insert written out, as put moves a user in byDue for most completions.
 func insertByDue(root, u *user) *user {
-	if root == nil || u.prio > root.prio {
-		u.dkid[0], u.dkid[1] = splitByDue(root, u)
-		return u
+	link := &root
+	for at := root; at != nil && u.prio <= at.prio; at = *link {
+		if userDueBefore(u, at) {
+			link = &at.dkid[0]
+		} else {
+			link = &at.dkid[1]
+		}
 	}
-	if userDueBefore(u, root) {
-		root.dkid[0] = insertByDue(root.dkid[0], u)
-	} else {
-		root.dkid[1] = insertByDue(root.dkid[1], u)
-	}
+	u.dkid[0], u.dkid[1] = splitByDue(*link, u)
+	*link = u
 	return root
 }
 
@@ -220,10 +225,12 @@ func removeByDue(root, u *user) *user {
 		u.dkid = [2]*user{}
 		return m
 	}
+	k := &root.dkid[1]
 	if userDueBefore(u, root) {
-		root.dkid[0] = removeByDue(root.dkid[0], u)
-	} else {
-		root.dkid[1] = removeByDue(root.dkid[1], u)
+		k = &root.dkid[0]
+	}
+	if sub := removeByDue(*k, u); sub != *k {
+		*k = sub
 	}
 	return root
 }
