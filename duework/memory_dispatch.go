@@ -137,6 +137,9 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 // WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
 // least visible-at is after now, so it visits O(limit · log n) nodes.
 func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, limit int) ([]*node, bool) {
+	if limit == 1 && u.first.visibleBy(sec, nsec) {
+		return append(found, u.first), visibleBesides(u, sec, nsec)
+	}
 	c := &m.walk
 	c.sec, c.nsec = sec, nsec
 	c.start(u.entries)
@@ -154,6 +157,21 @@ func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, li
 	}
 	c.start(nil)
 	return found, more
+}
+
+// visibleBesides reports whether u, whose first entry is visible at now, has another entry
+// visible then. Ready of one entry per user, the dispatcher's usual read, needs no more of
+// a user, and the tree's root or first's right subtree usually tells without the O(log n)
+// walk down first's path that decides the rest.
+func visibleBesides(u *user, sec int64, nsec int32) bool {
+	f, root := u.first, u.entries
+	if root != f && root.visibleBy(sec, nsec) {
+		return true
+	}
+	if r := entryTree.kids(f)[1]; r != nil && !laterThan(r, sec, nsec) {
+		return true
+	}
+	return visibleAfter(root, f, sec, nsec) != nil
 }
 
 // Route moves each named user to its group. O(log n) per user moved.
