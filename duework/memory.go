@@ -26,7 +26,8 @@ import (
 // all claimed.
 //
 // A stored entry takes 128 bytes of heap beyond its strings, which Memory shares with the
-// caller; each user, kept for good, about 150 more.
+// caller, and up to about 60 more while it is claimed; each user, kept for good, about 150
+// more.
 //
 // Memory keeps every time in [MinTime, MaxTime] exactly and returns it in UTC, without a
 // monotonic clock reading; compare times with Equal.
