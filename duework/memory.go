@@ -26,7 +26,8 @@ import (
 // all claimed.
 //
 // A stored entry takes 128 bytes of heap beyond its strings, which Memory shares with the
-// caller; each user, kept for good, about 150 more.
+// caller, and up to about 60 more while it is claimed; each user, kept for good, about 150
+// more.
 //
 // Memory keeps every time in [MinTime, MaxTime] exactly and returns it in UTC, without a
 // monotonic clock reading; compare times with Equal.
@@ -37,11 +38,28 @@ type Memory struct {
 	byDue  *user            // users with entries, by (earliest DueAt, UserID)
 	tokens uint64           // the last token handed out; only grows
 
+	// claims finds each entry that has a claim by its token, so that a completion costs no
+	// walk down its user's keys tree. It holds exactly the nodes whose token is not 0.
+	// claimsPeak is its most entries since it was made: a map never shrinks, so once one
+	// that grew past maxScratch empties it is made anew.
+	claims     map[uint64]claimed
+	claimsPeak int
+
 	// Ready's working space, kept between calls so that a read allocates only its result.
 	queue cursor[user]
 	walk  cursor[node]
 	picks []pick
 	found []*node
+
+	// read is the last Ready's result as nodes, in its order, and readAt the next of them a
+	// Claim looks for first: the dispatcher claims what it read, in the order it read it,
+	// so Claim finds most keys here with no walk down a keys tree. read holds u's node for
+	// its WorkKey for as long as readDrops == drops: a node leaves its user only by drop,
+	// which counts itself in drops. A node dropped since stays reachable from read, not
+	// from the index, until the next Ready.
+	read             []claimed
+	readAt           int
+	drops, readDrops uint64
 }
 
 var (
@@ -55,6 +73,7 @@ func NewMemory() *Memory {
 	return &Memory{
 		users:  map[string]*user{},
 		groups: map[string]*user{},
+		claims: map[uint64]claimed{},
 		queue:  cursor[user]{t: &groupTree},
 		walk:   cursor[node]{t: &entryTree, prune: laterThan},
 	}
@@ -103,6 +122,12 @@ type user struct {
 	heldNsec   int32
 	turnNsec   int32
 	prio       uint32
+}
+
+// claimed is an entry that has a claim, with its user.
+type claimed struct {
+	u *user
+	n *node
 }
 
 // pick is one head of a Ready being built: its user, the end of its nodes in Memory.found,
@@ -182,10 +207,6 @@ func (u *user) turn() (int64, int32) {
 
 func (u *user) heldAt(sec int64, nsec int32) bool {
 	return cmpTime(u.heldSec, u.heldNsec, sec, nsec) > 0
-}
-
-func (u *user) lookup(workKey string) *node {
-	return keyTree.find(u.keys, func(n *node) int { return strings.Compare(workKey, n.workKey) })
 }
 
 var (
@@ -277,52 +298,70 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 		n = &node{workKey: e.WorkKey, prio: rand.Uint32()}
 		u.keys = keyTree.insert(u.keys, n)
 	} else {
-		u.entries = entryTree.remove(u.entries, n)
+		u.entries = removeEntry(u.entries, n)
+		m.forget(n)
 	}
 	// u's place in byDue, filed under its first entry, moves only when that changes.
 	if first == n {
-		m.byDue = dueTree.remove(m.byDue, u)
+		m.byDue = removeByDue(m.byDue, u)
 	}
 	n.set(e)
-	moved := first == nil || first == n || entryTree.cmp(n, first) < 0
+	moved := first == nil || first == n || entryBefore(n, first)
 	if moved && first != nil && first != n {
-		m.byDue = dueTree.remove(m.byDue, u)
+		m.byDue = removeByDue(m.byDue, u)
 	}
-	u.entries = entryTree.insert(u.entries, n)
+	u.entries = insertEntry(u.entries, n)
 	if moved {
-		u.first = entryTree.min(u.entries)
-		m.byDue = dueTree.insert(m.byDue, u)
+		u.first = firstEntry(u.entries)
+		m.byDue = insertByDue(m.byDue, u)
 	}
 	m.requeue(u, had)
 }
 
 // drop removes u's entry n. O(log n).
 func (m *Memory) drop(u *user, n *node) {
+	m.forget(n)
+	m.drops++
 	if n == u.first {
-		m.byDue = dueTree.remove(m.byDue, u)
+		m.byDue = removeByDue(m.byDue, u)
 	}
-	u.entries = entryTree.remove(u.entries, n)
+	u.entries = removeEntry(u.entries, n)
 	u.keys = keyTree.remove(u.keys, n)
 	if n == u.first {
-		u.first = entryTree.min(u.entries)
+		u.first = firstEntry(u.entries)
 		if u.first != nil {
-			m.byDue = dueTree.insert(m.byDue, u)
+			m.byDue = insertByDue(m.byDue, u)
 		}
 	}
 	m.requeue(u, true)
 }
 
-// current returns tc's entry named by c while c is its current claim, or nil.
+// current returns tc's entry named by c while c is its current claim, or nil. O(1)
+// expected: it finds the entry by c's token.
 func (m *Memory) current(tc tenancy.Context, c Claim) (*user, *node) {
-	u := m.users[tc.UserID()]
-	if u == nil {
+	h, ok := m.claims[c.Token]
+	if !ok || h.u.id != tc.UserID() || h.n.workKey != c.Entry.WorkKey {
 		return nil, nil
 	}
-	n := u.lookup(c.Entry.WorkKey)
-	if n == nil || n.token == 0 || n.token != c.Token {
-		return nil, nil
+	return h.u, h.n
+}
+
+// remember files n, u's entry, under the claim token it has just been given.
+func (m *Memory) remember(u *user, n *node) {
+	m.claims[n.token] = claimed{u, n}
+	m.claimsPeak = max(m.claimsPeak, len(m.claims))
+}
+
+// forget takes n's claim, if it has one, out of m.claims; the caller is about to clear or
+// replace n's token, or drop n.
+func (m *Memory) forget(n *node) {
+	if n.token == 0 {
+		return
 	}
-	return u, n
+	delete(m.claims, n.token)
+	if len(m.claims) == 0 && m.claimsPeak > maxScratch {
+		m.claims, m.claimsPeak = map[uint64]claimed{}, 0
+	}
 }
 
 // Schedule inserts or replaces tc's entry e.WorkKey. O(log n).

@@ -51,6 +51,7 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 	if len(picks) > 0 {
 		page.Heads = m.heads(picks, found, q)
 	}
+	m.keepRead(picks, found)
 	clear(picks)
 	clear(found)
 	if cap(picks) <= maxScratch && cap(found) <= maxScratch {
@@ -59,6 +60,49 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 		m.picks, m.found = nil, nil
 	}
 	return page, nil
+}
+
+// keepRead records Ready's result as m.read for the Claim that usually follows; a result
+// of more than maxScratch entries it does not keep. read grows to at most maxScratch, so
+// that once it has, a read allocates only its result.
+func (m *Memory) keepRead(picks []pick, found []*node) {
+	read := m.read[:0]
+	switch {
+	case len(found) > maxScratch:
+		read = nil
+	case len(found) > cap(read):
+		read = make([]claimed, 0, min(max(len(found), 2*cap(read)), maxScratch))
+	case len(found) < len(m.read):
+		clear(m.read[len(found):]) // what the new read does not overwrite
+	}
+	if read != nil {
+		start := 0
+		for _, p := range picks {
+			for _, n := range found[start:p.end] {
+				read = append(read, claimed{p.u, n})
+			}
+			start = p.end
+		}
+	}
+	m.read, m.readAt, m.readDrops = read, 0, m.drops
+}
+
+// readAhead is how many of the last Ready's entries Claim looks through for a key before
+// it walks down the keys tree: the dispatcher skips few of what it read.
+const readAhead = 8
+
+// claimable returns u's entry workKey, or nil: from the last Ready's result when it is
+// among the next readAhead entries there, else by a walk down u's keys tree. O(log n).
+func (m *Memory) claimable(u *user, workKey string) *node {
+	if m.readDrops == m.drops {
+		for i := m.readAt; i < len(m.read) && i < m.readAt+readAhead; i++ {
+			if r := m.read[i]; r.u == u && r.n.workKey == workKey {
+				m.readAt = i + 1
+				return r.n
+			}
+		}
+	}
+	return u.lookup(workKey)
 }
 
 // heads copies the picked users and their nodes into Ready's result, two allocations in
@@ -93,6 +137,9 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 // WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
 // least visible-at is after now, so it visits O(limit · log n) nodes.
 func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, limit int) ([]*node, bool) {
+	if limit == 1 && u.first.visibleBy(sec, nsec) {
+		return append(found, u.first), visibleBesides(u, sec, nsec)
+	}
 	c := &m.walk
 	c.sec, c.nsec = sec, nsec
 	c.start(u.entries)
@@ -110,6 +157,21 @@ func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, li
 	}
 	c.start(nil)
 	return found, more
+}
+
+// visibleBesides reports whether u, whose first entry is visible at now, has another entry
+// visible then. Ready of one entry per user, the dispatcher's usual read, needs no more of
+// a user, and the tree's root or first's right subtree usually tells without the O(log n)
+// walk down first's path that decides the rest.
+func visibleBesides(u *user, sec int64, nsec int32) bool {
+	f, root := u.first, u.entries
+	if root != f && root.visibleBy(sec, nsec) {
+		return true
+	}
+	if r := entryTree.kids(f)[1]; r != nil && !laterThan(r, sec, nsec) {
+		return true
+	}
+	return visibleAfter(root, f, sec, nsec) != nil
 }
 
 // Route moves each named user to its group. O(log n) per user moved.
@@ -203,14 +265,16 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		if u == nil {
 			continue
 		}
-		n := u.lookup(k.WorkKey)
+		n := m.claimable(u, k.WorkKey)
 		if n == nil || !n.visibleBy(sec, nsec) {
 			continue
 		}
+		m.forget(n)
 		m.tokens++
 		n.token = m.tokens
+		m.remember(u, n)
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
-		entryTree.update(u.entries, n)
+		updateEntry(u.entries, n)
 		if cmpTime(sec, nsec, u.servedSec, u.servedNsec) > 0 {
 			u.servedSec, u.servedNsec = sec, nsec
 		}

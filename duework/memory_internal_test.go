@@ -197,6 +197,16 @@ func (m *Memory) check() error {
 			return fmt.Errorf("user %q: %w", id, err)
 		}
 	}
+	for _, r := range m.read {
+		if m.readDrops == m.drops && r.u.lookup(r.n.workKey) != r.n {
+			return fmt.Errorf("read holds entry %q of user %q, which it no longer has", r.n.workKey, r.u.id)
+		}
+	}
+	for token, h := range m.claims {
+		if h.n.token != token || m.users[h.u.id] != h.u || h.u.lookup(h.n.workKey) != h.n {
+			return fmt.Errorf("claims files token %d, which no stored entry has", token)
+		}
+	}
 	if len(inGroups) != len(byDue) {
 		return fmt.Errorf("%d users in groups, %d in byDue", len(inGroups), len(byDue))
 	}
@@ -239,6 +249,9 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 		c := cmpTime(n.visSec, n.visNsec, n.dueSec, n.dueNsec)
 		if (n.token == 0 && c != 0) || (n.token != 0 && c <= 0) || n.token > m.tokens {
 			return fmt.Errorf("entry %q: token %d (last %d), visible-at vs DueAt %d", n.workKey, n.token, m.tokens, c)
+		}
+		if n.token != 0 && m.claims[n.token] != (claimed{u, n}) {
+			return fmt.Errorf("entry %q: claims does not file it under its token %d", n.workKey, n.token)
 		}
 	}
 	return nil
