@@ -1,10 +1,6 @@
 package bridge
 
-import (
-	"time"
-
-	"github.com/rotaworks/rota/internal/realclock"
-)
+import "time"
 
 // Clock is where the Runner reads time: its cycles' now, its ticker, and the timers that
 // end items, flush completions and bound a stop. Nil in RunnerConfig means the time
@@ -23,4 +19,15 @@ type Clock interface {
 }
 
 // realClock is the time package.
-type realClock = realclock.Clock
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}

@@ -1,10 +1,6 @@
 package maintenance
 
-import (
-	"time"
-
-	"github.com/rotaworks/rota/internal/realclock"
-)
+import "time"
 
 // Clock is Run's only source of time: the narrowest interface its loop needs. A nil
 // Config.Clock means the real one; tests pass a fake or run Run inside a testing/synctest
@@ -21,4 +17,15 @@ type Clock interface {
 }
 
 // realClock is the Clock of a nil Config.Clock: the time package.
-type realClock = realclock.Clock
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
