@@ -48,9 +48,6 @@ func interpretAs(ctx context.Context, op string, invalid, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("postgres: %s: %w (%w)", op, cerr, err)
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("postgres: %s: %w", op, err)
-	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {

@@ -23,7 +23,13 @@ const (
 
 // MigrateTo applies the schema's steps up to version, as an older release left it.
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
-	return migrateTo(ctx, pool, version)
+	var steps []migration
+	for _, m := range migrations {
+		if m.version <= version {
+			steps = append(steps, m)
+		}
+	}
+	return interpret(ctx, "Migrate", migrate(ctx, pool, steps))
 }
 
 // Interpret is the one error translation of the Index.

@@ -34,29 +34,26 @@ import (
 // It cannot deadlock: it locks only user rows and never waits for one (SKIP LOCKED). Its
 // cost is the users it returns, their entries, and the held or locked users it passes.
 // sqlPeek is the same without a hold: held is then picked as it is.
-const sqlReady = `
+const sqlReady = sqlPicked + `, held AS MATERIALIZED (
+	UPDATE rota_users u SET held_until = $5
+	WHERE u.ctid = ANY(ARRAY(SELECT p.tid FROM picked p))
+	RETURNING u.user_id, u.last_served, u.turn, u.claim_end_at
+)` + sqlReadParts
+
+const sqlPeek = sqlPicked + `, held AS (
+	SELECT p.user_id, p.last_served, p.turn, p.claim_end_at FROM picked p WHERE $5::timestamptz IS NULL
+)` + sqlReadParts
+
+// sqlPicked is the picked step of sqlReady and sqlPeek: the front of the group's queue,
+// locked with SKIP LOCKED.
+const sqlPicked = `
 WITH picked AS MATERIALIZED (
 	SELECT u.ctid AS tid, u.user_id, u.last_served, u.turn, u.claim_end_at FROM rota_users u
 	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
 	ORDER BY u.group_name, u.turn, u.user_id
 	LIMIT $3
 	FOR NO KEY UPDATE SKIP LOCKED
-), held AS MATERIALIZED (
-	UPDATE rota_users u SET held_until = $5
-	WHERE u.ctid = ANY(ARRAY(SELECT p.tid FROM picked p))
-	RETURNING u.user_id, u.last_served, u.turn, u.claim_end_at
-)` + sqlReadParts
-
-const sqlPeek = `
-WITH picked AS MATERIALIZED (
-	SELECT u.user_id, u.last_served, u.turn, u.claim_end_at FROM rota_users u
-	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
-	ORDER BY u.group_name, u.turn, u.user_id
-	LIMIT $3
-	FOR NO KEY UPDATE SKIP LOCKED
-), held AS (
-	SELECT p.user_id, p.last_served, p.turn, p.claim_end_at FROM picked p WHERE $5::timestamptz IS NULL
-)` + sqlReadParts
+)`
 
 const sqlReadParts = `
 SELECT 0 AS part, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak

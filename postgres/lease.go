@@ -71,8 +71,8 @@ func (r leaseRow) live(now time.Time) bool {
 	return r.held && r.expiresAt != nil && now.Before(*r.expiresAt)
 }
 
-// check refuses what the lease cannot store: a bad lease name, and for Acquire and Renew
-// (ttl > 0) a bad holder or now.
+// check refuses, for Acquire and Renew, what the lease cannot store: a bad lease name,
+// holder, ttl or now.
 func (l *Lease) check(op, holder string, ttl time.Duration, now time.Time) error {
 	if l.bad != nil {
 		return fmt.Errorf("postgres: Lease.%s: %w", op, l.bad)

@@ -148,18 +148,6 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return interpret(ctx, "Migrate", migrate(ctx, pool, migrations))
 }
 
-// migrateTo applies the steps up to version: the upgrade tests build with it the schema an
-// older release left.
-func migrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
-	var steps []migration
-	for _, m := range migrations {
-		if m.version <= version {
-			steps = append(steps, m)
-		}
-	}
-	return interpret(ctx, "Migrate", migrate(ctx, pool, steps))
-}
-
 // migrate applies, in order, every step of steps that the schema has not recorded — an
 // earlier step added after later ones were applied included — under the advisory lock.
 func migrate(ctx context.Context, pool *pgxpool.Pool, steps []migration) error {
