@@ -49,14 +49,13 @@ type Memory struct {
 	queue cursor[user]
 	walk  cursor[node]
 	picks []pick
-	found []*node
 
-	// read is the last Ready's result as nodes, in its order, and readAt the next of them a
-	// Claim looks for first: the dispatcher claims what it read, in the order it read it,
-	// so Claim finds most keys here with no walk down a keys tree. read holds u's node for
-	// its WorkKey for as long as readDrops == drops: a node leaves its user only by drop,
-	// which counts itself in drops. A node dropped since stays reachable from read, not
-	// from the index, until the next Ready.
+	// read is the last Ready's result as nodes, in its order (and the next Ready's working
+	// space), and readAt the next of them a Claim looks for first: the dispatcher claims
+	// what it read, in the order it read it, so Claim finds most keys here with no walk
+	// down a keys tree. read holds u's node for its WorkKey for as long as readDrops ==
+	// drops: a node leaves its user only by drop, which counts itself in drops. A node
+	// dropped since stays reachable from read, not from the index, until the next Ready.
 	read             []claimed
 	readAt           int
 	drops, readDrops uint64
@@ -130,7 +129,7 @@ type claimed struct {
 	n *node
 }
 
-// pick is one head of a Ready being built: its user, the end of its nodes in Memory.found,
+// pick is one head of a Ready being built: its user, the end of its nodes in Memory.read,
 // and whether it has more visible entries.
 type pick struct {
 	u    *user
@@ -216,14 +215,7 @@ var (
 		},
 		kids: func(n *node) *[2]*node { return &n.kid },
 		prio: func(n *node) uint32 { return n.prio },
-		fix: func(n *node) {
-			n.minSec, n.minNsec = n.visSec, n.visNsec
-			for _, k := range n.kid {
-				if k != nil && cmpTime(k.minSec, k.minNsec, n.minSec, n.minNsec) < 0 {
-					n.minSec, n.minNsec = k.minSec, k.minNsec
-				}
-			}
-		},
+		fix:  fixMin,
 	}
 	keyTree = treap[node]{
 		cmp:  func(a, b *node) int { return strings.Compare(a.workKey, b.workKey) },

@@ -28,7 +28,8 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 	defer m.mu.Unlock()
 
 	var page ReadyPage
-	picks, found := m.picks[:0], m.found[:0]
+	prev := len(m.read)
+	picks, found := m.picks[:0], m.read[:0]
 	c := &m.queue
 	c.start(m.groups[q.Group])
 	for u := c.next(); u != nil; u = c.next() {
@@ -51,71 +52,58 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 	if len(picks) > 0 {
 		page.Heads = m.heads(picks, found, q)
 	}
-	m.keepRead(picks, found)
 	clear(picks)
-	clear(found)
-	if cap(picks) <= maxScratch && cap(found) <= maxScratch {
-		m.picks, m.found = picks[:0], found[:0]
-	} else {
-		m.picks, m.found = nil, nil
+	m.picks = picks[:0]
+	if cap(picks) > maxScratch {
+		m.picks = nil
+	}
+	// found stays as m.read for the Claim that usually follows. When it is shorter than the
+	// last read, that read's tail is cleared so that it keeps no node alive; a read of more
+	// than maxScratch entries is let go.
+	if len(found) < prev {
+		clear(found[len(found):prev])
+	}
+	m.read, m.readAt, m.readDrops = found, 0, m.drops
+	if len(found) > maxScratch {
+		m.read = nil
 	}
 	return page, nil
-}
-
-// keepRead records Ready's result as m.read for the Claim that usually follows; a result
-// of more than maxScratch entries it does not keep. read grows to at most maxScratch, so
-// that once it has, a read allocates only its result.
-func (m *Memory) keepRead(picks []pick, found []*node) {
-	read := m.read[:0]
-	switch {
-	case len(found) > maxScratch:
-		read = nil
-	case len(found) > cap(read):
-		read = make([]claimed, 0, min(max(len(found), 2*cap(read)), maxScratch))
-	case len(found) < len(m.read):
-		clear(m.read[len(found):]) // what the new read does not overwrite
-	}
-	if read != nil {
-		start := 0
-		for _, p := range picks {
-			for _, n := range found[start:p.end] {
-				read = append(read, claimed{p.u, n})
-			}
-			start = p.end
-		}
-	}
-	m.read, m.readAt, m.readDrops = read, 0, m.drops
 }
 
 // readAhead is how many of the last Ready's entries Claim looks through for a key before
 // it walks down the keys tree: the dispatcher skips few of what it read.
 const readAhead = 8
 
-// claimable returns u's entry workKey, or nil: from the last Ready's result when it is
-// among the next readAhead entries there, else by a walk down u's keys tree. O(log n).
-func (m *Memory) claimable(u *user, workKey string) *node {
+// claimable returns the entry k names and its user, or nils: from the last Ready's result
+// when it is among the next readAhead entries there (users are never deleted, so the user
+// it holds is the one m.users holds), else by a walk down the user's keys tree. O(log n).
+func (m *Memory) claimable(k Key) (*user, *node) {
 	if m.readDrops == m.drops {
 		for i := m.readAt; i < len(m.read) && i < m.readAt+readAhead; i++ {
-			if r := m.read[i]; r.u == u && r.n.workKey == workKey {
+			if r := m.read[i]; r.u.id == k.UserID && r.n.workKey == k.WorkKey {
 				m.readAt = i + 1
-				return r.n
+				return r.u, r.n
 			}
 		}
 	}
-	return u.lookup(workKey)
+	u := m.users[k.UserID]
+	if u == nil {
+		return nil, nil
+	}
+	return u, u.lookup(k.WorkKey)
 }
 
 // heads copies the picked users and their nodes into Ready's result, two allocations in
 // all, and holds the users. Each Due is capped at its length, so a caller appending to one
 // reallocates it.
-func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
+func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery) []Head {
 	heads := make([]Head, len(picks))
 	all := make([]Entry, len(found))
 	hsec, hnsec := splitTime(q.Now.Add(q.Hold))
 	start := 0
 	for i, p := range picks {
 		for j := start; j < p.end; j++ {
-			all[j] = found[j].entry(p.u)
+			all[j] = found[j].n.entry(p.u)
 		}
 		ts, tn := p.u.turnSec, p.u.turnNsec
 		heads[i] = Head{
@@ -136,9 +124,9 @@ func (m *Memory) heads(picks []pick, found []*node, q ReadyQuery) []Head {
 // appendVisible appends to found the first limit entries of u visible at now, in (DueAt,
 // WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
 // least visible-at is after now, so it visits O(limit · log n) nodes.
-func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, limit int) ([]*node, bool) {
+func (m *Memory) appendVisible(found []claimed, u *user, sec int64, nsec int32, limit int) ([]claimed, bool) {
 	if limit == 1 && u.first.visibleBy(sec, nsec) {
-		return append(found, u.first), visibleBesides(u, sec, nsec)
+		return append(found, claimed{u, u.first}), visibleBesides(u, sec, nsec)
 	}
 	c := &m.walk
 	c.sec, c.nsec = sec, nsec
@@ -152,7 +140,7 @@ func (m *Memory) appendVisible(found []*node, u *user, sec int64, nsec int32, li
 			more = true
 			break
 		}
-		found = append(found, x)
+		found = append(found, claimed{u, x})
 		n++
 	}
 	c.start(nil)
@@ -260,12 +248,9 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 	// out stays nil when nothing is claimed; at the first claim it is sized for every key
 	// left, which is exact when all are claimable, as a dispatcher's keys usually are.
 	var out []Claim
+	untilAt := joinTime(usec, unsec)
 	for i, k := range keys {
-		u := m.users[k.UserID]
-		if u == nil {
-			continue
-		}
-		n := m.claimable(u, k.WorkKey)
+		u, n := m.claimable(k)
 		if n == nil || !n.visibleBy(sec, nsec) {
 			continue
 		}
@@ -283,7 +268,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
 		}
-		out = append(out, Claim{Entry: n.entry(u), Token: n.token, Until: joinTime(usec, unsec)})
+		out = append(out, Claim{Entry: n.entry(u), Token: n.token, Until: untilAt})
 	}
 	return out, nil
 }

@@ -210,7 +210,7 @@ func (m *Memory) check() error {
 	if len(inGroups) != len(byDue) {
 		return fmt.Errorf("%d users in groups, %d in byDue", len(inGroups), len(byDue))
 	}
-	if len(m.picks)+len(m.found)+len(m.queue.stack)+len(m.walk.stack) > 0 {
+	if len(m.picks)+len(m.queue.stack)+len(m.walk.stack) > 0 {
 		return errors.New("Ready's working space is not empty between calls")
 	}
 	return nil

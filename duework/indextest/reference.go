@@ -119,9 +119,7 @@ func (m *Model) visibleOf(users map[string]bool, now time.Time) map[string][]due
 		}
 	}
 	for _, es := range out {
-		slices.SortFunc(es, func(a, b duework.Entry) int {
-			return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
-		})
+		sortDue(es) // one user's: (DueAt, WorkKey) order
 	}
 	return out
 }
