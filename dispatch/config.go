@@ -107,6 +107,10 @@ func (c Config) validate() error {
 			bad(field+"Lane", fmt.Sprintf("differ from Lanes[%d].Lane", j), fmt.Sprintf("%q", lc.Lane))
 		} else if lc.Lane == "" {
 			bad(field+"Lane", "not be empty", `""`)
+		} else if err := duework.ValidateName(field+"Lane", string(lc.Lane)); err != nil {
+			// The lane is the index group its users are routed to: a name no index can
+			// hold would fail every Dispatch.
+			bad(field+"Lane", "be a valid group name ("+err.Error()+")", fmt.Sprintf("%q", lc.Lane))
 		} else {
 			seen[lc.Lane] = i
 		}

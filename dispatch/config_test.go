@@ -37,6 +37,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}{
 		{"no lanes", func(c *Config) { c.Lanes = nil }, []string{"Config.Lanes must hold at least one lane, got none"}},
 		{"empty lane name", func(c *Config) { c.Lanes[1].Lane = "" }, []string{`Config.Lanes[1].Lane must not be empty, got ""`}},
+		{"lane name no index can hold", func(c *Config) { c.Lanes[1].Lane = " free" }, []string{`Config.Lanes[1].Lane must be a valid group name (`, `got " free"`}},
 		{"duplicate lane", func(c *Config) { c.Lanes[1].Lane = "pro" }, []string{`Config.Lanes[1].Lane must differ from Lanes[0].Lane, got "pro"`}},
 		{"PerUserLimit 0", func(c *Config) { c.Lanes[1].PerUserLimit = 0 }, []string{"Config.Lanes[1].PerUserLimit must be in [1, 1048576], got 0"}},
 		{"PerUserLimit beyond what an Index serves", func(c *Config) { c.Lanes[0].PerUserLimit = math.MaxInt },
