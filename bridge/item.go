@@ -113,6 +113,9 @@ func itemName(c duework.Claim) string {
 // run does everything RunDueItem does but the final write: it checks the item's claim and
 // reads its watchlist entry before it runs anything.
 func (b *Bridge) run(ctx context.Context, item dispatch.Item, now time.Time) itemRun {
+	if err := b.check(true); err != nil {
+		return itemRun{status: StatusError, err: err}
+	}
 	tc, ir, ok := b.begin(item)
 	if !ok {
 		return ir
@@ -144,11 +147,9 @@ func (b *Bridge) runClaimed(ctx context.Context, item dispatch.Item, now time.Ti
 	return b.runEntry(ctx, tc, c, now, read.entry, read.err, false)
 }
 
-// begin returns the tenant of item, or ok false and the item's failure.
+// begin returns the tenant of item, or ok false and the item's failure. The Bridge has been
+// checked: by RunDueItem for its item, by NewRunner once for all of a Runner's.
 func (b *Bridge) begin(item dispatch.Item) (tc tenancy.Context, ir itemRun, ok bool) {
-	if err := b.check(true); err != nil {
-		return tc, itemRun{status: StatusError, err: err}, false
-	}
 	c := item.Claim
 	tc, err := tenancy.NewContext(c.Entry.UserID)
 	if err != nil {

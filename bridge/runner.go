@@ -177,7 +177,8 @@ func (r *Runner) dispatched(rep *CycleReport, b dispatch.Batch, err error) {
 	} else {
 		rep.Alarms, rep.Recovered = r.alarms.update(r.cfg.AlarmAfter, rep.Now, b)
 	}
-	// A failed dispatch may still have claimed items; run whatever it handed out.
+	// The Dispatcher hands out nothing with an error; should a batch come with one, its
+	// items are run all the same, not lost.
 	rep.Dispatched = len(b.Items)
 	rep.Shed = b.ShedUserIDs
 	rep.Unrouted = b.Unrouted
