@@ -47,7 +47,7 @@ type deferral struct {
 
 // plan is what a poll decided before it touched the lease.
 type plan struct {
-	live, due, failed map[string]bool
+	live, failed map[string]bool
 	// running are the running tasks, in name order, this process's unrecorded ones last.
 	running []Task
 	// off are the due off-lease candidates that no gate holds back.
@@ -64,9 +64,10 @@ type plan struct {
 func (p *policy) decide(ctx context.Context, v view) plan {
 	var pl plan
 	pl.live, pl.running = p.liveTasks(v)
-	pl.due, pl.failed, pl.errs = p.dueTasks(ctx, v, pl.live)
+	due, failed, errs := p.dueTasks(ctx, v, pl.live)
+	pl.failed, pl.errs = failed, errs
 	var heavy []Candidate
-	heavy, pl.off, pl.deferred = p.candidates(v, pl.due, pl.live)
+	heavy, pl.off, pl.deferred = p.candidates(v, due, pl.live)
 	var losers map[string]deferral
 	pl.winner, pl.considered, losers = p.heavyPass(heavy, pl.running, v.now)
 	maps.Copy(pl.deferred, losers)
@@ -214,9 +215,6 @@ func (p *policy) yieldTo(w Candidate, states []TaskState, now time.Time) (string
 	return states[best].Name, true
 }
 
-// leaseHeld returns the deferral of a winner that found the lease held by holder.
-func leaseHeld(holder string) deferral { return deferral{ReasonLeaseHeld, holder} }
-
 // secondPass ranks the off-lease candidates the way the heavy pass does and takes up to
 // limit of them beside the heavy winner (nil: none started). Tasks started in one poll
 // count as running for each other's DependsOn, either way. It returns the dispatched
@@ -255,7 +253,7 @@ func (p *policy) secondPass(off []Candidate, running []Task, heavy *Candidate, n
 		also = append(also, *sel.Winner)
 		started(sel.Winner.Task)
 	}
-	_, losses := pick(PickInput{Candidates: rest, Running: running, Now: now})
+	_, losses, _ := screen(PickInput{Candidates: rest, Running: running, Now: now})
 	for i, l := range losses {
 		d := deferral{ReasonDispatchLimit, ""}
 		if l.kind == lossDependency {

@@ -196,7 +196,7 @@ func (s *Scheduler) renewUntilExpiry(ctx context.Context, name string, g Grant) 
 		rctx, cancel = context.WithDeadline(ctx, g.ExpiresAt)
 		defer cancel()
 	}
-	expired := fmt.Errorf("%w: renew lease for %q: grant expired at %v", ErrNotHolder, name, g.ExpiresAt)
+	expired := grantExpired(name, g)
 	wait := max(s.cfg.LeaseTTL/64, time.Millisecond)
 	for {
 		ng, err := s.renewGrant(rctx, name, g, clock.Now())

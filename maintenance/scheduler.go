@@ -214,7 +214,7 @@ func (s *Scheduler) acquire(ctx context.Context, v view, pl *plan) (Grant, bool)
 				holder = g.Holder
 			}
 		}
-		pl.deferred[w.Task.Name] = leaseHeld(holder)
+		pl.deferred[w.Task.Name] = deferral{ReasonLeaseHeld, holder}
 	default:
 		pl.failed[w.Task.Name] = true
 		pl.errs = append(pl.errs, fmt.Errorf("maintenance: poll: task %q: acquire lease: %w", w.Task.Name, err))
@@ -341,11 +341,16 @@ func (s *Scheduler) Renew(ctx context.Context, now time.Time) error {
 	return err
 }
 
+// grantExpired is the error of a renewal of the heavy task name's grant g after g expired.
+func grantExpired(name string, g Grant) error {
+	return fmt.Errorf("%w: renew lease for %q: grant expired at %v", ErrNotHolder, name, g.ExpiresAt)
+}
+
 // renewGrant renews g, the grant of the heavy task name, and records the renewed grant.
 // It does not call the Lease for a grant already expired at now.
 func (s *Scheduler) renewGrant(ctx context.Context, name string, g Grant, now time.Time) (Grant, error) {
 	if !now.Before(g.ExpiresAt) {
-		return g, fmt.Errorf("%w: renew lease for %q: grant expired at %v", ErrNotHolder, name, g.ExpiresAt)
+		return g, grantExpired(name, g)
 	}
 	ng, err := s.cfg.Lease.Renew(ctx, g, s.cfg.LeaseTTL, now)
 	if err != nil {
