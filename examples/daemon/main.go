@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -197,11 +198,7 @@ func (s *service) count(rep bridge.CycleReport) {
 func (s *service) totals() (cycles int, ended map[bridge.ItemStatus]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ended = make(map[bridge.ItemStatus]int, len(s.ended))
-	for st, n := range s.ended {
-		ended[st] = n
-	}
-	return s.cycles, ended
+	return s.cycles, maps.Clone(s.ended)
 }
 
 // run adds the demo tenants, syncs every tenant's watch list, and runs the Runner until

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"slices"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/output.golden")
+	"github.com/rotaworks/rota/internal/golden"
+)
 
 // TestOutput pins the printed comparison, so the example cannot rot: any change to the
 // scheduler's decisions shows up here. Run with -update to accept a deliberate change.
@@ -18,19 +16,7 @@ func TestOutput(t *testing.T) {
 	if err := report(&buf, Incident()); err != nil {
 		t.Fatal(err)
 	}
-	const golden = "testdata/output.golden"
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Fatalf("output changed (go test ./examples/maintenance -update to accept):\n--- got\n%s\n--- want\n%s", buf.Bytes(), want)
-	}
+	golden.Check(t, "testdata/output.golden", buf.Bytes())
 }
 
 // TestIncidentClaims checks what the output claims, independently of its wording.
