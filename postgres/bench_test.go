@@ -503,3 +503,109 @@ func BenchmarkScheduleMissing(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
 	})
 }
+
+// Ready and Groups behind a served queue: 100,000 users routed to one group, one due entry
+// each, after 0, 100,000 or 1,000,000 serves since the users' table was last vacuumed. A
+// serve moves a user to the back of its queue and leaves its old entry of rota_users_queue
+// at the front, dead; reads mark such entries dead as they pass them, but only VACUUM
+// removes them and their pages, so until it runs every read of the queue's front steps
+// over them. The serves are made in bulk (10,000 users at a time moved to the back, as
+// ten cycles of 1,000 would), so that only the queue's own cost is measured. Each
+// iteration runs Groups, then Ready of 1,000 users with a hold, timed, and releases the
+// holds untimed; "served=1000000,vacuumed" is the last fixture after VACUUM rota_users,
+// whose duration it reports. "paired" reads the 0 and 1,000,000 fixtures one after the
+// other in each iteration and reports their ratio.
+func BenchmarkReadyBehindServes(b *testing.B) {
+	const users = 100_000
+	ctx := context.Background()
+	served := []int{0, 100_000, 1_000_000}
+	pools := make([]*pgxpool.Pool, len(served))
+	for i, n := range served {
+		pools[i] = servedFixture(b, users, n)
+	}
+	read := func(b *testing.B, pool *pgxpool.Pool) (groups, ready time.Duration) {
+		idx := postgres.NewIndex(pool)
+		start := time.Now()
+		gs, err := idx.Groups(ctx, benchNow)
+		groups = time.Since(start)
+		if err != nil || len(gs) != 1 {
+			b.Fatalf("Groups: %v, %v", gs, err)
+		}
+		q := duework.ReadyQuery{Group: "all", Now: benchNow, Users: 1000, PerUser: 1, Hold: time.Minute}
+		start = time.Now()
+		page, err := idx.Ready(ctx, q)
+		ready = time.Since(start)
+		if err != nil || len(page.Heads) != 1000 {
+			b.Fatalf("Ready: %d heads, %v", len(page.Heads), err)
+		}
+		b.StopTimer()
+		ids := make([]string, len(page.Heads))
+		for i, h := range page.Heads {
+			ids[i] = h.UserID
+		}
+		if err := idx.Release(ctx, ids, benchNow.Add(q.Hold)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		return groups, ready
+	}
+	measure := func(pool *pgxpool.Pool) func(*testing.B) {
+		return func(b *testing.B) {
+			var groups, ready time.Duration
+			for b.Loop() {
+				g, r := read(b, pool)
+				groups, ready = groups+g, ready+r
+			}
+			b.ReportMetric(float64(groups.Microseconds())/1000/float64(b.N), "groups-ms")
+			b.ReportMetric(float64(ready.Microseconds())/1000/float64(b.N), "ready-ms")
+		}
+	}
+	for i, n := range served {
+		b.Run(fmt.Sprintf("served=%d", n), measure(pools[i]))
+	}
+	b.Run("paired", func(b *testing.B) {
+		var clean, behind time.Duration
+		for b.Loop() {
+			g, r := read(b, pools[0])
+			clean += g + r
+			g, r = read(b, pools[len(pools)-1])
+			behind += g + r
+		}
+		b.ReportMetric(float64(behind)/float64(clean), "served=1000000/served=0")
+	})
+	last := pools[len(pools)-1]
+	start := time.Now()
+	if _, err := last.Exec(ctx, `VACUUM rota_users`); err != nil {
+		b.Fatal(err)
+	}
+	vacuum := time.Since(start)
+	b.Run("served=1000000,vacuumed", func(b *testing.B) {
+		measure(last)(b)
+		b.ReportMetric(float64(vacuum.Microseconds())/1000, "vacuum-ms")
+	})
+}
+
+// servedFixture loads users users (user000000, …) with one entry each, due at t0 and
+// routed to "all", vacuums them, and then serves them served times: 10,000 at a time, in
+// UserID order, each batch moved to the back of the queue (turn and LastServed one
+// millisecond after the previous batch's, all before benchNow).
+func servedFixture(tb testing.TB, users, served int) *pgxpool.Pool {
+	tb.Helper()
+	const batch = 10_000
+	pool := pgtest.Pool(tb)
+	ids, counts := make([]string, users), make([]int, users)
+	for i := range ids {
+		ids[i], counts[i] = fmt.Sprintf("user%06d", i), 1
+	}
+	pgtest.LoadDue(tb, pool, ids, counts, func(int) time.Time { return t0 })
+	routeAll(tb, pool, "all")
+	for k := range served / batch {
+		lo := (k * batch) % users
+		at := t0.Add(time.Duration(k+1) * time.Millisecond)
+		if _, err := pool.Exec(context.Background(), `UPDATE rota_users SET turn = $3, last_served = $3
+			WHERE user_id >= $1 AND user_id < $2`, ids[lo], fmt.Sprintf("user%06d", lo+batch), at); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return pool
+}

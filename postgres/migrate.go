@@ -131,6 +131,15 @@ CREATE TABLE IF NOT EXISTS rota_plans (
 	plan    text NOT NULL CHECK (plan IN ('free', 'plus', 'pro'))
 );
 `},
+	{5, "queue upkeep", `
+-- Every serve moves a user to the back of its queue and leaves its old entry of
+-- rota_users_queue dead at the front, where every read of the queue steps over it until
+-- VACUUM removes it: behind 1,000,000 serves, Groups and Ready each walk some 7,600 index
+-- pages before the first live user (BenchmarkReadyBehindServes). The server's default waits
+-- for a fifth of the table to be dead, 200,000 serves at a million users; vacuum rota_users
+-- after 10,000 instead, whatever its size. Its rows are small, so each vacuum is short.
+ALTER TABLE rota_users SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000);
+`},
 }
 
 // migrateLockKey is the first key of the transaction-level advisory lock that serializes

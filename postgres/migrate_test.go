@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,39 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	}
 	if n != distinct || n == 0 {
 		t.Fatalf("rota_schema_migrations holds %d rows of %d versions; want each step once", n, distinct)
+	}
+}
+
+// Step 5 sets rota_users' autovacuum threshold, so the dead entries serves leave at the
+// front of each queue are vacuumed after 10,000 serves rather than a fifth of the table;
+// a schema migrated by an older release gets it too.
+func TestMigrateSetsQueueVacuumThreshold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2)
+	if err := postgres.MigrateTo(ctx, pool, 4); err != nil {
+		t.Fatal(err)
+	}
+	var opts []string
+	read := func() {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class
+			WHERE oid = to_regclass(quote_ident(current_schema()) || '.rota_users')`).Scan(&opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	if slices.Contains(opts, "autovacuum_vacuum_threshold=10000") {
+		t.Fatalf("at step 4 rota_users already has %v", opts)
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	for _, want := range []string{"fillfactor=70", "autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=10000"} {
+		if !slices.Contains(opts, want) {
+			t.Errorf("rota_users options %v lack %s", opts, want)
+		}
 	}
 }
 
