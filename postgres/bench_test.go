@@ -333,53 +333,100 @@ func claimFixture(b *testing.B, users int) (schema string, setup *pgxpool.Pool, 
 // dispatcher read is held from the others until it is served, and then it is at the back
 // of the queue, so the dispatchers read disjoint users: lost/op counts the claims per round
 // that another dispatcher won all the same.
+//
+// "paired" runs a round of one dispatcher and a round of four in each iteration, each on
+// a schema of its own, and reports the ratio of their entries per second: a shared machine
+// that slows down or speeds up during the run moves both alike, where the separate
+// sub-benchmarks, minutes apart, can differ by a third on their own.
 func BenchmarkClaim(b *testing.B) {
 	for _, n := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("dispatchers=%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			schema, setup, _ := claimFixture(b, 10_000)
-			disps := make([]*dispatch.Dispatcher, n)
-			for i := range disps {
-				d, err := dispatch.New(postgres.NewIndex(pgtest.PoolIn(b, schema, 2)), oneLane(1, 1000))
-				if err != nil {
-					b.Fatal(err)
-				}
-				disps[i] = d
-			}
-			claimed, lost, since := 0, 0, 0
+			f := newClaimFleet(b, n)
+			claimed, lost := 0, 0
 			for i := 0; b.Loop(); i++ {
-				if since > 90_000 {
-					b.StopTimer()
-					releaseAll(b, setup)
-					since = 0
-					b.StartTimer()
-				}
-				now := benchNow.Add(time.Duration(i) * time.Second)
-				var mu sync.Mutex
-				var wg sync.WaitGroup
-				for _, d := range disps {
-					wg.Go(func() {
-						batch, err := d.Dispatch(ctx, now)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						mu.Lock()
-						claimed += len(batch.Items)
-						since += len(batch.Items)
-						for _, l := range batch.Lanes {
-							lost += l.LostClaims
-						}
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
+				f.refill(b)
+				c, l := f.round(b, i)
+				claimed, lost = claimed+c, lost+l
 			}
 			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
 			b.ReportMetric(float64(claimed)/float64(b.N), "items/round")
 			b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
 		})
 	}
+	b.Run("paired", func(b *testing.B) {
+		one, four := newClaimFleet(b, 1), newClaimFleet(b, 4)
+		var took [2]time.Duration
+		var claimed [2]int
+		lost := 0
+		for i := 0; b.Loop(); i++ {
+			for k, f := range []*claimFleet{one, four} {
+				f.refill(b)
+				start := time.Now()
+				c, l := f.round(b, i)
+				took[k] += time.Since(start)
+				claimed[k], lost = claimed[k]+c, lost+l
+			}
+		}
+		rate := func(k int) float64 { return float64(claimed[k]) / took[k].Seconds() }
+		b.ReportMetric(rate(1)/rate(0), "dispatchers=4/dispatchers=1")
+		b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
+	})
+}
+
+// claimFleet is BenchmarkClaim's dispatchers over one claimFixture schema.
+type claimFleet struct {
+	setup *pgxpool.Pool
+	disps []*dispatch.Dispatcher
+	since int // claims since the claimed rows were last released
+}
+
+func newClaimFleet(b *testing.B, n int) *claimFleet {
+	schema, setup, _ := claimFixture(b, 10_000)
+	f := &claimFleet{setup: setup, disps: make([]*dispatch.Dispatcher, n)}
+	for i := range f.disps {
+		d, err := dispatch.New(postgres.NewIndex(pgtest.PoolIn(b, schema, 2)), oneLane(1, 1000))
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.disps[i] = d
+	}
+	return f
+}
+
+// refill releases the claimed rows, off the clock, before the users' entries run out.
+func (f *claimFleet) refill(b *testing.B) {
+	if f.since > 90_000 {
+		b.StopTimer()
+		releaseAll(b, f.setup)
+		f.since = 0
+		b.StartTimer()
+	}
+}
+
+// round runs round i: every dispatcher cycles once, all at the same instant. It returns
+// the items claimed and the claims lost.
+func (f *claimFleet) round(b *testing.B, i int) (claimed, lost int) {
+	now := benchNow.Add(time.Duration(i) * time.Second)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, d := range f.disps {
+		wg.Go(func() {
+			batch, err := d.Dispatch(context.Background(), now)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			claimed += len(batch.Items)
+			for _, l := range batch.Lanes {
+				lost += l.LostClaims
+			}
+		})
+	}
+	wg.Wait()
+	f.since += claimed
+	return claimed, lost
 }
 
 // Index.Claim throughput without dispatch: 1 and 4 claimers, each with its own pool, claim
