@@ -214,8 +214,8 @@
 // HOT update (rota_users is created with fillfactor 70); a served user's Turn moves, which
 // leaves a dead entry at the front of its queue. The first read to pass it marks it dead,
 // but only VACUUM removes it, so until then every Groups and Ready steps over it. Behind a
-// million serves, Groups took 5 ms instead of 0.4 and Ready of 1,000 users 12.5 ms instead
-// of 8.5 (BenchmarkReadyBehindServes). Migrate therefore sets rota_users to be vacuumed
+// million serves, Groups took 5.5 ms instead of 0.4 and Ready of 1,000 users 12.8 ms
+// instead of 9.1 (BenchmarkReadyBehindServes). Migrate therefore sets rota_users to be vacuumed
 // after 10,000 dead rows rather than a fifth of the table. Autovacuum visits a database
 // once per autovacuum_naptime (a minute by default), so a deployment that serves more than
 // some 10,000 users a minute should lower the naptime, or run VACUUM rota_users every few
