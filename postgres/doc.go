@@ -218,9 +218,9 @@
 // instead of 9.1 (BenchmarkReadyBehindServes). Migrate therefore sets rota_users to be vacuumed
 // after 10,000 dead rows rather than a fifth of the table. Autovacuum visits a database
 // once per autovacuum_naptime (a minute by default), so a deployment that serves more than
-// some 10,000 users a minute should lower the naptime, or run VACUUM rota_users every few
-// seconds itself (for instance as a maintenance.OffLease task): at 100,000 users and 10,000
-// dead rows it takes about 50 ms.
+// some 10,000 users a minute should lower the naptime, or register Index.QueueVacuumTask
+// with its maintenance scheduler, which vacuums rota_users every few seconds off the heavy
+// lease: at 100,000 users and 10,000 dead rows a vacuum takes about 50 ms.
 //
 // Ready, Release and Route commit without waiting for the write-ahead log to reach the
 // disk: a server crash can lose the last of them, which only ends a hold early, brings one
