@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rotaworks/rota/maintenance"
@@ -85,6 +87,45 @@ func TestQueueVacuumTaskErrors(t *testing.T) {
 	cancel()
 	if err := postgres.NewIndex(pgtest.Pool(t)).QueueVacuumTask(time.Minute).Run(cancelled); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context: %v; want context.Canceled", err)
+	}
+}
+
+// A role that may not vacuum rota_users would have its VACUUM skip the table with a
+// warning and succeed: Run fails instead, saying why.
+func TestQueueVacuumTaskRefusesARoleThatMayNotVacuum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner := pgtest.Pool(t)
+	var schema string
+	if err := owner.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	role := pgx.Identifier{schema + "_reader"}.Sanitize()
+	if _, err := owner.Exec(ctx, `CREATE ROLE `+role); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := owner.Exec(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := owner.Exec(ctx, `GRANT USAGE ON SCHEMA `+pgx.Identifier{schema}.Sanitize()+` TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["role"] = schema + "_reader"
+	reader, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	err = postgres.NewIndex(reader).QueueVacuumTask(time.Minute).Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "may not vacuum rota_users") {
+		t.Errorf("Run as a role that does not own rota_users: %v; want it refused", err)
 	}
 }
 
