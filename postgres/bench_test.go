@@ -332,7 +332,8 @@ func claimFixture(b *testing.B, users int) (schema string, setup *pgxpool.Pool, 
 // anything, so the claimed rows pile up — they must not slow later cycles down. A user a
 // dispatcher read is held from the others until it is served, and then it is at the back
 // of the queue, so the dispatchers read disjoint users: lost/op counts the claims per round
-// that another dispatcher won all the same.
+// that another dispatcher won all the same. dispatching/round is the share of each round
+// a dispatcher spent in Dispatch: in lockstep, the rest it waits for the slowest.
 //
 // "paired" runs a round of one dispatcher and a round of four in each iteration, each on
 // a schema of its own, and reports the ratio of their entries per second: a shared machine
@@ -351,6 +352,7 @@ func BenchmarkClaim(b *testing.B) {
 			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "entries/s")
 			b.ReportMetric(float64(claimed)/float64(b.N), "items/round")
 			b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
+			b.ReportMetric(float64(f.busy)/float64(time.Duration(n)*f.rounds), "dispatching/round")
 		})
 	}
 	b.Run("paired", func(b *testing.B) {
@@ -378,6 +380,9 @@ type claimFleet struct {
 	setup *pgxpool.Pool
 	disps []*dispatch.Dispatcher
 	since int // claims since the claimed rows were last released
+	// busy is the time the dispatchers spent in Dispatch, rounds the rounds' time: in
+	// lockstep, a dispatcher waits out the rest of each round for the slowest.
+	busy, rounds time.Duration
 }
 
 func newClaimFleet(b *testing.B, n int) *claimFleet {
@@ -409,15 +414,19 @@ func (f *claimFleet) round(b *testing.B, i int) (claimed, lost int) {
 	now := benchNow.Add(time.Duration(i) * time.Second)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	start := time.Now()
 	for _, d := range f.disps {
 		wg.Go(func() {
+			begun := time.Now()
 			batch, err := d.Dispatch(context.Background(), now)
+			took := time.Since(begun)
 			if err != nil {
 				b.Error(err)
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			f.busy += took
 			claimed += len(batch.Items)
 			for _, l := range batch.Lanes {
 				lost += l.LostClaims
@@ -425,6 +434,7 @@ func (f *claimFleet) round(b *testing.B, i int) (claimed, lost int) {
 		})
 	}
 	wg.Wait()
+	f.rounds += time.Since(start)
 	f.since += claimed
 	return claimed, lost
 }
