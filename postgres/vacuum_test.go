@@ -43,8 +43,11 @@ func groupsBlocks(t *testing.T, pool *pgxpool.Pool) int {
 // The queue vacuum task is an off-lease maintenance task that a Scheduler dispatches and
 // that removes the dead entries 100,000 serves left at the front of the queue: Groups,
 // which stepped over their pages, reads a handful of buffers afterwards.
+//
+// A vacuum removes only rows no transaction of the cluster may still see, so the test
+// does not run in parallel with the package's others, and runs the task again (as its
+// cadence would) while another backend's snapshot holds the rows back, for up to 20 s.
 func TestQueueVacuumTaskClearsTheQueueFront(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	pool := servedFixture(t, 10_000, 100_000)
 	task := postgres.NewIndex(pool).QueueVacuumTask(10 * time.Second)
@@ -69,7 +72,14 @@ func TestQueueVacuumTaskClearsTheQueueFront(t *testing.T) {
 	if err := s.Complete(ctx, task.Name, runErr, benchNow.Add(time.Second)); err != nil || runErr != nil {
 		t.Fatalf("Run: %v; Complete: %v", runErr, err)
 	}
-	if after := groupsBlocks(t, pool); after > 10 {
+	after := groupsBlocks(t, pool)
+	for deadline := time.Now().Add(20 * time.Second); after > 10 && time.Now().Before(deadline); after = groupsBlocks(t, pool) {
+		time.Sleep(200 * time.Millisecond)
+		if err := task.Run(ctx); err != nil {
+			t.Fatalf("Run again: %v", err)
+		}
+	}
+	if after > 10 {
 		t.Errorf("after the vacuum task Groups reads %d buffers (%d before); want a few", after, before)
 	}
 }
