@@ -220,7 +220,10 @@
 // once per autovacuum_naptime (a minute by default), so a deployment that serves more than
 // some 10,000 users a minute should lower the naptime, or register Index.QueueVacuumTask
 // with its maintenance scheduler, which vacuums rota_users every few seconds off the heavy
-// lease: at 100,000 users and 10,000 dead rows a vacuum takes about 50 ms.
+// lease: at 100,000 users and 10,000 dead rows a vacuum takes about 50 ms. No vacuum
+// removes a row that a transaction still open anywhere in the database may see, so a
+// long transaction (a report, a forgotten session) keeps every serve since it began in
+// front of the queues until it ends.
 //
 // Ready, Release and Route commit without waiting for the write-ahead log to reach the
 // disk: a server crash can lose the last of them, which only ends a hold early, brings one
