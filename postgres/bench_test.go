@@ -272,6 +272,112 @@ func BenchmarkFairCycleFloor(b *testing.B) {
 	b.ReportMetric(float64(floor)/float64(first), "floor/first-come")
 }
 
+// sqlUserRowClaim is the claim of a design BenchmarkFairCycleUserRowClaims measures and
+// rota does not use: claims kept on the user row (work keys, tokens and untils in arrays)
+// instead of in rota_due, so that a fair claim writes only the user rows it must write
+// anyway, and no entry. One statement checks that each key is due, gives it a token,
+// appends it to its user's claims and moves the user: LastServed, hold ended, free_at (its
+// first entry not claimed) and Turn. It is a lower bound of that design, not a working
+// version: it takes no user lock before its snapshot (so a concurrent writer could leave
+// free_at stale), never drops ended claims from the arrays, and nothing else reads them.
+const sqlUserRowClaim = `
+WITH k AS (
+	SELECT k.user_id, array_agg(k.work_key) AS keys
+	FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key) GROUP BY k.user_id
+), v AS (
+	SELECT k.user_id, array_agg(d.work_key) AS keys, array_agg(nextval('rota_claim_token')) AS tokens
+	FROM k CROSS JOIN LATERAL (
+		SELECT d.work_key FROM rota_due d WHERE d.user_id = k.user_id AND d.work_key = ANY(k.keys) AND d.due_at <= $3) d
+	GROUP BY k.user_id
+)
+UPDATE rota_users u SET claim_keys = u.claim_keys || v.keys, claim_tokens = u.claim_tokens || v.tokens,
+	claim_untils = u.claim_untils || array_fill($4::timestamptz, ARRAY[cardinality(v.keys)]),
+	last_served = $3, held_until = NULL, free_at = f.free_at, claim_end_at = least(u.claim_end_at, $4),
+	turn = greatest(least(f.free_at, $4), $3)
+FROM v LEFT JOIN LATERAL (
+	SELECT d.due_at AS free_at FROM rota_due d, rota_users w
+	WHERE w.user_id = v.user_id AND d.claim_until IS NULL
+	  AND (d.user_id, d.due_at) BETWEEN (v.user_id, '-infinity') AND (v.user_id, 'infinity')
+	  AND NOT (d.work_key = ANY(w.claim_keys || v.keys))
+	ORDER BY d.user_id, d.due_at, d.work_key LIMIT 1) f ON true
+WHERE u.user_id = v.user_id
+RETURNING cardinality(v.keys)`
+
+// A fair cycle of a design rota does not use, on BenchmarkFairCycleVsFirstCome's
+// users=1000 data, against the same first-come claim: claims kept on the user row
+// (sqlUserRowClaim), so that claiming writes no entry at all. Each iteration runs Groups,
+// Ready of 1,000 users with a hold (as Dispatch does), then sqlUserRowClaim of the first
+// 1,000 entries read; claims, holds and the moved users are put back untimed. It answers
+// whether moving the claim off rota_due, the only write a fair cycle shares with the
+// first-come claim, would bring a cycle within 2× of it: read/first-come is Groups and
+// Ready, claim/first-come the claim statement, prototype/first-come the two together.
+func BenchmarkFairCycleUserRowClaims(b *testing.B) {
+	pool := noisyFixture(b, 1_000_000, 1_000)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `ALTER TABLE rota_users ADD COLUMN claim_keys text[] NOT NULL DEFAULT '{}',
+		ADD COLUMN claim_tokens bigint[] NOT NULL DEFAULT '{}', ADD COLUMN claim_untils timestamptz[] NOT NULL DEFAULT '{}'`); err != nil {
+		b.Fatal(err)
+	}
+	idx := postgres.NewIndex(pool)
+	var read, claim, first time.Duration
+	for i := 0; b.Loop(); i++ {
+		now := benchNow.Add(time.Duration(i) * time.Second)
+
+		start := time.Now()
+		if _, err := idx.Groups(ctx, now); err != nil {
+			b.Fatal(err)
+		}
+		page, err := idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 10, Hold: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var users, works []string
+		for _, h := range page.Heads {
+			for _, e := range h.Due[:min(len(h.Due), 1000-len(users))] {
+				users, works = append(users, h.UserID), append(works, e.WorkKey)
+			}
+		}
+		read += time.Since(start)
+		start = time.Now()
+		rows, err := pool.Query(ctx, sqlUserRowClaim, users, works, now, now.Add(time.Hour))
+		if err != nil {
+			b.Fatal(err)
+		}
+		claimed := 0
+		var n int
+		_, err = pgx.ForEachRow(rows, []any{&n}, func() error { claimed += n; return nil })
+		claim += time.Since(start)
+		if err != nil || claimed != 1000 {
+			b.Fatalf("user-row claim: %d claims, %v", claimed, err)
+		}
+		putBackUserRowClaims(b, pool, users)
+
+		_, took := firstCome(b, pool, now)
+		first += took
+		releaseAll(b, pool)
+	}
+	b.ReportMetric(float64(read)/float64(first), "read/first-come")
+	b.ReportMetric(float64(claim)/float64(first), "claim/first-come")
+	b.ReportMetric(float64(read+claim)/float64(first), "prototype/first-come")
+}
+
+// putBackUserRowClaims ends sqlUserRowClaim's claims and the holds, and recomputes the
+// users' ReadyAt and Turn as releaseAll does.
+func putBackUserRowClaims(b *testing.B, pool *pgxpool.Pool, users []string) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `UPDATE rota_users SET claim_keys = '{}', claim_tokens = '{}', claim_untils = '{}',
+		held_until = NULL, claim_end_at = NULL WHERE cardinality(claim_keys) > 0 OR held_until IS NOT NULL`); err != nil {
+		b.Fatal(err)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(postgres.SQLPlanSettings)
+	batch.Queue(postgres.SQLRecompute, users)
+	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // logPlans logs EXPLAIN (ANALYZE, BUFFERS, WAL) of the statements of one cycle at the front
 // of the queue — Ready of 1,000 users, Claim of their first entries and its users,
 // CompleteMany of those claims and its users — and of the first-come claim as it runs, each
