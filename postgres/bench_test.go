@@ -105,10 +105,16 @@ func releaseAll(tb testing.TB, pool *pgxpool.Pool) {
 	if _, err := pool.Exec(ctx, `UPDATE rota_users SET held_until = NULL WHERE held_until IS NOT NULL`); err != nil {
 		tb.Fatal(err)
 	}
+	recompute(tb, pool, users)
+}
+
+// recompute sets the ReadyAt and Turn of users from their entries, as the Index does.
+func recompute(tb testing.TB, pool *pgxpool.Pool, users []string) {
+	tb.Helper()
 	b := &pgx.Batch{}
 	b.Queue(postgres.SQLPlanSettings)
 	b.Queue(postgres.SQLRecompute, users)
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := pool.SendBatch(context.Background(), b).Close(); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -370,12 +376,7 @@ func putBackUserRowClaims(b *testing.B, pool *pgxpool.Pool, users []string) {
 		held_until = NULL, claim_end_at = NULL WHERE cardinality(claim_keys) > 0 OR held_until IS NOT NULL`); err != nil {
 		b.Fatal(err)
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(postgres.SQLPlanSettings)
-	batch.Queue(postgres.SQLRecompute, users)
-	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
-		b.Fatal(err)
-	}
+	recompute(b, pool, users)
 }
 
 // logPlans logs EXPLAIN (ANALYZE, BUFFERS, WAL) of the statements of one cycle at the front
