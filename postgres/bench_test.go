@@ -228,54 +228,78 @@ SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.
 
 // The floor under BenchmarkFairCycleVsFirstCome's bar, on the same data as its users=1000
 // case: the least a fair cycle of 1,000 items can cost here, next to the same first-come
-// claim. Each iteration reads the front of the queue with Ready (no hold), then claims one
-// entry of each user read and moves those users to the back of the queue in one statement
-// (sqlFloorClaim) — no hold, no user lock, no ReadyAt, which a real cycle needs and pays
-// for on top. floor/first-come is what reading 1,000 users with their entries and moving
-// them in a B-tree costs next to claiming 1,000 entries, whatever the Index does.
+// claim and the same fair cycle. Each iteration reads the front of the queue with Ready
+// (no hold), then claims one entry of each user read and moves those users to the back of
+// the queue in one statement (sqlFloorClaim) — no hold, no user lock, no ReadyAt, which a
+// real cycle needs and pays for on top; then one first-come claim and one full fair cycle
+// (Dispatch), everything released untimed between them. floor/first-come is what reading
+// 1,000 users with their entries and moving them in a B-tree costs next to claiming 1,000
+// entries, whatever the Index does; fair/floor is what the Index's cycle pays on top of
+// that floor, measured in the same iterations.
 func BenchmarkFairCycleFloor(b *testing.B) {
 	pool := noisyFixture(b, 1_000_000, 1_000)
 	idx := postgres.NewIndex(pool)
-	ctx := context.Background()
-	var floor, first time.Duration
+	d, err := dispatch.New(idx, oneLane(10, 1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var floor, first, fair time.Duration
 	for i := 0; b.Loop(); i++ {
 		now := benchNow.Add(time.Duration(i) * time.Second)
 
-		start := time.Now()
-		page, err := idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 10})
-		if err != nil {
-			b.Fatal(err)
-		}
-		users, works := make([]string, len(page.Heads)), make([]string, len(page.Heads))
-		for j, h := range page.Heads {
-			users[j], works[j] = h.UserID, h.Due[0].WorkKey
-		}
-		rows, err := pool.Query(ctx, sqlFloorClaim, users, works, now, now.Add(time.Hour))
-		if err != nil {
-			b.Fatal(err)
-		}
-		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (duework.Entry, error) {
-			var e duework.Entry
-			var last *time.Time
-			var streak, token int64
-			var until time.Time
-			err := r.Scan(&e.UserID, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak, &token, &until)
-			return e, err
-		})
-		floor += time.Since(start)
-		if err != nil || len(got) != 1000 {
-			b.Fatalf("floor claim: %d rows, %v", len(got), err)
-		}
+		floor += floorCycle(b, pool, idx, now)
 		releaseAll(b, pool)
 
 		_, took := firstCome(b, pool, now)
 		first += took
+		releaseAll(b, pool)
+
+		start := time.Now()
+		batch, err := d.Dispatch(context.Background(), now)
+		fair += time.Since(start)
+		if err != nil || len(batch.Items) != 1000 {
+			b.Fatalf("Dispatch: %d items, %v", len(batch.Items), err)
+		}
 		releaseAll(b, pool)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(floor.Microseconds())/1000/n, "floor-ms")
 	b.ReportMetric(float64(first.Microseconds())/1000/n, "first-come-ms")
 	b.ReportMetric(float64(floor)/float64(first), "floor/first-come")
+	b.ReportMetric(float64(fair)/float64(floor), "fair/floor")
+}
+
+// floorCycle runs BenchmarkFairCycleFloor's floor at now — Ready without a hold, then
+// sqlFloorClaim of each user's first entry — and returns how long it took.
+func floorCycle(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index, now time.Time) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	page, err := idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	users, works := make([]string, len(page.Heads)), make([]string, len(page.Heads))
+	for j, h := range page.Heads {
+		users[j], works[j] = h.UserID, h.Due[0].WorkKey
+	}
+	rows, err := pool.Query(ctx, sqlFloorClaim, users, works, now, now.Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (duework.Entry, error) {
+		var e duework.Entry
+		var last *time.Time
+		var streak, token int64
+		var until time.Time
+		err := r.Scan(&e.UserID, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak, &token, &until)
+		return e, err
+	})
+	took := time.Since(start)
+	if err != nil || len(got) != 1000 {
+		b.Fatalf("floor claim: %d rows, %v", len(got), err)
+	}
+	return took
 }
 
 // sqlUserRowClaim is the claim of a design BenchmarkFairCycleUserRowClaims measures and
