@@ -98,7 +98,9 @@ type passed struct {
 // needed: claims that skip locked entries already read disjoint ones). It answers what
 // such a contract would buy: pass-claim/first-come is the cycle's bar,
 // pass-complete/complete-many what every write pays for it, and pass/turn-queue the two
-// together against today's cycle and completion.
+// together against today's cycle and completion. The after-outage shares are what the
+// design gives up: the noisy user's share of its claim, and of a turn queue's cycle, after
+// an hour in which nothing ran.
 func BenchmarkFairCycleWriteTimePass(b *testing.B) {
 	pool := noisyFixture(b, 1_000_000, 1_000)
 	ctx := context.Background()
@@ -148,6 +150,55 @@ func BenchmarkFairCycleWriteTimePass(b *testing.B) {
 	b.ReportMetric(float64(passComplete)/float64(complete), "pass-complete/complete-many")
 	b.ReportMetric(float64(passClaim+passComplete)/float64(fair+complete), "pass/turn-queue")
 	b.ReportMetric(float64(noisy)/float64(total), "pass-noisy-share")
+	pass, turn := noisyShareAfterOutage(b, pool, d)
+	b.ReportMetric(pass, "pass-noisy-share-after-outage")
+	b.ReportMetric(turn, "turn-noisy-share-after-outage")
+}
+
+// noisyShareAfterOutage is the noisy user's share of the design's claim, then of a fair
+// cycle of the turn queues, right after an hour in which nothing ran: the quiet users'
+// entries came due at its end, t0 + 1h, and that is their pass; the noisy user's entries
+// keep the passes they were given, one a second from t0, and it was never served. In pass
+// order its 3,600 entries of that hour come first; a turn queue's cycle gives it one item,
+// as it gives every quiet user one.
+func noisyShareAfterOutage(b *testing.B, pool *pgxpool.Pool, d *dispatch.Dispatcher) (pass, turn float64) {
+	b.Helper()
+	ctx := context.Background()
+	end := t0.Add(time.Hour)
+	if _, err := pool.Exec(ctx, `UPDATE rota_due SET pass = $1, due_at = $1 WHERE user_id <> 'noisy'`, end); err != nil {
+		b.Fatal(err)
+	}
+	share := func(users []string) float64 {
+		noisy := 0
+		for _, u := range users {
+			if u == "noisy" {
+				noisy++
+			}
+		}
+		return float64(noisy) / float64(len(users))
+	}
+	var users []string
+	for _, p := range claimByPass(b, pool, end) {
+		users = append(users, p.user)
+	}
+	pass = share(users)
+	releaseAll(b, pool)
+
+	if err := pool.QueryRow(ctx, `WITH u AS (UPDATE rota_users SET last_served = NULL RETURNING user_id)
+		SELECT array_agg(user_id) FROM u`).Scan(&users); err != nil {
+		b.Fatal(err)
+	}
+	// The quiet users' ReadyAt, then every Turn as if no user had ever been served.
+	recompute(b, pool, users)
+	if _, err := pool.Exec(ctx, `UPDATE rota_users SET turn = least(free_at, claim_end_at) WHERE turn IS NOT NULL`); err != nil {
+		b.Fatal(err)
+	}
+	batch, _ := fairCycle(b, d, end)
+	users = users[:0]
+	for _, it := range batch.Items {
+		users = append(users, it.Claim.Entry.UserID)
+	}
+	return pass, share(users)
 }
 
 // completeTurnQueue completes batch's claims with Index.CompleteMany, each next due an hour
