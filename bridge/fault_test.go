@@ -26,23 +26,34 @@ func (e *injectedError) Error() string {
 	return fmt.Sprintf("injected failure of index call %d (%s)", e.call, e.method)
 }
 
-// faultyIndex fails its failAt-th call. With after set, a write is made first and only
-// its answer is lost (a write that happened although the caller hears it failed). It
-// hides the optional capabilities of the Index it wraps; faultyGuardedIndex keeps them.
+// faultyIndex fails its failAt-th call, or with failMethod set the failAt-th call of that
+// method. With after set, a write is made first and only its answer is lost (a write that
+// happened although the caller hears it failed). It hides the optional capabilities of the
+// Index it wraps; faultyGuardedIndex keeps them.
 type faultyIndex struct {
 	duework.Index
-	mu       sync.Mutex
-	calls    int
-	failAt   int
-	after    bool
-	injected *injectedError
+	mu          sync.Mutex
+	calls       int
+	methodCalls int // calls of failMethod
+	failAt      int
+	failMethod  string
+	after       bool
+	injected    *injectedError
 }
 
 func (f *faultyIndex) fault(method string) (*injectedError, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	if f.calls != f.failAt {
+	n := f.calls
+	if f.failMethod != "" {
+		if method != f.failMethod {
+			return nil, false
+		}
+		f.methodCalls++
+		n = f.methodCalls
+	}
+	if n != f.failAt {
 		return nil, false
 	}
 	f.injected = &injectedError{call: f.calls, method: method}
@@ -219,9 +230,24 @@ func newFaulty(guarded bool) (*faultyIndex, duework.Index) {
 	return fi, fi
 }
 
-// runFaulty sets up many tenants without faults, then runs several cycles with the
-// failAt-th index call failing, and returns what it saw.
-func runFaulty(t *testing.T, failAt int, after, guarded bool) *faultRun {
+// fault is the call runFaulty fails: the n-th index call of the cycles, or with method
+// set the n-th call of that method; with after set, after its write. n 0 fails nothing.
+type fault struct {
+	n      int
+	method string
+	after  bool
+}
+
+func (f fault) String() string {
+	if f.method != "" {
+		return fmt.Sprintf("failing %s call %d (after=%v)", f.method, f.n, f.after)
+	}
+	return fmt.Sprintf("failing call %d (after=%v)", f.n, f.after)
+}
+
+// runFaulty sets up many tenants without faults, then runs several cycles with the index
+// call at failing, and returns what it saw.
+func runFaulty(t *testing.T, at fault, guarded bool) *faultRun {
 	t.Helper()
 	fi, idx := newFaulty(guarded)
 	w := newWorld(t, worldConfig{idx: idx, pipe: &seededPipeline{runs: map[string]int{}}, global: 18, lanes: []dispatch.LaneCapacity{
@@ -261,7 +287,7 @@ func runFaulty(t *testing.T, failAt int, after, guarded bool) *faultRun {
 	}
 
 	fi.mu.Lock()
-	fi.calls, fi.failAt, fi.after = 0, failAt, after
+	fi.calls, fi.methodCalls, fi.failAt, fi.failMethod, fi.after = 0, 0, at.n, at.method, at.after
 	fi.mu.Unlock()
 	r := w.runner(t, bridge.RunnerConfig{Workers: 3, FlushItems: 4})
 	for i := range faultCycles {
@@ -349,7 +375,9 @@ func cmpString(a, b string) int {
 // TestFaultInjectionLosesNothing fails the n-th index call of several cycles, for every
 // n, before and after the call's write, with and without the optional capabilities:
 // every failure is reported, no watched source is lost or scheduled twice, and fault-free
-// cycles afterwards leave exactly the watched sources.
+// cycles afterwards leave exactly the watched sources. Items run on several workers, so
+// which method the n-th call is varies from run to run; every method the Runner calls is
+// then failed by name as well, so that each is certain to be failed at least once.
 func TestFaultInjectionLosesNothing(t *testing.T) {
 	for _, guarded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
@@ -360,7 +388,7 @@ func TestFaultInjectionLosesNothing(t *testing.T) {
 }
 
 func faultEveryCall(t *testing.T, guarded bool) {
-	clean := runFaulty(t, 0, false, guarded)
+	clean := runFaulty(t, fault{}, guarded)
 	total := clean.fi.calls
 	if total < 5*faultCycles {
 		t.Fatalf("the clean run made only %d index calls", total)
@@ -372,46 +400,50 @@ func faultEveryCall(t *testing.T, guarded bool) {
 	}
 	clean.check(t, "clean run")
 
-	failed := map[string]bool{}
-	defer func() {
-		// The Runner checks no claim of its own items; it removes a gone source under its
-		// claim: with UnscheduleClaimed, or after a Get without a ClaimGuard.
-		want := []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "Get", "Unschedule"}
-		if guarded {
-			want = []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "UnscheduleClaimed"}
+	// The Runner checks no claim of its own items; it removes a gone source under its
+	// claim: with UnscheduleClaimed, or after a Get without a ClaimGuard.
+	methods := []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "Get", "Unschedule"}
+	if guarded {
+		methods = []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "UnscheduleClaimed"}
+	}
+	for _, after := range []bool{false, true} {
+		for n := 1; n <= total; n++ {
+			faultOnce(t, fault{n: n, after: after}, guarded)
 		}
-		for _, m := range want {
-			if !failed[m] && !t.Failed() {
+		for _, m := range methods {
+			if !faultOnce(t, fault{n: 1, method: m, after: after}, guarded) {
 				t.Errorf("no %s call was failed: the run does not exercise it", m)
 			}
 		}
-	}()
-	for _, after := range []bool{false, true} {
-		for n := 1; n <= total; n++ {
-			label := fmt.Sprintf("failing call %d (after=%v)", n, after)
-			fr := runFaulty(t, n, after, guarded)
-			if fr.fi.injected == nil {
-				if fr.fi.calls >= n {
-					t.Fatalf("%s: not injected in %d calls", label, fr.fi.calls)
-				}
-				continue
+	}
+}
+
+// faultOnce runs the cycles failing the call at and checks that the failure was reported
+// and nothing was lost. It reports false when the run made no such call.
+func faultOnce(t *testing.T, at fault, guarded bool) bool {
+	t.Helper()
+	label := at.String()
+	fr := runFaulty(t, at, guarded)
+	if fr.fi.injected == nil {
+		if at.method == "" && fr.fi.calls >= at.n {
+			t.Fatalf("%s: not injected in %d calls", label, fr.fi.calls)
+		}
+		return false
+	}
+	var reported bool
+	for _, err := range fr.errs {
+		for _, ie := range injectedIn(err) {
+			if ie != fr.fi.injected {
+				t.Fatalf("%s: reported a failure that was not injected: %v", label, ie)
 			}
-			var reported bool
-			for _, err := range fr.errs {
-				for _, ie := range injectedIn(err) {
-					if ie != fr.fi.injected {
-						t.Fatalf("%s: reported a failure that was not injected: %v", label, ie)
-					}
-					reported = true
-				}
-			}
-			if !reported {
-				t.Fatalf("%s: the failure of %s was not reported", label, fr.fi.injected.method)
-			}
-			failed[fr.fi.injected.method] = true
-			fr.check(t, label)
+			reported = true
 		}
 	}
+	if !reported {
+		t.Fatalf("%s: the failure of %s was not reported", label, fr.fi.injected.method)
+	}
+	fr.check(t, label)
+	return true
 }
 
 func TestSyncWatchlistUnderFaults(t *testing.T) {
