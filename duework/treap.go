@@ -105,22 +105,6 @@ func (t *treap[T]) remove(root, n *T) *T {
 	return root
 }
 
-// update recomputes the augmentation on the path from root down to n, which must be in the
-// tree, after a change to n that keeps its place in the order. O(log n) expected.
-func (t *treap[T]) update(root, n *T) {
-	if root == nil {
-		panic("duework: internal error: updating a node that is not in the tree")
-	}
-	if root != n {
-		if t.cmp(n, root) < 0 {
-			t.update(t.kids(root)[0], n)
-		} else {
-			t.update(t.kids(root)[1], n)
-		}
-	}
-	t.pull(root)
-}
-
 // min returns the first node in order, or nil for an empty tree.
 func (t *treap[T]) min(root *T) *T {
 	if root == nil {
@@ -133,23 +117,6 @@ func (t *treap[T]) min(root *T) *T {
 		}
 		root = l
 	}
-}
-
-// find returns the node n with probe(n) == 0, where probe(n) compares the sought key with
-// n's (negative: the key is ordered before n), or nil.
-func (t *treap[T]) find(root *T, probe func(n *T) int) *T {
-	for root != nil {
-		c := probe(root)
-		if c == 0 {
-			return root
-		}
-		if c < 0 {
-			root = t.kids(root)[0]
-		} else {
-			root = t.kids(root)[1]
-		}
-	}
-	return nil
 }
 
 // cursor walks a tree in order with an explicit stack: O(depth) to start, then O(1)
