@@ -26,18 +26,16 @@ func (e *injectedError) Error() string {
 	return fmt.Sprintf("injected failure of index call %d (%s)", e.call, e.method)
 }
 
-// faultyIndex fails its failAt-th call, or with failMethod set the failAt-th call of that
-// method. With after set, a write is made first and only its answer is lost (a write that
-// happened although the caller hears it failed). It hides the optional capabilities of the
-// Index it wraps; faultyGuardedIndex keeps them.
+// faultyIndex fails the call at names (see fault). With at.after set, a write is made
+// first and only its answer is lost (a write that happened although the caller hears it
+// failed). It hides the optional capabilities of the Index it wraps; faultyGuardedIndex
+// keeps them.
 type faultyIndex struct {
 	duework.Index
 	mu          sync.Mutex
+	at          fault
 	calls       int
-	methodCalls int // calls of failMethod
-	failAt      int
-	failMethod  string
-	after       bool
+	methodCalls int // calls of at.method
 	injected    *injectedError
 }
 
@@ -46,14 +44,14 @@ func (f *faultyIndex) fault(method string) (*injectedError, bool) {
 	defer f.mu.Unlock()
 	f.calls++
 	n := f.calls
-	if f.failMethod != "" {
-		if method != f.failMethod {
+	if f.at.method != "" {
+		if method != f.at.method {
 			return nil, false
 		}
 		f.methodCalls++
 		n = f.methodCalls
 	}
-	if n != f.failAt {
+	if n != f.at.n {
 		return nil, false
 	}
 	f.injected = &injectedError{call: f.calls, method: method}
@@ -68,10 +66,10 @@ func (f *faultyIndex) read(method string, call func() error) error {
 	return call()
 }
 
-// write fails a write before it is made, or after it when f.after is set.
+// write fails a write before it is made, or after it when f.at.after is set.
 func (f *faultyIndex) write(method string, call func() error) error {
 	ie, fail := f.fault(method)
-	if fail && !f.after {
+	if fail && !f.at.after {
 		return ie
 	}
 	err := call()
@@ -287,7 +285,7 @@ func runFaulty(t *testing.T, at fault, guarded bool) *faultRun {
 	}
 
 	fi.mu.Lock()
-	fi.calls, fi.methodCalls, fi.failAt, fi.failMethod, fi.after = 0, 0, at.n, at.method, at.after
+	fi.calls, fi.methodCalls, fi.at = 0, 0, at
 	fi.mu.Unlock()
 	r := w.runner(t, bridge.RunnerConfig{Workers: 3, FlushItems: 4})
 	for i := range faultCycles {
@@ -298,7 +296,7 @@ func runFaulty(t *testing.T, at fault, guarded bool) *faultRun {
 		}
 	}
 	fi.mu.Lock()
-	fi.failAt = 0
+	fi.at = fault{}
 	fi.mu.Unlock()
 	return fr
 }
@@ -452,7 +450,7 @@ func TestSyncWatchlistUnderFaults(t *testing.T) {
 		for _, after := range []bool{false, true} {
 			for n := 1; n <= 20; n++ {
 				fi, idx := newFaulty(guarded)
-				fi.failAt, fi.after = n, after
+				fi.at = fault{n: n, after: after}
 				wl := tenancy.NewMemoryWatchlist()
 				b := &bridge.Bridge{Index: idx, Watchlist: wl}
 				for s := range 10 {
@@ -470,7 +468,7 @@ func TestSyncWatchlistUnderFaults(t *testing.T) {
 				if got := injectedIn(err); len(got) != 1 || got[0] != fi.injected {
 					t.Fatalf("%s: err = %v, want the injected failure", label, err)
 				}
-				fi.failAt = 0
+				fi.at = fault{}
 				more, err := b.SyncWatchlist(ctx, tc, t0)
 				if err != nil {
 					t.Fatal(err)

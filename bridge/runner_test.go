@@ -434,7 +434,7 @@ func TestCrashedWorkerDoesNotLoseTheEntry(t *testing.T) {
 }
 
 func TestCycleReportsAndLogsADispatchFailure(t *testing.T) {
-	fi := &faultyIndex{Index: newIndex(), failAt: 1} // the cycle's first call fails
+	fi := &faultyIndex{Index: newIndex(), at: fault{n: 1}} // the cycle's first call fails
 	w := newWorld(t, worldConfig{idx: fi, pipe: newStub()})
 	rep, err := w.runner(t, bridge.RunnerConfig{}).Cycle(context.Background(), t0)
 	var ie *injectedError

@@ -25,13 +25,11 @@ const (
 	// passStride is how far apart a user's successive entries are put in pass order.
 	passStride = time.Second
 
-	// sqlPassSchema adds the passes to noisyFixture's schema: the noisy user's j-th entry
-	// gets t0 + j strides, a quiet user's its due_at.
-	sqlPassSchema = `
-ALTER TABLE rota_due ADD COLUMN pass timestamptz;
-ALTER TABLE rota_users ADD COLUMN last_pass timestamptz;
-UPDATE rota_due SET pass = CASE WHEN user_id = 'noisy' THEN '2026-03-01T12:00:00Z'::timestamptz + ltrim(work_key, 'w')::bigint * interval '1 second' ELSE due_at END;
-CREATE INDEX rota_due_pass ON rota_due (pass, user_id, work_key) WHERE claim_until IS NULL`
+	// sqlPassColumns and sqlPasses add the passes to noisyFixture's schema: the noisy user's
+	// j-th entry gets $1 + j strides, a quiet user's its due_at.
+	sqlPassColumns = `ALTER TABLE rota_due ADD COLUMN pass timestamptz;
+ALTER TABLE rota_users ADD COLUMN last_pass timestamptz`
+	sqlPasses = `UPDATE rota_due SET pass = CASE WHEN user_id = 'noisy' THEN $1::timestamptz + ltrim(work_key, 'w')::bigint * $2::interval ELSE due_at END`
 
 	// sqlPassClaim is sqlFirstCome in pass order: the design's whole fair claim.
 	sqlPassClaim = `
@@ -104,8 +102,13 @@ type passed struct {
 func BenchmarkFairCycleWriteTimePass(b *testing.B) {
 	pool := noisyFixture(b, 1_000_000, 1_000)
 	ctx := context.Background()
-	for _, sql := range []string{sqlPassSchema, `VACUUM ANALYZE rota_due`} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
+	for _, st := range []statement{
+		{sqlPassColumns, nil},
+		{sqlPasses, []any{t0, passStride}},
+		{`CREATE INDEX rota_due_pass ON rota_due (pass, user_id, work_key) WHERE claim_until IS NULL`, nil},
+		{`VACUUM ANALYZE rota_due`, nil},
+	} {
+		if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -228,8 +228,8 @@
 // Ready, Release and Route commit without waiting for the write-ahead log to reach the
 // disk: a server crash can lose the last of them, which only ends a hold early, brings one
 // back until it lapses, or leaves a user to be routed again. Claims, completions and
-// entries are written durably. The tables hold scheduling metadata only — no payload, no credentials —
-// like every duework.Index.
+// entries are written durably. The tables hold scheduling metadata only — no payload, no
+// credentials — like every duework.Index.
 //
 // # Errors
 //
