@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // ErrUnknownTier is returned by [Registry.Lookup] when no policy is registered under the
@@ -16,8 +16,9 @@ var ErrUnknownTier = errors.New("cadence: unknown tier")
 // ErrTierTaken is returned by [Registry.Register] when the name is already registered.
 var ErrTierTaken = errors.New("cadence: tier name already registered")
 
-// ErrInvalidTierName is returned by [Registry.Register] for an empty tier name or one that
-// is not valid UTF-8 or holds a control character: a name no watch-list entry could carry.
+// ErrInvalidTierName is returned by [Registry.Register] for a tier name that no watch-list
+// entry could carry: one that is not a valid name by the rule of tenancy's IDs (1 to 256
+// bytes of valid UTF-8, no control or format character, no white space at either end).
 var ErrInvalidTierName = errors.New("cadence: invalid tier name")
 
 // Registry resolves tier names to policies. [NewRegistry] returns one holding the presets
@@ -42,8 +43,8 @@ func NewRegistry() *Registry {
 // validator is implemented by policies that can check themselves, such as [Backoff].
 type validator interface{ Validate() error }
 
-// Register adds p under name. It refuses an empty name, or one that is not valid UTF-8 or
-// holds a control character ([ErrInvalidTierName]); a nil policy, or one whose Validate
+// Register adds p under name. It refuses a name that is not a valid name
+// ([ErrInvalidTierName]); a nil policy, or one whose Validate
 // method, when it has one, fails ([ErrInvalidPolicy]); and a name already taken
 // ([ErrTierTaken]) — the presets' names included: a host that wants other values for "hot"
 // registers a tier of its own.
@@ -107,17 +108,4 @@ func (r *Registry) Lookup(name string) (Policy, error) {
 }
 
 // checkTierName refuses a name that no watch-list entry could carry.
-func checkTierName(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: tier name must not be empty", ErrInvalidTierName)
-	}
-	if !utf8.ValidString(name) {
-		return fmt.Errorf("%w: tier name %q is not valid UTF-8", ErrInvalidTierName, name)
-	}
-	for _, c := range name {
-		if unicode.IsControl(c) {
-			return fmt.Errorf("%w: tier name %q contains control character %U", ErrInvalidTierName, name, c)
-		}
-	}
-	return nil
-}
+func checkTierName(name string) error { return vocab.Name(ErrInvalidTierName, "tier name", name) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -177,9 +178,9 @@ func TestValidate(t *testing.T) {
 		{"tier with a control character", duework.Entry{UserID: "u", WorkKey: "k", Tier: "hot\x1b[0m", DueAt: t0}, tc, duework.ErrInvalid, "Tier"},
 		{"tier not UTF-8", duework.Entry{UserID: "u", WorkKey: "k", Tier: "\xff", DueAt: t0}, tc, duework.ErrInvalid, "Tier"},
 		{"long tier", duework.Entry{UserID: "u", WorkKey: "k", Tier: strings.Repeat("t", tenancy.MaxIDLength+1), DueAt: t0}, tc, duework.ErrInvalid, "Tier"},
-		{"DueAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: duework.MaxTime.Add(1)}, tc, duework.ErrInvalid, "DueAt"},
-		{"DueAt before MinTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: duework.MinTime.Add(-1)}, tc, duework.ErrInvalid, "DueAt"},
-		{"LastRunAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, LastRunAt: duework.MaxTime.Add(1)}, tc, duework.ErrInvalid, "LastRunAt"},
+		{"DueAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: vocab.MaxTime.Add(1)}, tc, duework.ErrInvalid, "DueAt"},
+		{"DueAt before MinTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: vocab.MinTime.Add(-1)}, tc, duework.ErrInvalid, "DueAt"},
+		{"LastRunAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, LastRunAt: vocab.MaxTime.Add(1)}, tc, duework.ErrInvalid, "LastRunAt"},
 	} {
 		err := c.e.Validate(c.tc)
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.field) {
@@ -188,7 +189,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// FuzzValidate: Validate never panics, refuses exactly what ValidateWorkKey, ValidateTime,
+// FuzzValidate: Validate never panics, refuses exactly what the name and time rules,
 // the Context and the other field rules refuse, and always with ErrInvalid or ErrNoTenant.
 func FuzzValidate(f *testing.F) {
 	f.Add("u", "u", "k", int64(1), 0)
@@ -204,7 +205,7 @@ func FuzzValidate(f *testing.F) {
 		}
 		err := e.Validate(tc)
 		valid := tc.Valid() && user == tc.UserID() && tenancy.ValidateID("WorkKey", work) == nil && !e.DueAt.IsZero() &&
-			duework.ValidateTime("DueAt", e.DueAt) == nil && streak >= 0 && streak <= duework.MaxMissStreak
+			vocab.ValidTime(e.DueAt) && streak >= 0 && streak <= duework.MaxMissStreak
 		if (err == nil) != valid {
 			t.Fatalf("Validate(%+v) under %q = %v, want valid %v", e, tc.UserID(), err, valid)
 		}

@@ -75,9 +75,10 @@ func readCycle(b *testing.B, x *duework.Memory, users int, ids []string) []strin
 
 // measureCycles runs the sub-benchmarks name[i] over xs[i], then the same reads
 // interleaved call by call (in alternating order) as "paired", so that a busy machine and
-// the garbage collector weigh on both alike: the ratio to read. Every fixture is built
-// before and live during every measurement, so the live heap is the same for all.
-func measureCycles(b *testing.B, names []string, xs []*duework.Memory, users int) {
+// the garbage collector weigh on both alike: the ratio to read, reported as unit, is the
+// second's time over the first's. Every fixture is built before and live during every
+// measurement, so the live heap is the same for all.
+func measureCycles(b *testing.B, names []string, xs []*duework.Memory, users int, unit string) {
 	runtime.GC()
 	for i, name := range names {
 		b.Run(name, func(b *testing.B) {
@@ -114,7 +115,7 @@ func measureCycles(b *testing.B, names []string, xs []*duework.Memory, users int
 		for i, name := range names {
 			b.ReportMetric(float64(spent[i])/float64(b.N), name+"-ns/call")
 		}
-		b.ReportMetric(float64(spent[1])/float64(spent[0]), "ratio")
+		b.ReportMetric(float64(spent[1])/float64(spent[0]), unit)
 	})
 	runtime.KeepAlive(xs)
 }
@@ -127,7 +128,7 @@ func BenchmarkReady(b *testing.B) {
 	small.add(b, "user", 1_000, 3, dueBefore)
 	big.add(b, "user", 1_000_000, 3, dueBefore)
 	small.keys, big.keys = nil, nil
-	measureCycles(b, []string{"users=1e3", "users=1e6"}, []*duework.Memory{small.x, big.x}, 1_000)
+	measureCycles(b, []string{"users=1e3", "users=1e6"}, []*duework.Memory{small.x, big.x}, 1_000, "ratio")
 }
 
 // BenchmarkReadyNoisyNeighbour measures the same read with 10,000 users ready, one entry
@@ -152,7 +153,46 @@ func BenchmarkReadyNoisyNeighbour(b *testing.B) {
 		f.add(b, "user", others, 1, func(int) time.Time { return t0 })
 		xs = append(xs, f.x)
 	}
-	measureCycles(b, []string{"N=1e3", "N=1e6"}, xs, 1_000)
+	measureCycles(b, []string{"N=1e3", "N=1e6"}, xs, 1_000, "ratio")
+}
+
+// BenchmarkReadyWithLimits measures the same read, Ready of 1,000 users with 100,000
+// ready, when every user has limits — MaxInFlight 4, Every 1s, Burst 5, Weight 2 — against
+// the same users without limits, paired in one run: limits/none is the ratio of their
+// times. Each user has four due entries, one of them claimed and in flight, so that the
+// in-flight count and the rate mark are real work; the limits leave each head the same
+// three entries either way.
+func BenchmarkReadyWithLimits(b *testing.B) {
+	const users = 100_000
+	limits := duework.Limits{MaxInFlight: 4, Every: time.Second, Burst: 5, Weight: 2}
+	var xs []*duework.Memory
+	for _, l := range []duework.Limits{{}, limits} {
+		f := &fixture{}
+		f.add(b, "user", users, 4, dueBefore)
+		routes := make([]duework.Route, 0, users)
+		first := make([]duework.Key, 0, users)
+		for u := range users {
+			id := "user" + strconv.Itoa(u)
+			routes = append(routes, duework.Route{UserID: id, Limits: l})
+			first = append(first, duework.Key{UserID: id, WorkKey: "feed-0"})
+		}
+		if err := f.x.Route(bctx, routes); err != nil {
+			b.Fatal(err)
+		}
+		for len(first) > 0 {
+			n := min(1_000, len(first))
+			if cs, err := f.x.Claim(bctx, first[:n], t0, t0.Add(time.Hour)); err != nil || len(cs) != n {
+				b.Fatalf("Claim: %d claims, %v", len(cs), err)
+			}
+			first = first[n:]
+		}
+		xs = append(xs, f.x)
+	}
+	p, err := xs[1].Ready(bctx, duework.ReadyQuery{Now: t0, Users: 1, PerUser: 3})
+	if err != nil || len(p.Heads) != 1 || len(p.Heads[0].Due) != 3 || p.Heads[0].InFlight != 1 || p.Heads[0].Limits != limits {
+		b.Fatalf("a limited head = %+v, %v; want three Due and one in flight", p.Heads, err)
+	}
+	measureCycles(b, []string{"none", "limits"}, xs, 1_000, "limits/none")
 }
 
 // BenchmarkDueBefore measures DueBefore(now, 100) over 1,000 users with 100 due entries

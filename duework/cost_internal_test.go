@@ -29,11 +29,15 @@ func countVisits(t *testing.T, f func()) visits {
 
 var costT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// crowdLimits are limits that let every user of a crowd be read as without them, the
+// noisy user's claims in flight included: they cost what they cost, and cut nothing.
+var crowdLimits = Limits{MaxInFlight: 100_000, Every: time.Millisecond, Burst: 10}
+
 // crowd returns a Memory whose unrouted group holds users ready users with one entry each
 // (due a minute ago, in UserID order) and, first in turn order, user "noisy" with backlog
 // entries due and, when claimed, all of them but its last three claimed; plus 1,000 users
-// with nothing due.
-func crowd(t *testing.T, users, backlog int, claimed bool) *Memory {
+// with nothing due. With limited, every user has crowdLimits.
+func crowd(t *testing.T, users, backlog int, claimed, limited bool) *Memory {
 	t.Helper()
 	ctx := context.Background()
 	m := NewMemory()
@@ -65,14 +69,23 @@ func crowd(t *testing.T, users, backlog int, claimed bool) *Memory {
 	for i := range 1000 {
 		put("idle"+strconv.Itoa(i), "k", costT0.Add(time.Hour))
 	}
+	if limited {
+		var routes []Route
+		for id := range m.users {
+			routes = append(routes, Route{UserID: id, Limits: crowdLimits})
+		}
+		if err := m.Route(ctx, routes); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return m
 }
 
 // crowdCase is one shape of crowd.
 type crowdCase struct {
-	name           string
-	users, backlog int
-	claimed        bool
+	name             string
+	users, backlog   int
+	claimed, limited bool
 }
 
 // TestReadyCostsWhatItReturns pins Ready's cost without timing anything: reading k users
@@ -80,17 +93,19 @@ type crowdCase struct {
 // however many users are ready and however deep, or claimed, one user's backlog is; a
 // second read, which passes over the first read's held users, visits those too and no
 // more. Walking the group would visit 20,000 users, walking the backlog 50,000 entries; the
-// bounds allow a few visits per node read and a few times the treaps' expected depth.
+// bounds allow a few visits per node read and a few times the treaps' expected depth. Every
+// user limited, the reads visit no more: a limit costs O(log c) in the user's own claims.
 func TestReadyCostsWhatItReturns(t *testing.T) {
 	const perUser = 3
 	ctx := context.Background()
 	for _, c := range []crowdCase{
-		{"small", 500, 10, false},
-		{"many users", 20_000, 10, false},
-		{"deep backlog", 500, 50_000, false},
-		{"deep claimed backlog", 500, 50_000, true},
+		{"small", 500, 10, false, false},
+		{"many users", 20_000, 10, false, false},
+		{"deep backlog", 500, 50_000, false, false},
+		{"deep claimed backlog", 500, 50_000, true, false},
+		{"deep claimed backlog, limited", 500, 50_000, true, true},
 	} {
-		m := crowd(t, c.users, c.backlog, c.claimed)
+		m := crowd(t, c.users, c.backlog, c.claimed, c.limited)
 		for _, k := range []int{10, 200} {
 			q := ReadyQuery{Now: costT0.Add(time.Duration(k) * time.Second), Users: k, PerUser: perUser, Hold: time.Minute}
 			var first, second ReadyPage
@@ -115,8 +130,8 @@ func TestReadyCostsWhatItReturns(t *testing.T) {
 // entry returned, where about a third of that is typical.
 func TestDueBeforeCostsWhatItReturns(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []crowdCase{{"small", 20, 10, false}, {"deep backlog", 20, 50_000, false}} {
-		m := crowd(t, c.users, c.backlog, c.claimed)
+	for _, c := range []crowdCase{{"small", 20, 10, false, false}, {"deep backlog", 20, 50_000, false, false}} {
+		m := crowd(t, c.users, c.backlog, c.claimed, c.limited)
 		v := countVisits(t, func() {
 			if es, err := m.DueBefore(ctx, costT0, 30); err != nil || len(es) != 30 {
 				t.Fatalf("DueBefore: %d entries, %v", len(es), err)

@@ -12,8 +12,9 @@
 // users of a group and holds them, so that several dispatchers read different users; Claim
 // hands out their entries until a deadline, after which an unfinished entry is due again by
 // itself; Complete writes the entry's next state only while its claim is still current, so
-// a stale worker can never overwrite a newer run ([ErrClaimLost]). A user served by a Claim
-// goes to the back of its queue.
+// a stale worker can never overwrite a newer run ([ErrClaimLost]), and Unclaim hands a
+// claim back unrun. A user served by a Claim goes to the back of its queue. User and
+// Entries are an operator's reads of one user's place and entries.
 //
 // [Advance] is the pure step between a run and the next: a hit snaps back to the tier's
 // base interval, a miss backs off, and either way the next DueAt counts from now, so after
@@ -23,12 +24,25 @@
 // and claims, and bridge's Runner completes. Use [NewMemory] on one machine, or an adapter
 // such as rota/postgres for several; to write an adapter, run duework/indextest against it.
 //
+// # Flow control
+//
+// Route stores each user's [Limits] with its group, and every Index enforces them at
+// Claim, so that they hold across every dispatcher sharing it: MaxInFlight caps the user's
+// claims in flight, Every and Burst its rate, and Weight its share of its queue. A user
+// held back by its own limits is not ready until it may be served again, so it costs
+// nothing to read while it waits; a Complete or Unclaim that frees a slot makes it ready
+// at once, and a claim that ends by itself frees its slot with no sweeper. The exact rules
+// are in the Index doc. With zero limits everywhere, every read is as without them.
+//
 // # Choices the contract leaves open
 //
 //   - [Memory]'s tokens come from one counter per Memory that starts at 1 and only grows:
 //     no claim of any entry ever shares a token with another.
 //   - A tenant that empties and refills its watch list keeps its place in its queue: its
-//     group, LastServed and hold outlive its entries.
+//     group, limits, LastServed, stride position, rate mark and hold outlive its entries.
+//   - Memory keeps each user's current claims in a tree of their ends, made only while the
+//     user has claims, so that an unclaimed entry costs nothing for flow control and a
+//     limited user's read costs O(log c) in its own c claims, as an unlimited one's does.
 //   - Memory returns the context's error, having done nothing, when ctx is already done.
 //   - Advance treats a negative MissStreak as 0 and stops counting at [MaxMissStreak].
 package duework

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -18,57 +19,32 @@ var (
 	// is written.
 	ErrClaimLost = errors.New("duework: claim lost")
 	// ErrInvalid is returned for bad input: an empty or malformed WorkKey or Tier, a zero
-	// DueAt, a time outside [MinTime, MaxTime], a MissStreak outside [0, MaxMissStreak], an
+	// DueAt, a time outside years 1 to 9999 UTC, a MissStreak outside [0, MaxMissStreak], an
 	// Entry whose UserID is not the Context's, a limit, Users or PerUser outside [1,
 	// MaxLimit], a negative Hold, an until not after now, a malformed group name. The
 	// wrapping error names the field and its value.
 	ErrInvalid = errors.New("duework: invalid input")
 )
 
-// The limits every Index serves. An adapter must accept any value within them; values
-// outside are ErrInvalid, so every Index refuses the same input.
-var (
-	// MinTime is the earliest time an Index stores or takes as now: the zero time.Time,
-	// January 1 of year 1, UTC.
-	MinTime = time.Time{}
-	// MaxTime is the latest time an Index stores or takes as now: the last nanosecond of
-	// year 9999, UTC. Times beyond it (which a database driver would silently wrap) are
-	// ErrInvalid.
-	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
-)
+// MaxLimit is the largest limit, ReadyQuery.Users and ReadyQuery.PerUser an Index takes:
+// 1,048,576.
+const MaxLimit = vocab.MaxLimit
 
-// MaxLimit is the largest limit, ReadyQuery.Users and ReadyQuery.PerUser an Index takes.
-const MaxLimit = 1 << 20
-
-// ValidateTime checks that t lies in [MinTime, MaxTime], wrapping ErrInvalid and naming
-// field otherwise.
-func ValidateTime(field string, t time.Time) error {
-	if t.Before(MinTime) || t.After(MaxTime) {
-		return fmt.Errorf("%w: %s %v is outside [%v, %v]", ErrInvalid, field, t, MinTime.Year(), MaxTime.Year())
-	}
-	return nil
-}
-
-// ValidateLimit checks that n lies in [1, MaxLimit], wrapping ErrInvalid and naming field
-// otherwise.
-func ValidateLimit(field string, n int) error {
-	if n < 1 || n > MaxLimit {
-		return fmt.Errorf("%w: %s must be in [1, %d], got %d", ErrInvalid, field, MaxLimit, n)
-	}
-	return nil
-}
-
-// ValidateName checks a Tier or a group name: empty, or a valid ID by tenancy.ValidateID's
-// rules (bounded length, valid UTF-8, printable). It wraps ErrInvalid and names field.
-func ValidateName(field, name string) error {
+// validName checks a Tier or a group name: empty, or a valid name by tenancy.ValidateID's
+// rules. It wraps ErrInvalid and names field.
+func validName(field, name string) error {
 	if name == "" {
 		return nil
 	}
-	if err := tenancy.ValidateID(field, name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
+	return vocab.Name(ErrInvalid, field, name)
 }
+
+// validTime checks that t lies in years 1 to 9999 UTC, wrapping ErrInvalid and naming
+// field.
+func validTime(field string, t time.Time) error { return vocab.Time(ErrInvalid, field, t) }
+
+// validWorkKey checks a work key by tenancy.ValidateID's rules, wrapping ErrInvalid.
+func validWorkKey(workKey string) error { return vocab.Name(ErrInvalid, "WorkKey", workKey) }
 
 // Entry is one row of the due-work index: when a tenant's unit of work (a watched source,
 // named by WorkKey) is next due, and how its cadence stands.
@@ -89,9 +65,9 @@ type Entry struct {
 func (e Entry) Key() Key { return Key{UserID: e.UserID, WorkKey: e.WorkKey} }
 
 // Validate checks e for Schedule on behalf of tc: tc must be valid, e.UserID must equal
-// tc.UserID(), WorkKey must be a valid ID, Tier empty or a valid name, DueAt non-zero,
-// DueAt and LastRunAt within [MinTime, MaxTime] and MissStreak within [0, MaxMissStreak].
-// Index implementations call it.
+// tc.UserID(), WorkKey must be a valid ID (tenancy.ValidateID's rules), Tier empty or a
+// valid ID, DueAt non-zero, DueAt and LastRunAt within years 1 to 9999 UTC and MissStreak
+// within [0, MaxMissStreak]. Index implementations call it.
 func (e Entry) Validate(tc tenancy.Context) error {
 	if err := tc.Check(); err != nil {
 		return err
@@ -99,19 +75,19 @@ func (e Entry) Validate(tc tenancy.Context) error {
 	if e.UserID != tc.UserID() {
 		return fmt.Errorf("%w: entry UserID %q is not the context's user %q", ErrInvalid, e.UserID, tc.UserID())
 	}
-	if err := ValidateWorkKey(e.WorkKey); err != nil {
+	if err := validWorkKey(e.WorkKey); err != nil {
 		return err
 	}
-	if err := ValidateName("Tier", e.Tier); err != nil {
+	if err := validName("Tier", e.Tier); err != nil {
 		return fmt.Errorf("entry %q: %w", e.WorkKey, err)
 	}
 	if e.DueAt.IsZero() {
 		return fmt.Errorf("%w: entry %q has a zero DueAt", ErrInvalid, e.WorkKey)
 	}
-	if err := ValidateTime("DueAt", e.DueAt); err != nil {
+	if err := validTime("DueAt", e.DueAt); err != nil {
 		return fmt.Errorf("entry %q: %w", e.WorkKey, err)
 	}
-	if err := ValidateTime("LastRunAt", e.LastRunAt); err != nil {
+	if err := validTime("LastRunAt", e.LastRunAt); err != nil {
 		return fmt.Errorf("entry %q: %w", e.WorkKey, err)
 	}
 	if e.MissStreak < 0 || e.MissStreak > MaxMissStreak {
@@ -120,102 +96,76 @@ func (e Entry) Validate(tc tenancy.Context) error {
 	return nil
 }
 
-// ValidateCompletion checks the arguments of Index.Complete: next must be valid for tc (see
-// Entry.Validate), and the claim must name tc's user and next's WorkKey.
-func ValidateCompletion(tc tenancy.Context, c Claim, next Entry) error {
-	if err := next.Validate(tc); err != nil {
+// Validate checks d for Index.Complete and Index.CompleteMany: Next must be valid for
+// Tenant (see Entry.Validate), and Claim must name Tenant's user and Next's WorkKey.
+func (d Done) Validate() error {
+	if err := d.Next.Validate(d.Tenant); err != nil {
 		return err
 	}
-	if c.Entry.UserID != tc.UserID() {
-		return fmt.Errorf("%w: claim's UserID %q is not the context's user %q", ErrInvalid, c.Entry.UserID, tc.UserID())
+	if d.Claim.Entry.UserID != d.Tenant.UserID() {
+		return fmt.Errorf("%w: claim's UserID %q is not the context's user %q", ErrInvalid, d.Claim.Entry.UserID, d.Tenant.UserID())
 	}
-	if next.WorkKey != c.Entry.WorkKey {
-		return fmt.Errorf("%w: next WorkKey %q is not the claim's %q", ErrInvalid, next.WorkKey, c.Entry.WorkKey)
+	if d.Next.WorkKey != d.Claim.Entry.WorkKey {
+		return fmt.Errorf("%w: next WorkKey %q is not the claim's %q", ErrInvalid, d.Next.WorkKey, d.Claim.Entry.WorkKey)
 	}
 	return nil
 }
 
-// ValidateEntries checks the arguments of MissingScheduler.ScheduleMissing: tc must be
-// valid and every entry valid for it (see Entry.Validate). The error names the first bad
-// entry's index.
-func ValidateEntries(tc tenancy.Context, entries []Entry) error {
+// validEntries checks the arguments of Index.ScheduleMissing: tc must be valid and every
+// entry valid for it (see Entry.Validate). The error names the first bad entry's index.
+func validEntries(tc tenancy.Context, entries []Entry) error {
 	if err := tc.Check(); err != nil {
 		return err
 	}
-	for i, e := range entries {
-		if err := e.Validate(tc); err != nil {
-			return fmt.Errorf("entries[%d]: %w", i, err)
-		}
+	return vocab.Each("entries", entries, func(e Entry) error { return e.Validate(tc) })
+}
+
+// Validate checks r for Index.Route: Group empty or a valid ID (tenancy.ValidateID's
+// rules) and Limits valid (see Limits.Validate). The error wraps ErrInvalid and names the
+// field and, for bad limits, the user.
+func (r Route) Validate() error {
+	if err := validName("Group", r.Group); err != nil {
+		return err
+	}
+	if err := r.Limits.Validate(); err != nil {
+		return fmt.Errorf("user %q: %w", r.UserID, err)
 	}
 	return nil
 }
 
-// ValidateRoutes checks the arguments of Index.Route: every group must be a valid name
-// (see ValidateName). The error names the first bad route's index.
-func ValidateRoutes(routes []Route) error {
-	for i, r := range routes {
-		if err := ValidateName("Group", r.Group); err != nil {
-			return fmt.Errorf("routes[%d]: %w", i, err)
-		}
-	}
-	return nil
-}
-
-// ValidateClaimWindow checks the times of Index.Claim: now and until must lie in [MinTime,
-// MaxTime], and until must be after now. It wraps ErrInvalid and names the bad time.
-func ValidateClaimWindow(now, until time.Time) error {
-	if err := ValidateTime("now", now); err != nil {
+// Validate checks u for Index.Unclaim, Index.CheckClaims, Index.CheckClaim and
+// Index.UnscheduleClaimed: Tenant must be valid, and Claim must name Tenant's user and a
+// valid WorkKey.
+func (u Unclaim) Validate() error {
+	if err := u.Tenant.Check(); err != nil {
 		return err
 	}
-	if err := ValidateTime("until", until); err != nil {
-		return err
+	if u.Claim.Entry.UserID != u.Tenant.UserID() {
+		return fmt.Errorf("%w: claim's UserID %q is not the context's user %q", ErrInvalid, u.Claim.Entry.UserID, u.Tenant.UserID())
 	}
-	if !until.After(now) {
-		return fmt.Errorf("%w: until %v is not after now %v", ErrInvalid, until, now)
-	}
-	return nil
+	return validWorkKey(u.Claim.Entry.WorkKey)
 }
 
-// ValidateClaim checks the arguments of ClaimGuard's methods: tc must be valid, and the
-// claim must name tc's user and a valid WorkKey.
-func ValidateClaim(tc tenancy.Context, c Claim) error {
-	if err := tc.Check(); err != nil {
-		return err
-	}
-	if c.Entry.UserID != tc.UserID() {
-		return fmt.Errorf("%w: claim's UserID %q is not the context's user %q", ErrInvalid, c.Entry.UserID, tc.UserID())
-	}
-	return ValidateWorkKey(c.Entry.WorkKey)
-}
-
-// Validate checks q for Index.Ready: Group empty or a valid name, Now within [MinTime,
-// MaxTime], Users and PerUser within [1, MaxLimit], Hold not negative and Now+Hold within
-// range.
+// Validate checks q for Index.Ready: Group empty or a valid ID (tenancy.ValidateID's
+// rules), Now within years 1 to 9999 UTC, Users and PerUser within [1, MaxLimit], Hold not
+// negative and Now+Hold within those years.
 func (q ReadyQuery) Validate() error {
-	if err := ValidateName("Group", q.Group); err != nil {
+	if err := validName("Group", q.Group); err != nil {
 		return err
 	}
-	if err := ValidateTime("Now", q.Now); err != nil {
+	if err := validTime("Now", q.Now); err != nil {
 		return err
 	}
-	if err := ValidateLimit("Users", q.Users); err != nil {
+	if err := vocab.Limit(ErrInvalid, "Users", q.Users); err != nil {
 		return err
 	}
-	if err := ValidateLimit("PerUser", q.PerUser); err != nil {
+	if err := vocab.Limit(ErrInvalid, "PerUser", q.PerUser); err != nil {
 		return err
 	}
 	if q.Hold < 0 {
 		return fmt.Errorf("%w: Hold must not be negative, got %v", ErrInvalid, q.Hold)
 	}
-	return ValidateTime("Now+Hold", q.Now.Add(q.Hold))
-}
-
-// ValidateWorkKey checks a work key the way tenancy checks IDs, wrapping ErrInvalid.
-func ValidateWorkKey(workKey string) error {
-	if err := tenancy.ValidateID("WorkKey", workKey); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
+	return validTime("Now+Hold", q.Now.Add(q.Hold))
 }
 
 // Key identifies an entry across tenants: the dispatcher's handle for claiming it.
@@ -238,12 +188,20 @@ type Head struct {
 	// LastServed is the now of the last Claim that claimed any of this user's entries;
 	// zero if never.
 	LastServed time.Time
-	// Turn is the user's place in its queue: max(ReadyAt, LastServed).
+	// Turn is the user's place in its queue: max(ReadyAt, pass), pass its stride
+	// position, which is LastServed for a user whose claims were all at weight 1 (see
+	// Index).
 	Turn time.Time
-	// Due holds the user's first visible entries, in the order Index.Ready reads them.
+	// Due holds the user's first visible entries, in (DueAt, WorkKey) order: as many as
+	// its limits allow at the read's now, and at most ReadyQuery.PerUser × its weight.
 	Due []Entry
-	// More is true when the user has further visible entries beyond Due.
+	// More is true when the user has further visible entries beyond Due. A head with More
+	// whose Due is shorter than PerUser × its weight was cut by its own limits.
 	More bool
+	// Limits are the user's stored limits, and InFlight its in-flight count at the read's
+	// now.
+	Limits   Limits
+	InFlight int
 }
 
 // Advance returns e rescheduled after a run that ended at now. It is pure.

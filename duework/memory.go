@@ -9,28 +9,36 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
 // Memory is the in-memory Index: the embedded default for a service that runs on one
 // machine. Make one with NewMemory. It is safe for concurrent use: every call takes one
-// mutex.
+// mutex. It enforces every user's Limits at Claim, whoever claims, as the Index contract
+// says.
 //
-// With n entries stored, each write costs O(log n): Schedule, Unschedule, Complete, and
-// each item of ScheduleMissing, CompleteMany and Claim; so do Get, CheckClaim and
-// UnscheduleClaimed. Ready costs O(log n), then O(1) for each user it reads or passes over
-// because it is held, plus O(PerUser · log n) for each user's entries — never the number
-// of users ready nor the depth of anyone's backlog. Route costs O(log n) per user moved,
-// Release O(1) per user, Groups O(log n) per group. DueBefore costs O(log n) per entry it
-// returns, plus O(log n) for each user it passes over because the entries it has due are
-// all claimed.
+// With n entries stored, each write costs O(log n): Schedule, Unschedule, Complete,
+// UnscheduleClaimed, and each item of ScheduleMissing, CompleteMany, Unclaim and Claim; so
+// do Get, CheckClaim and each item of CheckClaims, and Route per user. Ready costs
+// O(log n), then for each user it reads, or passes over because it is held, O(1) and
+// O(log c) for c current claims of that user, plus O(PerUser · log n) for each user's
+// entries — never the number of users ready nor the depth of anyone's backlog. A limited
+// user costs what an unlimited one does: each user keeps its current claims in a tree of
+// their ends, so that its in-flight count and the instant a slot frees cost O(log c), and
+// its rate mark and stride position are two fields of it. Release costs O(1) per user,
+// Groups O(log n) per group, User O(log n), Entries O(log n) plus O(1) per entry it
+// returns. DueBefore costs O(log n) per entry it returns, plus O(log n) for each user it
+// passes over because the entries it has due are all claimed.
 //
 // A stored entry takes 128 bytes of heap beyond its strings, which Memory shares with the
-// caller, and up to about 60 more while it is claimed; each user, kept for good, about 150
-// more.
+// caller, and about 75 more while it is claimed (its record in its user's tree of claims
+// and in the map of claims by token); each user, kept for good, about 210 more.
 //
-// Memory keeps every time in [MinTime, MaxTime] exactly and returns it in UTC, without a
-// monotonic clock reading; compare times with Equal.
+// Memory keeps every time of years 1 to 9999 UTC exactly, to the nanosecond, and returns it
+// in UTC, without a monotonic clock reading; compare times with Equal. Its flow-control
+// arithmetic is exact at that precision and saturates as the contract says, whatever
+// Every and Burst are.
 type Memory struct {
 	mu     sync.Mutex
 	users  map[string]*user
@@ -39,16 +47,21 @@ type Memory struct {
 	tokens uint64           // the last token handed out; only grows
 
 	// claims finds each entry that has a claim by its token, so that a completion costs no
-	// walk down its user's keys tree. It holds exactly the nodes whose token is not 0.
-	// claimsPeak is its most entries since it was made: a map never shrinks, so once one
-	// that grew past maxScratch empties it is made anew.
-	claims     map[uint64]claimed
+	// walk down its user's keys tree. It holds exactly the nodes whose token is not 0, each
+	// as the ticket that files it in its user's tree of claims. claimsPeak is its most
+	// entries since it was made: a map never shrinks, so once one that grew past
+	// maxScratch empties it is made anew. spare lists, through kid[0], up to maxScratch
+	// tickets of ended claims for the next claims to reuse, spares of them.
+	claims     map[uint64]*ticket
 	claimsPeak int
+	spare      *ticket
+	spares     int
 
 	// Ready's working space, kept between calls so that a read allocates only its result.
-	queue cursor[user]
-	walk  cursor[node]
-	picks []pick
+	queue   cursor[user]
+	walk    cursor[node]
+	picks   []pick
+	touched []*user // Claim's: the users it has claimed for, each once
 
 	// read is the last Ready's result as nodes, in its order (and the next Ready's working
 	// space), and readAt the next of them a Claim looks for first: the dispatcher claims
@@ -61,18 +74,14 @@ type Memory struct {
 	drops, readDrops uint64
 }
 
-var (
-	_ Index            = (*Memory)(nil)
-	_ MissingScheduler = (*Memory)(nil)
-	_ ClaimGuard       = (*Memory)(nil)
-)
+var _ Index = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory Index.
 func NewMemory() *Memory {
 	return &Memory{
 		users:  map[string]*user{},
 		groups: map[string]*user{},
-		claims: map[uint64]claimed{},
+		claims: map[uint64]*ticket{},
 		queue:  cursor[user]{t: &groupTree},
 		walk:   cursor[node]{t: &entryTree, prune: laterThan},
 	}
@@ -80,9 +89,10 @@ func NewMemory() *Memory {
 
 // node is one stored entry: in its user's entries tree, ordered by (DueAt, WorkKey) and
 // augmented with the least visible-at instant of its subtree, and in its user's keys tree.
-// Times are seconds since MinTime plus nanoseconds, so the zero value is the zero time and
-// every time in [MinTime, MaxTime] is kept exactly. It has no pointer to its user: every
-// path to a node comes through the user. It fills one 128-byte size class.
+// Times are seconds since vocab.MinTime plus nanoseconds, so the zero value is the zero
+// time and every time in [vocab.MinTime, vocab.MaxTime] is kept exactly. It has no pointer
+// to its user: every path to a node comes through the user. It fills one 128-byte size
+// class.
 type node struct {
 	workKey  string
 	tier     string
@@ -102,43 +112,56 @@ type node struct {
 }
 
 // user is one tenant's part of the index. It is in its group's tree and in Memory.byDue
-// exactly when it has entries. It fills one 128-byte size class.
+// exactly when it has entries. It fills one 192-byte size class.
 type user struct {
 	id      string
 	group   string
 	entries *node    // by (DueAt, WorkKey)
 	keys    *node    // by WorkKey
 	first   *node    // the entries tree's first node; nil when it is empty
+	claims  *ticket  // its current claims by (Until, token); nil while it has none
 	gkid    [2]*user // links in the group's tree
 	dkid    [2]*user // links in Memory.byDue
-	// servedSec and servedNsec are LastServed, heldSec and heldNsec the hold's end; zero
-	// for never and none. turnSec and turnNsec are the Turn the user is filed under in its
-	// group's tree, while it is there.
+	every   time.Duration
+	// servedSec and servedNsec are LastServed, heldSec and heldNsec the hold's end, passSec
+	// and passNsec the stride position, rateSec and rateNsec the rate mark; zero for never
+	// and none. turnSec and turnNsec are the Turn the user is filed under in its group's
+	// tree, while it is there.
 	servedSec  int64
 	heldSec    int64
 	turnSec    int64
+	passSec    int64
+	rateSec    int64
 	servedNsec int32
 	heldNsec   int32
 	turnNsec   int32
-	prio       uint32
+	passNsec   int32
+	rateNsec   int32
+	// weight, maxInFlight, burst and every are its Limits, which Validate bounds.
+	weight      int32
+	maxInFlight int32
+	burst       int32
+	prio        uint32
+	called      int32 // its entries the running Claim has claimed; 0 between calls
 }
 
-// claimed is an entry that has a claim, with its user.
+// claimed is an entry with its user.
 type claimed struct {
 	u *user
 	n *node
 }
 
 // pick is one head of a Ready being built: its user, the end of its nodes in Memory.read,
-// and whether it has more visible entries.
+// whether it has more visible entries, and its in-flight count.
 type pick struct {
-	u    *user
-	end  int
-	more bool
+	u        *user
+	end      int
+	more     bool
+	inFlight int
 }
 
-// minUnix is MinTime as Unix seconds: stored seconds count from it.
-var minUnix = MinTime.Unix()
+// minUnix is vocab.MinTime as Unix seconds: stored seconds count from it.
+var minUnix = vocab.MinTime.Unix()
 
 func splitTime(t time.Time) (int64, int32) { return t.Unix() - minUnix, int32(t.Nanosecond()) }
 
@@ -195,13 +218,103 @@ func (n *node) entry(u *user) Entry {
 	}
 }
 
-// turn computes the user's Turn, max(ReadyAt, LastServed); the user must have entries.
+// turn computes the user's Turn, max(ReadyAt, pass); the user must have entries. O(log c)
+// for c current claims.
 func (u *user) turn() (int64, int32) {
-	r := u.entries
-	if cmpTime(u.servedSec, u.servedNsec, r.minSec, r.minNsec) > 0 {
-		return u.servedSec, u.servedNsec
+	s, n := later(u.entries.minSec, u.entries.minNsec, u.passSec, u.passNsec)
+	if m := int(u.maxInFlight); m > 0 {
+		if t := latest(u.claims, m); t != nil {
+			s, n = later(s, n, t.n.visSec, t.n.visNsec)
+		}
 	}
-	return r.minSec, r.minNsec
+	if u.every > 0 {
+		rs, rn := u.rateAt()
+		s, n = later(s, n, rs, rn)
+	}
+	return s, n
+}
+
+// rateAt is the instant the rate lets u be claimed again: mark − (b−1)·Every, clamped at
+// vocab.MinTime; u must have Every > 0.
+func (u *user) rateAt() (int64, int32) {
+	return subScaled(u.rateSec, u.rateNsec, int64(max(u.burst, 1)-1), u.every)
+}
+
+// inFlight counts u's current claims whose Until is after now (sec, nsec). O(log c).
+func (u *user) inFlight(sec int64, nsec int32) int { return endingAfter(u.claims, sec, nsec) }
+
+// cap returns how many visible entries u's limits let Ready return at now, at most
+// perUser × its weight, and its in-flight count then. O(log c).
+func (u *user) cap(sec int64, nsec int32, perUser int) (limit, inFlight int) {
+	limit = perUser * int(max(u.weight, 1))
+	inFlight = u.inFlight(sec, nsec)
+	if m := int(u.maxInFlight); m > 0 {
+		limit = min(limit, max(0, m-inFlight))
+	}
+	if u.every > 0 {
+		limit = min(limit, allowance(u.rateSec, u.rateNsec, sec, nsec, u.every, int(max(u.burst, 1))))
+	}
+	return limit, inFlight
+}
+
+// allows reports whether u's limits let one more of its entries be claimed at now, after
+// the claims made so far. O(log c).
+func (u *user) allows(sec int64, nsec int32) bool {
+	if m := int(u.maxInFlight); m > 0 && u.inFlight(sec, nsec) >= m {
+		return false
+	}
+	if u.every > 0 {
+		if rs, rn := u.rateAt(); cmpTime(rs, rn, sec, nsec) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// served applies the rest of one claim at now to u: the rate mark, the end of its hold,
+// and its count for the running Claim, which lists it on its first (stride, at the end of
+// the call, moves LastServed).
+func (m *Memory) served(u *user, sec int64, nsec int32) {
+	if u.every > 0 {
+		rs, rn := later(u.rateSec, u.rateNsec, sec, nsec)
+		u.rateSec, u.rateNsec = addScaled(rs, rn, 1, u.every)
+	}
+	u.heldSec, u.heldNsec = 0, 0
+	if u.called == 0 {
+		m.touched = append(m.touched, u)
+	}
+	u.called++
+}
+
+// stride moves u's pass and LastServed after a Claim at now that claimed k = u.called of
+// its entries. T, its Turn before the call, is still the one it is filed under: Claim
+// requeues the users it served only after every stride.
+func (m *Memory) stride(u *user, sec int64, nsec int32) {
+	k, w := int(u.called), int(max(u.weight, 1))
+	u.called = 0
+	ts, tn := u.turnSec, u.turnNsec
+	if k < w && (u.servedSec != 0 || u.servedNsec != 0) && cmpTime(u.servedSec, u.servedNsec, sec, nsec) < 0 {
+		// The stride starts no earlier than now − 3w·(now − LastServed).
+		fs, fn := strideFloor(u.servedSec, u.servedNsec, sec, nsec, w)
+		ts, tn = later(ts, tn, fs, fn)
+	}
+	if k >= w || cmpTime(ts, tn, sec, nsec) >= 0 {
+		u.passSec, u.passNsec = later(u.passSec, u.passNsec, sec, nsec)
+	} else {
+		ps, pn := strided(ts, tn, sec, nsec, k, w)
+		u.passSec, u.passNsec = later(u.passSec, u.passNsec, ps, pn)
+	}
+	u.servedSec, u.servedNsec = later(u.servedSec, u.servedNsec, sec, nsec)
+}
+
+// limits returns u's Limits as Route stored them.
+func (u *user) limits() Limits {
+	return Limits{Weight: int(u.weight), MaxInFlight: int(u.maxInFlight), Every: u.every, Burst: int(u.burst)}
+}
+
+// setLimits stores l, which Validate accepted.
+func (u *user) setLimits(l Limits) {
+	u.weight, u.maxInFlight, u.every, u.burst = int32(l.Weight), int32(l.MaxInFlight), l.Every, int32(l.Burst)
 }
 
 func (u *user) heldAt(sec int64, nsec int32) bool {
@@ -331,28 +444,45 @@ func (m *Memory) drop(u *user, n *node) {
 // current returns tc's entry named by c while c is its current claim, or nil. O(1)
 // expected: it finds the entry by c's token.
 func (m *Memory) current(tc tenancy.Context, c Claim) (*user, *node) {
-	h, ok := m.claims[c.Token]
-	if !ok || h.u.id != tc.UserID() || h.n.workKey != c.Entry.WorkKey {
+	t := m.claims[c.Token]
+	if t == nil || t.u.id != tc.UserID() || t.n.workKey != c.Entry.WorkKey {
 		return nil, nil
 	}
-	return h.u, h.n
+	return t.u, t.n
 }
 
-// remember files n, u's entry, under the claim token it has just been given.
+// remember files n, u's entry, under the claim token and Until it has just been given: in
+// m.claims and in u's tree of claims. O(log c).
 func (m *Memory) remember(u *user, n *node) {
-	m.claims[n.token] = claimed{u, n}
+	t := m.spare
+	if t != nil {
+		m.spare, t.kid[0] = t.kid[0], nil
+		m.spares--
+	} else {
+		t = &ticket{}
+	}
+	t.u, t.n, t.prio = u, n, n.prio
+	u.claims = insertTicket(u.claims, t)
+	m.claims[n.token] = t
 	m.claimsPeak = max(m.claimsPeak, len(m.claims))
 }
 
-// forget takes n's claim, if it has one, out of m.claims; the caller is about to clear or
-// replace n's token, or drop n.
+// forget ends n's claim, if it has one, in m.claims and in its user's tree of claims; the
+// caller is about to clear or replace n's token, or drop n. O(log c).
 func (m *Memory) forget(n *node) {
 	if n.token == 0 {
 		return
 	}
+	t := m.claims[n.token]
 	delete(m.claims, n.token)
+	t.u.claims = removeTicket(t.u.claims, t)
+	*t = ticket{}
+	if m.spares < maxScratch {
+		t.kid[0], m.spare = m.spare, t
+		m.spares++
+	}
 	if len(m.claims) == 0 && m.claimsPeak > maxScratch {
-		m.claims, m.claimsPeak = map[uint64]claimed{}, 0
+		m.claims, m.claimsPeak = map[uint64]*ticket{}, 0
 	}
 }
 
@@ -374,7 +504,7 @@ func (m *Memory) Schedule(ctx context.Context, tc tenancy.Context, e Entry) erro
 // ScheduleMissing inserts those of entries whose WorkKey tc does not have yet, all under
 // one lock, and returns how many. O(len(entries) · log n).
 func (m *Memory) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []Entry) (int, error) {
-	if err := ValidateEntries(tc, entries); err != nil {
+	if err := validEntries(tc, entries); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -397,7 +527,7 @@ func (m *Memory) Unschedule(ctx context.Context, tc tenancy.Context, workKey str
 	if err := tc.Check(); err != nil {
 		return err
 	}
-	if err := ValidateWorkKey(workKey); err != nil {
+	if err := validWorkKey(workKey); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -418,7 +548,7 @@ func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (E
 	if err := tc.Check(); err != nil {
 		return Entry{}, err
 	}
-	if err := ValidateWorkKey(workKey); err != nil {
+	if err := validWorkKey(workKey); err != nil {
 		return Entry{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -437,7 +567,7 @@ func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (E
 // Complete writes next and ends the claim while c is the entry's current claim, else
 // returns ErrClaimLost. O(log n).
 func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next Entry) error {
-	if err := ValidateCompletion(tc, c, next); err != nil {
+	if err := (Done{Tenant: tc, Claim: c, Next: next}).Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -468,7 +598,7 @@ func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, d := range done {
-		if err := ValidateCompletion(d.Tenant, d.Claim, d.Next); err != nil {
+		if err := d.Validate(); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -480,7 +610,7 @@ func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error)
 // CheckClaim returns nil while c is the current claim of tc's entry, else ErrClaimLost.
 // O(log n).
 func (m *Memory) CheckClaim(ctx context.Context, tc tenancy.Context, c Claim) error {
-	if err := ValidateClaim(tc, c); err != nil {
+	if err := (Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -488,16 +618,23 @@ func (m *Memory) CheckClaim(ctx context.Context, tc tenancy.Context, c Claim) er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, n := m.current(tc, c); n == nil {
+	if _, n := m.current(tc, c); n == nil || !n.claimedUntil(c.Until) {
 		return fmt.Errorf("duework: CheckClaim %q with token %d: %w", c.Entry.WorkKey, c.Token, ErrClaimLost)
 	}
 	return nil
 }
 
+// claimedUntil reports whether until is the Until of n's claim, which n keeps as its
+// visible-at: the claim made it visible at max(DueAt, Until) = Until.
+func (n *node) claimedUntil(until time.Time) bool {
+	sec, nsec := splitTime(until)
+	return n.visSec == sec && n.visNsec == nsec
+}
+
 // UnscheduleClaimed removes tc's entry while c is its current claim, else returns
 // ErrClaimLost and removes nothing. O(log n).
 func (m *Memory) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c Claim) error {
-	if err := ValidateClaim(tc, c); err != nil {
+	if err := (Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -512,3 +649,133 @@ func (m *Memory) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c Cl
 	m.drop(u, n)
 	return nil
 }
+
+// CheckClaims checks each claim as CheckClaim would, all under one lock. It fails as a
+// whole only when ctx is done before it starts. O(len(claims)).
+func (m *Memory) CheckClaims(ctx context.Context, claims []Unclaim) ([]error, error) {
+	return m.eachClaim(ctx, "CheckClaims", claims, nil)
+}
+
+// Unclaim ends each claim that is still current and leaves its entry as it is, visible at
+// once, all under one lock. O(len(claims) · log n).
+func (m *Memory) Unclaim(ctx context.Context, claims []Unclaim) ([]error, error) {
+	return m.eachClaim(ctx, "Unclaim", claims, m.unclaim)
+}
+
+// unclaim ends the claim of u's entry n and leaves the entry as it is: its DueAt, and so
+// its place in every tree but the tree of claims, stays. O(log n).
+func (m *Memory) unclaim(u *user, n *node) {
+	m.forget(n)
+	n.token = 0
+	n.visSec, n.visNsec = n.dueSec, n.dueNsec
+	updateEntry(u.entries, n)
+	m.requeue(u, true)
+}
+
+// eachClaim applies f to each of claims that is its entry's current claim, one after
+// another under one lock, and returns each one's outcome. A nil f only checks, and then
+// also that each claim's Until is the current claim's.
+func (m *Memory) eachClaim(ctx context.Context, op string, claims []Unclaim, f func(*user, *node)) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(claims))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, c := range claims {
+		if err := c.Validate(); err != nil {
+			errs[i] = err
+			continue
+		}
+		u, n := m.current(c.Tenant, c.Claim)
+		if n == nil || f == nil && !n.claimedUntil(c.Claim.Until) {
+			errs[i] = fmt.Errorf("duework: %s %q with token %d: %w", op, c.Claim.Entry.WorkKey, c.Claim.Token, ErrClaimLost)
+			continue
+		}
+		if f != nil {
+			f(u, n)
+		}
+	}
+	return errs, nil
+}
+
+// User returns userID's place in its queue at now. O(log n).
+func (m *Memory) User(ctx context.Context, userID string, now time.Time) (UserState, error) {
+	if err := validateUserID(userID); err != nil {
+		return UserState{}, err
+	}
+	sec, nsec, err := m.lockAt(ctx, now)
+	if err != nil {
+		return UserState{}, err
+	}
+	defer m.mu.Unlock()
+	u := m.users[userID]
+	if u == nil {
+		return UserState{}, fmt.Errorf("duework: User %q: %w", userID, ErrNotFound)
+	}
+	st := UserState{
+		Group:      u.group,
+		Limits:     u.limits(),
+		LastServed: joinTime(u.servedSec, u.servedNsec),
+		InFlight:   u.inFlight(sec, nsec),
+	}
+	if u.entries != nil {
+		st.Turn = joinTime(u.turnSec, u.turnNsec)
+	}
+	if u.heldAt(sec, nsec) {
+		st.HeldUntil = joinTime(u.heldSec, u.heldNsec)
+	}
+	return st, nil
+}
+
+// Entries returns up to limit of userID's entries after after, in WorkKey order. O(log n
+// + limit).
+func (m *Memory) Entries(ctx context.Context, userID, after string, limit int) ([]EntryState, error) {
+	if err := validateUserID(userID); err != nil {
+		return nil, err
+	}
+	if after != "" {
+		if err := validWorkKey(after); err != nil {
+			return nil, fmt.Errorf("after: %w", err)
+		}
+	}
+	if err := vocab.Limit(ErrInvalid, "limit", limit); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.users[userID]
+	if u == nil {
+		return nil, nil
+	}
+	var out []EntryState
+	keysAfter(u.keys, after, func(n *node) bool {
+		es := EntryState{Entry: n.entry(u)}
+		if n.token != 0 {
+			es.ClaimedUntil = joinTime(n.visSec, n.visNsec)
+		}
+		out = append(out, es)
+		return len(out) < limit
+	})
+	return out, nil
+}
+
+// keysAfter calls f with the nodes of the keys tree at root whose WorkKey sorts after
+// after, in WorkKey order, until f returns false; it reports whether f asked for more.
+func keysAfter(root *node, after string, f func(*node) bool) bool {
+	if root == nil {
+		return true
+	}
+	if root.workKey > after {
+		if !keysAfter(root.keyKid[0], after, f) || !f(root) {
+			return false
+		}
+	}
+	return keysAfter(root.keyKid[1], after, f)
+}
+
+// validateUserID checks a user ID by tenancy.ValidateID's rules, wrapping ErrInvalid.
+func validateUserID(id string) error { return vocab.Name(ErrInvalid, "UserID", id) }

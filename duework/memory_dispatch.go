@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // The dispatcher's cross-tenant calls of Memory.
@@ -44,9 +46,10 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 			page.Next = joinTime(ts, tn)
 			break
 		}
+		limit, inFlight := u.cap(sec, nsec, q.PerUser)
 		var more bool
-		found, more = m.appendVisible(found, u, sec, nsec, q.PerUser)
-		picks = append(picks, pick{u: u, end: len(found), more: more})
+		found, more = m.appendVisible(found, u, sec, nsec, limit)
+		picks = append(picks, pick{u: u, end: len(found), more: more, inFlight: inFlight})
 	}
 	c.start(nil)
 	if len(picks) > 0 {
@@ -112,6 +115,8 @@ func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery) []Head {
 			Turn:       joinTime(ts, tn),
 			Due:        all[start:p.end:p.end],
 			More:       p.more,
+			Limits:     p.u.limits(),
+			InFlight:   p.inFlight,
 		}
 		if q.Hold > 0 {
 			p.u.heldSec, p.u.heldNsec = hsec, hnsec
@@ -123,7 +128,8 @@ func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery) []Head {
 
 // appendVisible appends to found the first limit entries of u visible at now, in (DueAt,
 // WorkKey) order, and reports whether u has more. Its walk passes over every subtree whose
-// least visible-at is after now, so it visits O(limit · log n) nodes.
+// least visible-at is after now, so it visits O(limit · log n) nodes. A ready user's limit
+// is at least 1: its Turn is no earlier than the instants its limits let it be served.
 func (m *Memory) appendVisible(found []claimed, u *user, sec int64, nsec int32, limit int) ([]claimed, bool) {
 	if limit == 1 && u.first.visibleBy(sec, nsec) {
 		return append(found, claimed{u, u.first}), visibleBesides(u, sec, nsec)
@@ -162,9 +168,9 @@ func visibleBesides(u *user, sec int64, nsec int32) bool {
 	return visibleAfter(root, f, sec, nsec) != nil
 }
 
-// Route moves each named user to its group. O(log n) per user moved.
+// Route moves each named user to its group and stores its limits. O(log n) per user.
 func (m *Memory) Route(ctx context.Context, routes []Route) error {
-	if err := ValidateRoutes(routes); err != nil {
+	if err := vocab.Each("routes", routes, Route.Validate); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -179,16 +185,20 @@ func (m *Memory) route(routes []Route) {
 	defer m.mu.Unlock()
 	for _, r := range routes {
 		u := m.users[r.UserID]
-		if u == nil || u.group == r.Group {
+		if u == nil {
 			continue
 		}
-		if u.entries == nil {
+		u.setLimits(r.Limits)
+		switch {
+		case u.entries == nil:
 			u.group = r.Group
-			continue
+		case u.group == r.Group:
+			m.requeue(u, true) // the limits may move its ReadyAt
+		default:
+			m.dequeue(u)
+			u.group = r.Group
+			m.enqueue(u)
 		}
-		m.dequeue(u)
-		u.group = r.Group
-		m.enqueue(u)
 	}
 }
 
@@ -214,7 +224,7 @@ func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
 
 // Release ends the named users' holds that end exactly at heldUntil. O(1) per user.
 func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
-	if err := ValidateTime("heldUntil", heldUntil); err != nil {
+	if err := validTime("heldUntil", heldUntil); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -231,10 +241,11 @@ func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.T
 	return nil
 }
 
-// Claim claims, atomically, those of keys that are visible at now, until until.
-// O(len(keys) · log n).
+// Claim claims, atomically, those of keys that are visible at now and that their users'
+// limits allow, until until. It applies the limits one key after another, and moves each
+// served user's pass and place in its queue once, at the end. O(len(keys) · log n).
 func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([]Claim, error) {
-	if err := ValidateClaimWindow(now, until); err != nil {
+	if err := vocab.ClaimWindow(ErrInvalid, now, until); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -251,24 +262,31 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 	untilAt := joinTime(usec, unsec)
 	for i, k := range keys {
 		u, n := m.claimable(k)
-		if n == nil || !n.visibleBy(sec, nsec) {
+		if n == nil || !n.visibleBy(sec, nsec) || !u.allows(sec, nsec) {
 			continue
 		}
 		m.forget(n)
 		m.tokens++
 		n.token = m.tokens
-		m.remember(u, n)
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
+		m.remember(u, n)
 		updateEntry(u.entries, n)
-		if cmpTime(sec, nsec, u.servedSec, u.servedNsec) > 0 {
-			u.servedSec, u.servedNsec = sec, nsec
-		}
-		u.heldSec, u.heldNsec = 0, 0
-		m.requeue(u, true)
+		m.served(u, sec, nsec)
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
 		}
 		out = append(out, Claim{Entry: n.entry(u), Token: n.token, Until: untilAt})
+	}
+	for _, u := range m.touched {
+		m.stride(u, sec, nsec)
+	}
+	for _, u := range m.touched {
+		m.requeue(u, true)
+	}
+	clear(m.touched)
+	m.touched = m.touched[:0]
+	if cap(m.touched) > maxScratch {
+		m.touched = nil
 	}
 	return out, nil
 }
@@ -277,7 +295,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 // the order of their earliest DueAt: O(log n) per entry returned, plus O(log n) for each
 // user it passes over because the entries it has due are all claimed.
 func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Entry, error) {
-	if err := ValidateLimit("limit", limit); err != nil {
+	if err := vocab.Limit(ErrInvalid, "limit", limit); err != nil {
 		return nil, err
 	}
 	sec, nsec, err := m.lockAt(ctx, now)
@@ -315,7 +333,7 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 // lockAt checks a read's now, then ctx, and takes the lock; the caller unlocks. It
 // returns now as Memory stores it.
 func (m *Memory) lockAt(ctx context.Context, now time.Time) (int64, int32, error) {
-	if err := ValidateTime("now", now); err != nil {
+	if err := validTime("now", now); err != nil {
 		return 0, 0, err
 	}
 	if err := ctx.Err(); err != nil {

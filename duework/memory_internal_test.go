@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"pgregory.net/rapid"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // item is a test node for the treap against a sorted-slice model: key orders it, val is
@@ -153,9 +155,11 @@ func TestTreapAgainstSortedSlice(t *testing.T) {
 
 // check verifies every internal invariant of m: every tree's order, heap priorities and
 // augmentation; each user's entries and keys trees holding the same nodes, its first, its
-// place in its group's tree and in byDue exactly when it has entries; each node's
-// visible-at (DueAt unclaimed, after DueAt claimed) and token; no empty group kept; and
-// Ready's working space left empty.
+// place in its group's tree (under its Turn) and in byDue exactly when it has entries, its
+// tree of claims filing exactly its claimed entries, its pass no later than LastServed and
+// its limits valid; each node's visible-at (DueAt unclaimed, after DueAt claimed) and
+// token; no empty group kept; the spare tickets unused; and Ready's and Claim's working
+// space left empty.
 func (m *Memory) check() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -195,8 +199,72 @@ func (m *Memory) check() error {
 	if len(inGroups) != len(byDue) {
 		return fmt.Errorf("%d users in groups, %d in byDue", len(inGroups), len(byDue))
 	}
-	if len(m.picks)+len(m.queue.stack)+len(m.walk.stack) > 0 {
-		return errors.New("Ready's working space is not empty between calls")
+	if len(m.picks)+len(m.queue.stack)+len(m.walk.stack)+len(m.touched) > 0 {
+		return errors.New("Ready's or Claim's working space is not empty between calls")
+	}
+	spares := 0
+	for t := m.spare; t != nil; t = t.kid[0] {
+		if spares++; t.u != nil || t.n != nil || t.kid[1] != nil || t.size != 0 || spares > maxScratch {
+			return fmt.Errorf("spare ticket %d is in use, or there are more than %d", spares, maxScratch)
+		}
+	}
+	if spares != m.spares {
+		return fmt.Errorf("%d spare tickets, counted as %d", spares, m.spares)
+	}
+	return nil
+}
+
+// checkTickets verifies u's tree of claims: the treap's order by (Until, token), its
+// priorities (each its node's) and sizes, and that it files exactly u's claimed entries,
+// each as m.claims does.
+func (m *Memory) checkTickets(u *user, entries []*node) error {
+	var filed []*node
+	var walk func(t *ticket) (int32, error)
+	walk = func(t *ticket) (int32, error) {
+		if t == nil {
+			return 0, nil
+		}
+		for _, k := range t.kid {
+			if k != nil && k.prio > t.prio {
+				return 0, errors.New("a claim has a higher priority than its parent")
+			}
+		}
+		l, err := walk(t.kid[0])
+		if err != nil {
+			return 0, err
+		}
+		if len(filed) > 0 && !ticketBefore(&ticket{n: filed[len(filed)-1]}, t) {
+			return 0, errors.New("claims out of (Until, token) order")
+		}
+		if t.u != u || t.n.token == 0 || m.claims[t.n.token] != t || t.prio != t.n.prio {
+			return 0, fmt.Errorf("the claim of %q is not filed as its user's, under its token, with its priority", t.n.workKey)
+		}
+		filed = append(filed, t.n)
+		r, err := walk(t.kid[1])
+		if err != nil {
+			return 0, err
+		}
+		if t.size != 1+l+r {
+			return 0, fmt.Errorf("a claim's subtree holds %d, counted as %d", 1+l+r, t.size)
+		}
+		return t.size, nil
+	}
+	if _, err := walk(u.claims); err != nil {
+		return fmt.Errorf("claims: %w", err)
+	}
+	var claimed []*node
+	for _, n := range entries {
+		if n.token != 0 {
+			claimed = append(claimed, n)
+		}
+	}
+	if len(claimed) != len(filed) {
+		return fmt.Errorf("%d entries claimed, %d in its tree of claims", len(claimed), len(filed))
+	}
+	for _, n := range claimed {
+		if !slices.Contains(filed, n) {
+			return fmt.Errorf("claimed entry %q is not in its tree of claims", n.workKey)
+		}
 	}
 	return nil
 }
@@ -235,23 +303,32 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 		if (n.token == 0 && c != 0) || (n.token != 0 && c <= 0) || n.token > m.tokens {
 			return fmt.Errorf("entry %q: token %d (last %d), visible-at vs DueAt %d", n.workKey, n.token, m.tokens, c)
 		}
-		if n.token != 0 && m.claims[n.token] != (claimed{u, n}) {
+		if t := m.claims[n.token]; n.token != 0 && (t == nil || t.u != u || t.n != n) {
 			return fmt.Errorf("entry %q: claims does not file it under its token %d", n.workKey, n.token)
 		}
 	}
-	return nil
+	if u.called != 0 {
+		return fmt.Errorf("counts %d entries claimed by a Claim that has returned", u.called)
+	}
+	if cmpTime(u.passSec, u.passNsec, u.servedSec, u.servedNsec) > 0 {
+		return errors.New("its pass is after its LastServed")
+	}
+	if err := u.limits().Validate(); err != nil {
+		return err
+	}
+	return m.checkTickets(u, entries)
 }
 
 // TestTimeRoundTrip pins that stored times come back Equal and in UTC, the zero time as the
-// zero time, across [MinTime, MaxTime], and that the stored order is the times' order.
+// zero time, across [vocab.MinTime, vocab.MaxTime], and that the stored order is the times' order.
 func TestTimeRoundTrip(t *testing.T) {
 	times := []time.Time{
-		MinTime,
+		vocab.MinTime,
 		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),
 		time.Date(1600, 5, 6, 7, 8, 9, 999_999_999, time.UTC),
 		time.Date(1969, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
 		time.Date(2026, 3, 1, 12, 0, 0, 123_456_789, time.FixedZone("x", 3600)),
-		MaxTime,
+		vocab.MaxTime,
 	}
 	for i, tm := range times {
 		got := joinTime(splitTime(tm))
@@ -274,13 +351,17 @@ func TestTimeRoundTrip(t *testing.T) {
 	}
 }
 
-// TestNodeSize pins the layout the per-entry figure rests on (see BenchmarkMemoryPerEntry):
-// a node fills one 128-byte size class, and a user one 128-byte class.
+// TestNodeSize pins the layout the figures of Memory's doc rest on (see
+// BenchmarkMemoryPerEntry): a node fills one 128-byte size class, a user one 192-byte
+// class, and a ticket (the record of a current claim) one 48-byte class.
 func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(node{}); s != 128 {
 		t.Errorf("node is %d bytes, want 128", s)
 	}
-	if s := unsafe.Sizeof(user{}); s > 128 {
-		t.Errorf("user is %d bytes, want at most 128", s)
+	if s := unsafe.Sizeof(user{}); s <= 176 || s > 192 {
+		t.Errorf("user is %d bytes, want 177 to 192", s)
+	}
+	if s := unsafe.Sizeof(ticket{}); s <= 32 || s > 48 {
+		t.Errorf("ticket is %d bytes, want 33 to 48", s)
 	}
 }

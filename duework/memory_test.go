@@ -27,10 +27,7 @@ func TestMemoryInvariants(t *testing.T) {
 // as a call leaves an internal invariant broken.
 type checked struct{ m *duework.Memory }
 
-var (
-	_ duework.MissingScheduler = checked{}
-	_ duework.ClaimGuard       = checked{}
-)
+var _ duework.Index = checked{}
 
 func (c checked) after(call string) {
 	if err := duework.CheckInvariants(c.m); err != nil {
@@ -76,6 +73,26 @@ func (c checked) CheckClaim(ctx context.Context, tc tenancy.Context, cl duework.
 func (c checked) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, cl duework.Claim) error {
 	defer c.after("UnscheduleClaimed")
 	return c.m.UnscheduleClaimed(ctx, tc, cl)
+}
+
+func (c checked) CheckClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error) {
+	defer c.after("CheckClaims")
+	return c.m.CheckClaims(ctx, cs)
+}
+
+func (c checked) Unclaim(ctx context.Context, cs []duework.Unclaim) ([]error, error) {
+	defer c.after("Unclaim")
+	return c.m.Unclaim(ctx, cs)
+}
+
+func (c checked) User(ctx context.Context, userID string, now time.Time) (duework.UserState, error) {
+	defer c.after("User")
+	return c.m.User(ctx, userID, now)
+}
+
+func (c checked) Entries(ctx context.Context, userID, after string, limit int) ([]duework.EntryState, error) {
+	defer c.after("Entries")
+	return c.m.Entries(ctx, userID, after, limit)
 }
 
 func (c checked) DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error) {

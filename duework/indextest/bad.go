@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -37,11 +38,11 @@ func (s *suite) refused(cases []badCase) {
 
 var (
 	long     = strings.Repeat("x", tenancy.MaxIDLength+1)
-	tooEarly = duework.MinTime.Add(-time.Nanosecond)
-	tooLate  = duework.MaxTime.Add(time.Nanosecond)
+	tooEarly = vocab.MinTime.Add(-time.Nanosecond)
+	tooLate  = vocab.MaxTime.Add(time.Nanosecond)
 	// The extremes an Index keeps exactly: the suite's times are whole microseconds.
-	earliest = duework.MinTime.Add(time.Microsecond)
-	latest   = duework.MaxTime.Truncate(time.Microsecond)
+	earliest = vocab.MinTime.Add(time.Microsecond)
+	latest   = vocab.MaxTime.Truncate(time.Microsecond)
 )
 
 // invalidEntries are the ways an Entry is invalid, each with the field its error names.
@@ -58,10 +59,10 @@ var invalidEntries = []struct {
 	{"a Tier not UTF-8", "Tier", func(e *duework.Entry) { e.Tier = "h\xffot" }},
 	{"a Tier too long", "Tier", func(e *duework.Entry) { e.Tier = long }},
 	{"a zero DueAt", "DueAt", func(e *duework.Entry) { e.DueAt = time.Time{} }},
-	{"a DueAt before MinTime", "DueAt", func(e *duework.Entry) { e.DueAt = tooEarly }},
-	{"a DueAt after MaxTime", "DueAt", func(e *duework.Entry) { e.DueAt = tooLate }},
-	{"a LastRunAt before MinTime", "LastRunAt", func(e *duework.Entry) { e.LastRunAt = tooEarly }},
-	{"a LastRunAt after MaxTime", "LastRunAt", func(e *duework.Entry) { e.LastRunAt = tooLate }},
+	{"a DueAt before year 1", "DueAt", func(e *duework.Entry) { e.DueAt = tooEarly }},
+	{"a DueAt after year 9999", "DueAt", func(e *duework.Entry) { e.DueAt = tooLate }},
+	{"a LastRunAt before year 1", "LastRunAt", func(e *duework.Entry) { e.LastRunAt = tooEarly }},
+	{"a LastRunAt after year 9999", "LastRunAt", func(e *duework.Entry) { e.LastRunAt = tooLate }},
 	{"a negative MissStreak", "MissStreak", func(e *duework.Entry) { e.MissStreak = -1 }},
 	{"a MissStreak past MaxMissStreak", "MissStreak", func(e *duework.Entry) { e.MissStreak = duework.MaxMissStreak + 1 }},
 	{"the UserID of another user", "UserID", func(e *duework.Entry) { e.UserID = "bo" }},
@@ -71,7 +72,7 @@ var invalidEntries = []struct {
 // Context; c is a current claim of seed.
 func (s *suite) badEntryCases(seed duework.Entry, c duework.Claim) []badCase {
 	amy := tenant(s.t, seed.UserID)
-	ms, _ := s.x.(duework.MissingScheduler)
+	ms := s.x
 	var cases []badCase
 	add := func(what string, want error, field string, e duework.Entry, tc tenancy.Context) {
 		if e.WorkKey != "other" { // a valid Entry, bad only as a claim's next
@@ -86,7 +87,7 @@ func (s *suite) badEntryCases(seed duework.Entry, c duework.Claim) []badCase {
 				}
 				return errs[0]
 			}})
-		if ms != nil && e.WorkKey != "other" {
+		if e.WorkKey != "other" {
 			cases = append(cases, badCase{"ScheduleMissing of " + what, want, field, func() error {
 				_, err := ms.ScheduleMissing(bg, tc, []duework.Entry{entry(seed.UserID, "fine", 0), e})
 				return err
@@ -132,7 +133,8 @@ func badEntries(s *suite) {
 	s.wantUnchanged(seed, c)
 }
 
-// badArgumentCases are the calls with a bad time, limit, Hold, group name or work key.
+// badArgumentCases are the calls with a bad time, limit, Hold, group name, work key or
+// user ID.
 func (s *suite) badArgumentCases() []badCase {
 	amy := tenant(s.t, "amy")
 	ready := func(q duework.ReadyQuery) func() error {
@@ -151,30 +153,40 @@ func (s *suite) badArgumentCases() []badCase {
 	}
 	inv := duework.ErrInvalid
 	cases := []badCase{
-		{"DueBefore with now before MinTime", inv, "now", dueBefore(tooEarly, 5)},
-		{"DueBefore with now after MaxTime", inv, "now", dueBefore(tooLate, 5)},
+		{"DueBefore with now before year 1", inv, "now", dueBefore(tooEarly, 5)},
+		{"DueBefore with now after year 9999", inv, "now", dueBefore(tooLate, 5)},
 		{"DueBefore with limit 0", inv, "limit", dueBefore(at(100), 0)},
 		{"DueBefore with limit -1", inv, "limit", dueBefore(at(100), -1)},
 		{"DueBefore with limit MaxLimit+1", inv, "limit", dueBefore(at(100), duework.MaxLimit+1)},
-		{"Ready with Now before MinTime", inv, "Now", ready(q(func(q *duework.ReadyQuery) { q.Now = tooEarly }))},
-		{"Ready with Now after MaxTime", inv, "Now", ready(q(func(q *duework.ReadyQuery) { q.Now, q.Hold = tooLate, 0 }))},
-		{"Ready with Now+Hold after MaxTime", inv, "Hold", ready(q(func(q *duework.ReadyQuery) { q.Now = latest }))},
+		{"Ready with Now before year 1", inv, "Now", ready(q(func(q *duework.ReadyQuery) { q.Now = tooEarly }))},
+		{"Ready with Now after year 9999", inv, "Now", ready(q(func(q *duework.ReadyQuery) { q.Now, q.Hold = tooLate, 0 }))},
+		{"Ready with Now+Hold after year 9999", inv, "Hold", ready(q(func(q *duework.ReadyQuery) { q.Now = latest }))},
 		{"Ready with a negative Hold", inv, "Hold", ready(q(func(q *duework.ReadyQuery) { q.Hold = -time.Second }))},
 		{"Ready with Users 0", inv, "Users", ready(q(func(q *duework.ReadyQuery) { q.Users = 0 }))},
 		{"Ready with Users MaxLimit+1", inv, "Users", ready(q(func(q *duework.ReadyQuery) { q.Users = duework.MaxLimit + 1 }))},
 		{"Ready with PerUser 0", inv, "PerUser", ready(q(func(q *duework.ReadyQuery) { q.PerUser = 0 }))},
 		{"Ready with PerUser -3", inv, "PerUser", ready(q(func(q *duework.ReadyQuery) { q.PerUser = -3 }))},
 		{"Ready with PerUser MaxLimit+1", inv, "PerUser", ready(q(func(q *duework.ReadyQuery) { q.PerUser = duework.MaxLimit + 1 }))},
-		{"Groups with now after MaxTime", inv, "now", func() error { _, err := s.x.Groups(bg, tooLate); return err }},
-		{"Groups with now before MinTime", inv, "now", func() error { _, err := s.x.Groups(bg, tooEarly); return err }},
-		{"Release with heldUntil after MaxTime", inv, "heldUntil", func() error { return s.x.Release(bg, []string{"bo"}, tooLate) }},
-		{"Release with heldUntil before MinTime", inv, "heldUntil", func() error { return s.x.Release(bg, []string{"bo"}, tooEarly) }},
-		{"Claim with now before MinTime", inv, "now", claim(tooEarly, at(100))},
-		{"Claim with until after MaxTime", inv, "until", claim(at(0), tooLate)},
+		{"Groups with now after year 9999", inv, "now", func() error { _, err := s.x.Groups(bg, tooLate); return err }},
+		{"Groups with now before year 1", inv, "now", func() error { _, err := s.x.Groups(bg, tooEarly); return err }},
+		{"Release with heldUntil after year 9999", inv, "heldUntil", func() error { return s.x.Release(bg, []string{"bo"}, tooLate) }},
+		{"Release with heldUntil before year 1", inv, "heldUntil", func() error { return s.x.Release(bg, []string{"bo"}, tooEarly) }},
+		{"Claim with now before year 1", inv, "now", claim(tooEarly, at(100))},
+		{"Claim with until after year 9999", inv, "until", claim(at(0), tooLate)},
 		{"Claim with until equal to now", inv, "until", claim(at(100), at(100))},
 		{"Claim with until before now", inv, "until", claim(at(100), at(50))},
 		{"Unschedule with the zero Context", tenancy.ErrNoTenant, "", func() error { return s.x.Unschedule(bg, tenancy.Context{}, "a") }},
 		{"Get with the zero Context", tenancy.ErrNoTenant, "", func() error { _, err := s.x.Get(bg, tenancy.Context{}, "a"); return err }},
+		{"User with now after year 9999", inv, "now", func() error { _, err := s.x.User(bg, "amy", tooLate); return err }},
+		{"User with now before year 1", inv, "now", func() error { _, err := s.x.User(bg, "amy", tooEarly); return err }},
+		{"Entries with limit 0", inv, "limit", func() error { _, err := s.x.Entries(bg, "amy", "", 0); return err }},
+		{"Entries with limit MaxLimit+1", inv, "limit", func() error { _, err := s.x.Entries(bg, "amy", "", duework.MaxLimit+1); return err }},
+		{"Entries after a bad work key", inv, "after", func() error { _, err := s.x.Entries(bg, "amy", "a\x00", 5); return err }},
+	}
+	for _, id := range []string{"", "a\x00", "\xff", " amy", long} {
+		cases = append(cases,
+			badCase{"User of user ID " + id[:min(len(id), 9)], inv, "UserID", func() error { _, err := s.x.User(bg, id, at(0)); return err }},
+			badCase{"Entries of user ID " + id[:min(len(id), 9)], inv, "UserID", func() error { _, err := s.x.Entries(bg, id, "", 5); return err }})
 	}
 	for _, name := range []string{"\x00", "bad\nname", "\xff", long} {
 		cases = append(cases,
@@ -229,12 +241,12 @@ func bounds(s *suite) {
 	s.wantEntry("amy", "early", early)
 	s.wantEntry("amy", late.WorkKey, late)
 	if es := s.dueBefore(latest, duework.MaxLimit); len(es) != 3 || es[0].WorkKey != "early" || !es[2].DueAt.Equal(latest) {
-		s.errorf("DueBefore(MaxTime, MaxLimit) = %s, want amy's early, bo's x, amy's late", showAll(es))
+		s.errorf("DueBefore(the end of 9999, MaxLimit) = %s, want amy's early, bo's x, amy's late", showAll(es))
 	}
-	// Claimed until MaxTime, amy is ready at MaxTime and not before.
+	// Claimed until the end of 9999, amy is ready then and not before.
 	c := s.claimOne(early.Key(), earliest, latest)
 	if !c.Until.Equal(latest) {
-		s.errorf("a claim until MaxTime has Until %v, want %v", c.Until, latest)
+		s.errorf("a claim until the end of 9999 has Until %v, want %v", c.Until, latest)
 	}
 	s.wantGroups(latest.Add(-time.Microsecond), "")
 	s.hold("", latest.Add(-time.Second), duework.MaxLimit, time.Second, "bo")
@@ -242,6 +254,6 @@ func bounds(s *suite) {
 	s.release(latest, "bo")
 	p := s.ready(duework.ReadyQuery{Now: latest, Users: duework.MaxLimit, PerUser: duework.MaxLimit})
 	if len(p.Heads) != 2 || p.Heads[1].UserID != "amy" || len(p.Heads[1].Due) != 2 || !p.Heads[1].Turn.Equal(latest) {
-		s.errorf("Ready at MaxTime with every limit at MaxLimit = %s, want bo, then amy with both entries and Turn MaxTime", showPage(p))
+		s.errorf("Ready at the end of 9999 with every limit at MaxLimit = %s, want bo, then amy with both entries and Turn the end of 9999", showPage(p))
 	}
 }

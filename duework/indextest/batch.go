@@ -4,16 +4,14 @@ import (
 	"errors"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
 // The rules of the calls that act on many entries, or on a claim, at once.
 
 func scheduleMissing(s *suite) {
-	ms, ok := s.x.(duework.MissingScheduler)
-	if !ok {
-		s.t.Skipf("the Index does not implement duework.MissingScheduler")
-	}
+	ms := s.x
 	amy := tenant(s.t, "amy")
 	a := entry("amy", "a", 0)
 	s.schedule(a)
@@ -54,10 +52,7 @@ func scheduleMissing(s *suite) {
 }
 
 func claimGuard(s *suite) {
-	g, ok := s.x.(duework.ClaimGuard)
-	if !ok {
-		s.t.Skipf("the Index does not implement duework.ClaimGuard")
-	}
+	g := s.x
 	amy := tenant(s.t, "amy")
 	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0))
 	c := s.claimOne(key("amy", "a"), at(0), at(10))
@@ -74,6 +69,7 @@ func claimGuard(s *suite) {
 	forged.Token++
 	onB.Entry = entry("amy", "b", 0)
 	lost("CheckClaim with a made-up token", g.CheckClaim(bg, amy, forged))
+	lost("CheckClaim with a later Until than the claim's", g.CheckClaim(bg, amy, withUntil(c, at(60))))
 	lost("CheckClaim of unclaimed b with a's token", g.CheckClaim(bg, amy, onB))
 	lost("UnscheduleClaimed with a made-up token", g.UnscheduleClaimed(bg, amy, forged))
 	lost("UnscheduleClaimed of unclaimed b with a's token", g.UnscheduleClaimed(bg, amy, onB))
@@ -125,7 +121,7 @@ func completeMany(s *suite) {
 	ca, cb, cx, cy := cs[0], cs[1], cs[3], cs[4]
 	amy, bo := tenant(s.t, "amy"), tenant(s.t, "bo")
 	far := entry("amy", "b", 0)
-	far.DueAt = duework.MaxTime.AddDate(1, 0, 0)
+	far.DueAt = vocab.MaxTime.AddDate(1, 0, 0)
 	done := []duework.Done{
 		{Tenant: amy, Claim: ca, Next: entry("amy", "a", 100)},               // good
 		{Tenant: amy, Claim: stale, Next: entry("amy", "s", 100)},            // lost

@@ -62,9 +62,90 @@ type broken struct {
 	*duework.Memory
 	noMore, noServed, limitPlusOne, leakyGet, ignoreTokens, vagueErrors, doubleClaims bool
 	byUserID, noHolds, releaseAny, noNext, turnIsDue, allOrNothing                    bool
+	// Limits it stores without a field (but reports as routed), and the other faults of
+	// the flow-control and operator calls.
+	noCap, noRate, noBurst, noWeight                                                    bool
+	unscaledPerUser, skipEntry, unclaimNothing, routeUntilBad, noneInFlight, userAlways bool
 
-	mu    sync.Mutex
-	holds []time.Time // every Now+Hold handed out, for releaseAny
+	mu     sync.Mutex
+	holds  []time.Time               // every Now+Hold handed out, for releaseAny
+	routed map[string]duework.Limits // the limits each Route asked for, as reported
+}
+
+func (b *broken) Route(ctx context.Context, routes []duework.Route) error {
+	if b.routeUntilBad {
+		for _, r := range routes {
+			if err := b.Memory.Route(ctx, []duework.Route{r}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	stored := slices.Clone(routes)
+	for i := range stored {
+		l := &stored[i].Limits
+		if b.noCap {
+			l.MaxInFlight = 0
+		}
+		if b.noRate {
+			l.Every = 0
+		}
+		if b.noBurst {
+			l.Burst = 0
+		}
+		if b.noWeight {
+			l.Weight = 0
+		}
+	}
+	err := b.Memory.Route(ctx, stored)
+	if err == nil {
+		b.mu.Lock()
+		if b.routed == nil {
+			b.routed = map[string]duework.Limits{}
+		}
+		for _, r := range routes {
+			b.routed[r.UserID] = r.Limits
+		}
+		b.mu.Unlock()
+	}
+	return err
+}
+
+// reported returns the limits to report for user: those its Route asked for.
+func (b *broken) reported(user string, stored duework.Limits) duework.Limits {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l, ok := b.routed[user]; ok {
+		return l
+	}
+	return stored
+}
+
+func (b *broken) User(ctx context.Context, userID string, now time.Time) (duework.UserState, error) {
+	st, err := b.Memory.User(ctx, userID, now)
+	if b.userAlways && errors.Is(err, duework.ErrNotFound) {
+		return duework.UserState{}, nil
+	}
+	st.Limits = b.reported(userID, st.Limits)
+	if b.noneInFlight {
+		st.InFlight = 0
+	}
+	return st, err
+}
+
+func (b *broken) Entries(ctx context.Context, userID, after string, limit int) ([]duework.EntryState, error) {
+	es, err := b.Memory.Entries(ctx, userID, after, limit)
+	if b.skipEntry && len(es) > 1 {
+		es = slices.Delete(es, 1, 2)
+	}
+	return es, err
+}
+
+func (b *broken) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	if b.unclaimNothing {
+		return b.Memory.CheckClaims(ctx, claims)
+	}
+	return b.Memory.Unclaim(ctx, claims)
 }
 
 func (b *broken) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
@@ -87,6 +168,13 @@ func (b *broken) Ready(ctx context.Context, q duework.ReadyQuery) (duework.Ready
 		}
 		if b.turnIsDue {
 			h.Turn = h.Due[0].DueAt
+		}
+		h.Limits = b.reported(h.UserID, h.Limits)
+		if b.noneInFlight {
+			h.InFlight = 0
+		}
+		if b.unscaledPerUser && len(h.Due) > q.PerUser {
+			h.Due, h.More = h.Due[:q.PerUser], true
 		}
 	}
 	if b.byUserID {
@@ -146,7 +234,7 @@ func (b *broken) CompleteMany(ctx context.Context, done []duework.Done) ([]error
 		seen := map[duework.Key]bool{}
 		for _, d := range done {
 			k := d.Claim.Entry.Key()
-			if duework.ValidateCompletion(d.Tenant, d.Claim, d.Next) != nil || seen[k] || b.CheckClaim(ctx, d.Tenant, d.Claim) != nil {
+			if d.Validate() != nil || seen[k] || b.CheckClaim(ctx, d.Tenant, d.Claim) != nil {
 				errs := make([]error, len(done))
 				for i := range errs {
 					errs[i] = duework.ErrClaimLost
@@ -167,6 +255,106 @@ func (b *broken) Claim(ctx context.Context, keys []duework.Key, now, until time.
 	return cs, err
 }
 
+// brokenModel wraps the Model and breaks one rule of flow control in the state it keeps.
+type brokenModel struct {
+	*Model
+	refundRate, strideToNow, passIsLastServed bool
+}
+
+func (b *brokenModel) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	errs, err := b.Model.Unclaim(ctx, claims)
+	if b.refundRate && err == nil {
+		b.mu.Lock()
+		for i, e := range errs {
+			if u := b.users[claims[i].Claim.Entry.UserID]; e == nil && u.limits.Every > 0 {
+				u.mark = u.mark.Add(-u.limits.Every)
+			}
+		}
+		b.mu.Unlock()
+	}
+	return errs, err
+}
+
+func (b *brokenModel) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+	cs, err := b.Model.Claim(ctx, keys, now, until)
+	if b.strideToNow {
+		b.mu.Lock()
+		for _, c := range cs {
+			u := b.users[c.Entry.UserID]
+			u.pass = laterOf(u.pass, now)
+		}
+		b.mu.Unlock()
+	}
+	return cs, err
+}
+
+func (b *brokenModel) Route(ctx context.Context, routes []duework.Route) error {
+	err := b.Model.Route(ctx, routes)
+	if b.passIsLastServed && err == nil {
+		b.mu.Lock()
+		for _, r := range routes {
+			if u := b.users[r.UserID]; u != nil && r.Limits.EffectiveWeight() == 1 {
+				u.pass = u.lastServed
+			}
+		}
+		b.mu.Unlock()
+	}
+	return err
+}
+
+// brokenCases are the broken indexes and the rules each must fail.
+var brokenCases = []struct {
+	name  string
+	index func() duework.Index
+	rules []string
+}{
+	{"More never set", mem(func(b *broken) { b.noMore = true }), []string{"ReadyPerUser"}},
+	{"LastServed dropped", mem(func(b *broken) { b.noServed = true }), []string{"LastServed", "TurnIsLaterOfReadyAtAndLastServed"}},
+	{"one entry too many", mem(func(b *broken) { b.limitPlusOne = true }), []string{"DueBeforeLimit"}},
+	{"Get leaks alice's entries", mem(func(b *broken) { b.leakyGet = true }), []string{"IsolationGet"}},
+	{"stale claims complete", mem(func(b *broken) { b.ignoreTokens = true }), []string{"CompleteStale", "CompleteForged", "Complete", "ScheduleEndsClaim", "UnscheduleClaimed"}},
+	{"errors without the field", mem(func(b *broken) { b.vagueErrors = true }), []string{"BadArguments"}},
+	{"each claim handed out twice", mem(func(b *broken) { b.doubleClaims = true }), []string{"ClaimSkips", "ParallelClaimers", "InvalidKeysSkipped"}},
+	{"turn order ignored", mem(func(b *broken) { b.byUserID = true }), []string{"TurnOrder", "ServedGoesToTheBack", "ReadyUsers"}},
+	{"Turn reported as the first DueAt", mem(func(b *broken) { b.turnIsDue = true }), []string{"TurnIsLaterOfReadyAtAndLastServed", "ReadyAtWithClaims"}},
+	{"holds ignored", mem(func(b *broken) { b.noHolds = true }), []string{"HoldHides", "ReleaseEndsHold", "ClaimEndsHold", "ParallelReaders", "ReadyNext"}},
+	{"Release ends any hold", mem(func(b *broken) { b.releaseAny = true }), []string{"ReleaseEndsHold"}},
+	{"Next never set", mem(func(b *broken) { b.noNext = true }), []string{"ReadyNext"}},
+	{"CompleteMany all or nothing", mem(func(b *broken) { b.allOrNothing = true }), []string{"CompleteMany", "CompleteManyRetry"}},
+	{"MaxInFlight ignored", mem(func(b *broken) { b.noCap = true }), []string{"MaxInFlight", "CappedNotReady", "CompleteFreesSlot", "ClaimEndFreesSlot",
+		"UnclaimFreesSlot", "ClaimLimitsInKeyOrder", "HeadLimits", "ParallelLimits"}},
+	{"the rate ignored", mem(func(b *broken) { b.noRate = true }), []string{"RateLimit", "RateWindow", "RateWorkConserving", "UnclaimRefundsNoRate", "ParallelLimits"}},
+	{"Burst ignored", mem(func(b *broken) { b.noBurst = true }), []string{"RateLimit", "RateWindow", "RateWorkConserving", "ParallelLimits"}},
+	{"Weight ignored", mem(func(b *broken) { b.noWeight = true }), []string{"WeightStride", "WeightScalesPerUser", "UnclaimKeepsPlace", "RouteKeepsPlace", "LimitBounds"}},
+	{"PerUser not scaled by Weight", mem(func(b *broken) { b.unscaledPerUser = true }), []string{"WeightScalesPerUser"}},
+	{"Entries skips a key", mem(func(b *broken) { b.skipEntry = true }), []string{"EntriesPaging", "OperatorReadsEscaping"}},
+	{"Unclaim hands back nothing", mem(func(b *broken) { b.unclaimNothing = true }), []string{"Unclaim", "UnclaimFreesSlot"}},
+	{"Route writes the routes before a bad one", mem(func(b *broken) { b.routeUntilBad = true }), []string{"BadLimits"}},
+	{"InFlight never reported", mem(func(b *broken) { b.noneInFlight = true }), []string{"HeadLimits", "UserState", "MaxInFlight", "ClaimEndFreesSlot"}},
+	{"User finds every user", mem(func(b *broken) { b.userAlways = true }), []string{"UserNotFound"}},
+	{"Unclaim refunds the rate", model(brokenModel{refundRate: true}), []string{"UnclaimRefundsNoRate"}},
+	{"a weighted user's pass goes to now", model(brokenModel{strideToNow: true}), []string{"WeightStride", "UnclaimKeepsPlace", "RouteKeepsPlace"}},
+	{"routing to weight 1 sets the pass to LastServed", model(brokenModel{passIsLastServed: true}), []string{"RouteKeepsPlace"}},
+}
+
+// mem returns a factory of broken Memories with the faults set sets.
+func mem(set func(b *broken)) func() duework.Index {
+	return func() duework.Index {
+		b := &broken{Memory: duework.NewMemory()}
+		set(b)
+		return b
+	}
+}
+
+// model returns a factory of broken Models with b's faults.
+func model(b brokenModel) func() duework.Index {
+	return func() duework.Index {
+		x := b
+		x.Model = NewModel()
+		return &x
+	}
+}
+
 // TestSuiteCatchesBrokenIndexes checks that the suite fails an index that breaks a rule, and
 // that the failure cites that rule — and that it passes Memory on every rule.
 func TestSuiteCatchesBrokenIndexes(t *testing.T) {
@@ -179,52 +367,20 @@ func TestSuiteCatchesBrokenIndexes(t *testing.T) {
 			t.Errorf("%s fails on Memory (skipped %v): %s", name, skipped, strings.Join(msgs, "\n"))
 		}
 	}
-	for _, c := range []struct {
-		name  string
-		index *broken
-		rules []string
-	}{
-		{"More never set", &broken{noMore: true}, []string{"ReadyPerUser"}},
-		{"LastServed dropped", &broken{noServed: true}, []string{"LastServed", "TurnIsLaterOfReadyAtAndLastServed"}},
-		{"one entry too many", &broken{limitPlusOne: true}, []string{"DueBeforeLimit"}},
-		{"Get leaks alice's entries", &broken{leakyGet: true}, []string{"IsolationGet"}},
-		{"stale claims complete", &broken{ignoreTokens: true}, []string{"CompleteStale", "CompleteForged", "Complete", "ScheduleEndsClaim", "UnscheduleClaimed"}},
-		{"errors without the field", &broken{vagueErrors: true}, []string{"BadArguments"}},
-		{"each claim handed out twice", &broken{doubleClaims: true}, []string{"ClaimSkips", "ParallelClaimers", "InvalidKeysSkipped"}},
-		{"turn order ignored", &broken{byUserID: true}, []string{"TurnOrder", "ServedGoesToTheBack", "ReadyUsers"}},
-		{"Turn reported as the first DueAt", &broken{turnIsDue: true}, []string{"TurnIsLaterOfReadyAtAndLastServed", "ReadyAtWithClaims"}},
-		{"holds ignored", &broken{noHolds: true}, []string{"HoldHides", "ReleaseEndsHold", "ClaimEndsHold", "ParallelReaders", "ReadyNext"}},
-		{"Release ends any hold", &broken{releaseAny: true}, []string{"ReleaseEndsHold"}},
-		{"Next never set", &broken{noNext: true}, []string{"ReadyNext"}},
-		{"CompleteMany all or nothing", &broken{allOrNothing: true}, []string{"CompleteMany", "CompleteManyRetry"}},
-	} {
+	for _, c := range brokenCases {
 		for _, name := range c.rules {
-			c.index.Memory = duework.NewMemory()
-			c.index.holds = nil
-			msgs, _ := runRule(byName[name], c.index)
+			r, ok := byName[name]
+			if !ok {
+				t.Fatalf("no rule %s", name)
+			}
+			msgs, _ := runRule(r, c.index())
 			if len(msgs) == 0 {
 				t.Errorf("%s: rule %s passed an index whose %s", name, name, c.name)
 				continue
 			}
-			if cite := fmt.Sprintf("rule %q broken", byName[name].text); !strings.Contains(msgs[0], cite) {
+			if cite := fmt.Sprintf("rule %q broken", r.text); !strings.Contains(msgs[0], cite) {
 				t.Errorf("%s: the failure %q does not cite the rule", name, msgs[0])
 			}
-		}
-	}
-}
-
-// plain is an Index with none of the optional capabilities.
-type plain struct{ duework.Index }
-
-// TestOptionalRulesSkip checks that the rules of the optional capabilities skip an Index
-// that does not implement them, and run for one that does.
-func TestOptionalRulesSkip(t *testing.T) {
-	for _, r := range rules {
-		if r.name != "ScheduleMissing" && r.name != "ClaimGuard" {
-			continue
-		}
-		if msgs, skipped := runRule(r, plain{duework.NewMemory()}); !skipped || len(msgs) > 0 {
-			t.Errorf("%s on an Index without the capability: skipped %v, failures %q", r.name, skipped, msgs)
 		}
 	}
 }

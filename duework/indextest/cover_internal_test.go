@@ -12,8 +12,13 @@ import (
 // case of the turn-queue contract in at least 2.5% of them (they meet most in 5 to 40%):
 // holds taken, passed over, ended by Claim and by Release with the reader's exact
 // heldUntil and not by another's, routed groups read and held users routed, both cuts of
-// Ready, served users, and batches that write some items and refuse others.
+// Ready, served users, batches that write some items and refuse others, and the limits:
+// Ready and Claim cut by them, a weighted user's pass short of now, bad limits refused, a
+// hand-back, and the operator's reads of limited users and claimed entries.
 func TestStateMachineCovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short shortens rapid's state-machine sequences, and this test needs them at full length")
+	}
 	const runs = 1000
 	count := map[string]int{}
 	n := 0
@@ -37,6 +42,9 @@ func TestStateMachineCovers(t *testing.T) {
 		"Ready cuts at Users and sets Next", "Ready cuts at PerUser", "Ready reads a served user",
 		"Route moves a held user", "Release ends a hold", "Release passes over another reader's hold",
 		"Claim ends a hold", "CompleteMany writes some items and refuses others",
+		"Ready cuts Due by a user's limits", "Route refuses bad limits", "Claim is cut by a user's limits",
+		"Claim moves a weighted user's pass short of now", "Unclaim hands back a current claim",
+		"User reads a limited user with claims in flight", "Entries reads a claimed entry",
 	}
 	for _, c := range cases {
 		if count[c] < n/40 {

@@ -11,11 +11,13 @@
 // Run runs one subtest per rule of the contract (Rules lists them); a failure cites the
 // rule it breaks. The rules cover the tenant-scoped calls and isolation, DueBefore, the
 // turn order and what Ready reads, holds, Route and Groups, claims and their expiry, lost
-// and forged claims, CompleteMany, every kind of bad input and the bounds themselves,
-// concurrent readers and claimers, and the optional duework.MissingScheduler and
-// duework.ClaimGuard (skipped for an Index without them). The last subtest drives the
-// Index and the Model with at least MinSequences generated sequences of calls, about 30
-// each over four users, and compares every answer.
+// and forged claims, CompleteMany, CheckClaims and Unclaim, the operator's User and
+// Entries, flow control (the in-flight cap, the rate and its window bound, weights and
+// their stride, what Route keeps, bad limits and the largest ones), every kind of bad
+// input and the bounds themselves, and concurrent readers, claimers and dispatchers,
+// limits included. The last subtest drives the Index and the Model with at least 1,000
+// generated sequences of calls (more with a larger -rapid.checks), about 30 each over four
+// users with random limits (zero most of the time), and compares every answer.
 //
 // The factory is called once per subtest and once per generated sequence, always with the
 // enclosing subtest's *testing.T, so cleanups registered on it run when that subtest ends.

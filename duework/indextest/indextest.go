@@ -14,14 +14,12 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// MinSequences is the least number of generated operation sequences that the state-machine
+// minSequences is the least number of generated operation sequences that the state-machine
 // test runs, whatever -rapid.checks says (a larger -rapid.checks runs more).
-const MinSequences = 1000
+const minSequences = 1000
 
 // Run checks that the Index implementations returned by newIndex keep the duework.Index
 // contract, one subtest per rule. newIndex must return a fresh, empty Index on every call.
-// The rules of duework.MissingScheduler and duework.ClaimGuard are skipped, with a message,
-// for an Index that does not implement them.
 func Run(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 	t.Helper()
 	for _, r := range rules {
@@ -208,6 +206,79 @@ func (s *suite) complete(c duework.Claim, next duework.Entry) error {
 	return s.x.Complete(bg, tenant(s.t, c.Entry.UserID), c, next)
 }
 
+// limit routes user to group with limits l, failing the rule on an error.
+func (s *suite) limit(user, group string, l duework.Limits) {
+	s.t.Helper()
+	s.route(duework.Route{UserID: user, Group: group, Limits: l})
+}
+
+// unclaim hands back each claim under its own user's Context and returns the outcomes,
+// failing the rule unless the call as a whole succeeds with one outcome per claim.
+func (s *suite) unclaim(cs ...duework.Claim) []error {
+	s.t.Helper()
+	items := make([]duework.Unclaim, len(cs))
+	for i, c := range cs {
+		items[i] = duework.Unclaim{Tenant: tenant(s.t, c.Entry.UserID), Claim: c}
+	}
+	errs, err := s.x.Unclaim(bg, items)
+	if err != nil || len(errs) != len(cs) {
+		s.fatalf("Unclaim of %d claims: %d outcomes, %v", len(cs), len(errs), err)
+	}
+	return errs
+}
+
+// user returns User(id, now), failing the rule on an error.
+func (s *suite) user(id string, now time.Time) duework.UserState {
+	s.t.Helper()
+	st, err := s.x.User(bg, id, now)
+	if err != nil {
+		s.fatalf("User(%q, t0%+v): %v", id, now.Sub(t0), err)
+	}
+	return st
+}
+
+// wantHead fails unless user is ready in group at now, read with PerUser perUser, with Due
+// the entries of the work keys due, More more and InFlight inFlight.
+func (s *suite) wantHead(group string, now time.Time, perUser int, user string, due []string, more bool, inFlight int) {
+	s.t.Helper()
+	q := duework.ReadyQuery{Group: group, Now: now, Users: 100, PerUser: perUser}
+	for _, h := range s.ready(q).Heads {
+		if h.UserID != user {
+			continue
+		}
+		var got []string
+		for _, e := range h.Due {
+			got = append(got, e.WorkKey)
+		}
+		if !slices.Equal(got, due) || h.More != more || h.InFlight != inFlight {
+			s.errorf("Ready(%s) reads %s with Due %q, More %v, InFlight %d; want %q, %v, %d", showQuery(q), user, got, h.More, h.InFlight, due, more, inFlight)
+		}
+		return
+	}
+	s.errorf("Ready(%s) does not read %s; want it with Due %q", showQuery(q), user, due)
+}
+
+// claimed returns the work keys of cs, in order.
+func claimedKeys(cs []duework.Claim) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Entry.WorkKey
+	}
+	return out
+}
+
+// keysOfUser returns user's keys for the work keys works, in order.
+func keysOfUser(user string, works ...string) []duework.Key {
+	ks := make([]duework.Key, len(works))
+	for i, w := range works {
+		ks[i] = key(user, w)
+	}
+	return ks
+}
+
+// micros returns t0 + d seconds + us microseconds.
+func micros(d, us int) time.Time { return at(d).Add(time.Duration(us) * time.Microsecond) }
+
 // wantEntry fails unless user's entry work is e.
 func (s *suite) wantEntry(user, work string, want duework.Entry) {
 	s.t.Helper()
@@ -257,7 +328,8 @@ func sameEntries(a, b []duework.Entry) bool { return slices.EqualFunc(a, b, same
 
 func sameHeads(a, b []duework.Head) bool {
 	return slices.EqualFunc(a, b, func(x, y duework.Head) bool {
-		return x.UserID == y.UserID && x.LastServed.Equal(y.LastServed) && x.Turn.Equal(y.Turn) && x.More == y.More && sameEntries(x.Due, y.Due)
+		return x.UserID == y.UserID && x.LastServed.Equal(y.LastServed) && x.Turn.Equal(y.Turn) && x.More == y.More && sameEntries(x.Due, y.Due) &&
+			x.Limits == y.Limits && x.InFlight == y.InFlight
 	})
 }
 
@@ -289,7 +361,11 @@ func showHeads(hs []duework.Head) string {
 		if !h.LastServed.IsZero() {
 			served = fmt.Sprintf("t0%+v", h.LastServed.Sub(t0))
 		}
-		fmt.Fprintf(&b, "%s(served %s turn t0%+v more %v %s)", h.UserID, served, h.Turn.Sub(t0), h.More, showAll(h.Due))
+		fmt.Fprintf(&b, "%s(served %s turn t0%+v more %v", h.UserID, served, h.Turn.Sub(t0), h.More)
+		if h.Limits != (duework.Limits{}) || h.InFlight != 0 {
+			fmt.Fprintf(&b, " limits %+v in flight %d", h.Limits, h.InFlight)
+		}
+		fmt.Fprintf(&b, " %s)", showAll(h.Due))
 	}
 	b.WriteString("]")
 	return b.String()

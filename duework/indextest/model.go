@@ -16,11 +16,11 @@ import (
 
 const modelRule = "the Index agrees with the reference Model over any sequence of calls"
 
-// stateMachine runs at least MinSequences generated sequences of calls, each on a
+// stateMachine runs at least minSequences generated sequences of calls, each on a
 // fresh index from newIndex, comparing every result with a fresh Model.
 func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 	var runs atomic.Int64
-	for batch := 0; runs.Load() < MinSequences; batch++ {
+	for batch := 0; runs.Load() < minSequences; batch++ {
 		before := runs.Load()
 		ok := t.Run(fmt.Sprintf("batch%d", batch), func(bt *testing.T) {
 			rapid.Check(bt, func(rt *rapid.T) {
@@ -36,7 +36,7 @@ func stateMachine(t *testing.T, newIndex func(t *testing.T) duework.Index) {
 			return
 		}
 		if runs.Load() == before {
-			t.Fatalf("rapid ran no sequences (is -rapid.checks 0?); the rule needs %d", MinSequences)
+			t.Fatalf("rapid ran no sequences (is -rapid.checks 0?); the rule needs %d", minSequences)
 		}
 	}
 }
@@ -52,6 +52,29 @@ var (
 	// then a microsecond.
 	genAt = rapid.Custom(func(t *rapid.T) time.Time {
 		return at(rapid.IntRange(-10, 30).Draw(t, "s")).Add(time.Duration(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "µs")) * time.Microsecond)
+	})
+	// Limits are zero most of the time, as in a lane of unlimited users; else small, so
+	// that the caps and the rate bite within the sequence's window of instants.
+	genLimits = rapid.Custom(func(t *rapid.T) duework.Limits {
+		if rapid.IntRange(0, 9).Draw(t, "limited") < 6 {
+			return duework.Limits{}
+		}
+		l := genSomeLimits.Draw(t, "some")
+		switch rapid.IntRange(0, 9).Draw(t, "bad") { // now and then a field out of range
+		case 0:
+			l.Weight = rapid.SampledFrom([]int{-1, duework.MaxWeight + 1}).Draw(t, "badWeight")
+		case 1:
+			l.Every = -time.Second
+		}
+		return l
+	})
+	genSomeLimits = rapid.Custom(func(t *rapid.T) duework.Limits {
+		return duework.Limits{
+			Weight:      rapid.SampledFrom([]int{0, 0, 1, 2, 3, 5}).Draw(t, "weight"),
+			MaxInFlight: rapid.SampledFrom([]int{0, 0, 1, 2, 3}).Draw(t, "maxInFlight"),
+			Every:       rapid.SampledFrom([]time.Duration{0, 0, time.Microsecond, time.Second, 3 * time.Second, 7 * time.Second, 90 * time.Second}).Draw(t, "every"),
+			Burst:       rapid.IntRange(0, 3).Draw(t, "burst"),
+		}
 	})
 	genEntry = rapid.Custom(func(t *rapid.T) duework.Entry {
 		k := genKey.Draw(t, "key")
@@ -127,8 +150,17 @@ func (s *sequence) sameErr(call string, got, want error) {
 // answer.
 func (s *sequence) run() {
 	// A few entries first, so that most sequences have users to read, hold and route.
-	for range rapid.IntRange(1, 5).Draw(s.t, "first") {
+	for range rapid.IntRange(2, 8).Draw(s.t, "first") {
 		s.schedule()
+	}
+	// Half the sequences give every user limits first, so that the limits meet claims and
+	// reads early; the other half have zero limits but where Route sets them.
+	if rapid.Bool().Draw(s.t, "limitFirst") {
+		var routes []duework.Route
+		for _, id := range []string{"amy", "bo", "cy", "di"} {
+			routes = append(routes, duework.Route{UserID: id, Limits: genSomeLimits.Draw(s.t, "firstLimits")})
+		}
+		s.sameErr(fmt.Sprintf("Route(%v)", routes), s.x.Route(bg, routes), s.m.Route(bg, routes))
 	}
 	op := func(f func()) func(*rapid.T) { return func(*rapid.T) { f() } }
 	s.t.Repeat(map[string]func(*rapid.T){
@@ -144,7 +176,11 @@ func (s *sequence) run() {
 		"Claim":           op(s.claim),
 		"Complete":        op(s.complete),
 		"CompleteMany":    op(s.completeMany),
-		"ClaimGuard":      op(s.claimGuard),
+		"CheckClaim":      op(s.checkClaim),
+		"CheckClaims":     op(s.checkClaims),
+		"Unclaim":         op(s.unclaim),
+		"User":            op(s.user),
+		"Entries":         op(s.entries),
 	})
 }
 
@@ -155,10 +191,7 @@ func (s *sequence) schedule() {
 }
 
 func (s *sequence) scheduleMissing() {
-	ms, ok := s.x.(duework.MissingScheduler)
-	if !ok {
-		s.t.Skip("no MissingScheduler")
-	}
+	ms := s.x
 	user := genUser.Draw(s.t, "user")
 	es := rapid.SliceOfN(genEntry, 0, 4).Draw(s.t, "entries")
 	for i := range es {
@@ -205,7 +238,7 @@ func (s *sequence) ready() {
 		Group:   s.group(),
 		Now:     genAt.Draw(s.t, "now"),
 		Users:   rapid.IntRange(1, 4).Draw(s.t, "users"),
-		PerUser: rapid.IntRange(1, 3).Draw(s.t, "perUser"),
+		PerUser: rapid.SampledFrom([]int{1, 2, 3, 3}).Draw(s.t, "perUser"),
 	}
 	if rapid.Bool().Draw(s.t, "hold") {
 		q.Hold = time.Duration(rapid.IntRange(1, 10).Draw(s.t, "holdFor")) * time.Second
@@ -226,6 +259,9 @@ func (s *sequence) ready() {
 	s.note("Ready reads a routed group", q.Group != "" && len(want.Heads) > 0)
 	s.note("Ready cuts at Users and sets Next", !want.Next.IsZero())
 	s.note("Ready cuts at PerUser", slices.ContainsFunc(want.Heads, func(h duework.Head) bool { return h.More }))
+	s.note("Ready cuts Due by a user's limits", slices.ContainsFunc(want.Heads, func(h duework.Head) bool {
+		return h.More && len(h.Due) < q.PerUser*h.Limits.EffectiveWeight()
+	}))
 	s.note("Ready reads a served user", slices.ContainsFunc(want.Heads, func(h duework.Head) bool { return !h.LastServed.IsZero() }))
 }
 
@@ -244,15 +280,16 @@ func (s *sequence) group() string {
 
 func (s *sequence) route() {
 	routes := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) duework.Route {
-		return duework.Route{UserID: genUser.Draw(t, "user"), Group: genGroup.Draw(t, "group")}
+		return duework.Route{UserID: genUser.Draw(t, "user"), Group: genGroup.Draw(t, "group"), Limits: genLimits.Draw(t, "limits")}
 	}), 0, 3).Draw(s.t, "routes")
 	if len(s.holds) > 0 && rapid.Bool().Draw(s.t, "routeHeld") {
 		// A dispatcher routing users it read and holds.
 		h := rapid.SampledFrom(s.holds).Draw(s.t, "held")
 		for _, id := range h.users {
-			routes = append(routes, duework.Route{UserID: id, Group: genGroup.Draw(s.t, "heldTo")})
+			routes = append(routes, duework.Route{UserID: id, Group: genGroup.Draw(s.t, "heldTo"), Limits: genLimits.Draw(s.t, "heldLimits")})
 		}
 	}
+	s.note("Route refuses bad limits", slices.ContainsFunc(routes, func(r duework.Route) bool { return r.Limits.Validate() != nil }))
 	s.note("Route moves a held user", slices.ContainsFunc(routes, func(r duework.Route) bool {
 		u := s.m.users[r.UserID]
 		return u != nil && u.group != r.Group && !u.heldUntil.IsZero()
@@ -277,7 +314,7 @@ func (s *sequence) release() {
 		// A reader handing back what it read, and maybe others.
 		h := rapid.SampledFrom(s.holds).Draw(s.t, "held")
 		users, heldUntil = append(slices.Clone(h.users), users...), h.until
-		if rapid.Bool().Draw(s.t, "others") {
+		if rapid.IntRange(0, 3).Draw(s.t, "others") > 0 {
 			// Naming users another read holds too, perhaps since.
 			users = append(users, rapid.SampledFrom(s.holds).Draw(s.t, "other").users...)
 		}
@@ -296,15 +333,31 @@ func (s *sequence) release() {
 
 func (s *sequence) claim() {
 	keys := rapid.SliceOfN(genKey, 0, 5).Draw(s.t, "keys")
+	if rapid.Bool().Draw(s.t, "wholeUser") {
+		// Every key of one user, as a dispatcher asks for a user's Due, before the others.
+		user := genUser.Draw(s.t, "claimUser")
+		keys = append([]duework.Key{key(user, "a"), key(user, "b"), key(user, "c")}, keys...)
+	}
 	now := genAt.Draw(s.t, "now")
 	until := now.Add(time.Duration(rapid.IntRange(1, 15).Draw(s.t, "for")) * time.Second)
 	s.note("Claim ends a hold", slices.ContainsFunc(keys, func(k duework.Key) bool {
 		r, u := s.m.rows[k], s.m.users[k.UserID]
 		return r != nil && r.visible(now) && u.heldUntil.After(now)
 	}))
+	visible := map[duework.Key]bool{}
+	for _, k := range keys {
+		if r := s.m.rows[k]; r != nil && r.visible(now) {
+			visible[k] = true
+		}
+	}
 	got, gerr := s.x.Claim(bg, keys, now, until)
 	want, werr := s.m.Claim(bg, keys, now, until)
 	s.sameErr("Claim", gerr, werr)
+	s.note("Claim is cut by a user's limits", len(want) < len(visible))
+	s.note("Claim moves a weighted user's pass short of now", slices.ContainsFunc(want, func(c duework.Claim) bool {
+		u := s.m.users[c.Entry.UserID]
+		return u.limits.EffectiveWeight() > 1 && u.pass.Before(now)
+	}))
 	if len(got) != len(want) {
 		s.fail("Claim(%v, t0%+v) claimed\n%s\nwant\n%s", keys, now.Sub(t0), showClaims(got), showClaims(want))
 	}
@@ -371,10 +424,10 @@ func (s *sequence) completeMany() {
 	}
 }
 
-func (s *sequence) claimGuard() {
-	g, ok := s.x.(duework.ClaimGuard)
-	if !ok || len(s.claims) == 0 {
-		s.t.Skip("no ClaimGuard or no claims")
+func (s *sequence) checkClaim() {
+	g := s.x
+	if len(s.claims) == 0 {
+		s.t.Skip("no claims")
 	}
 	c := rapid.SampledFrom(s.claims).Draw(s.t, "claim")
 	tc := tenant(s.t, c.x.Entry.UserID)
@@ -384,4 +437,83 @@ func (s *sequence) claimGuard() {
 		return
 	}
 	s.sameErr("CheckClaim"+call, g.CheckClaim(bg, tc, c.x), s.m.CheckClaim(bg, tc, c.m))
+}
+
+// items draws one to four of the claims handed out, as the index under test's and the
+// model's items of a batch; now and then one has the zero Context.
+func (s *sequence) items() (xs, ms []duework.Unclaim) {
+	picks := rapid.SliceOfN(rapid.SampledFrom(s.claims), 1, 4).Draw(s.t, "claims")
+	for i, c := range picks {
+		tc := tenant(s.t, c.x.Entry.UserID)
+		if rapid.IntRange(0, 9).Draw(s.t, fmt.Sprintf("noTenant%d", i)) == 0 {
+			tc = tenancy.Context{}
+		}
+		xs = append(xs, duework.Unclaim{Tenant: tc, Claim: c.x})
+		ms = append(ms, duework.Unclaim{Tenant: tc, Claim: c.m})
+	}
+	return xs, ms
+}
+
+// sameOutcomes compares a batch's outcomes, item by item.
+func (s *sequence) sameOutcomes(call string, xs []duework.Unclaim, got []error, gerr error, want []error, werr error) {
+	s.t.Helper()
+	s.sameErr(call, gerr, werr)
+	if len(got) != len(want) {
+		s.fail("%s of %d items returned %d outcomes, want %d", call, len(xs), len(got), len(want))
+	}
+	for i := range got {
+		s.sameErr(fmt.Sprintf("%s item %d (%v #%d)", call, i, xs[i].Claim.Entry.Key(), xs[i].Claim.Token), got[i], want[i])
+	}
+}
+
+func (s *sequence) checkClaims() {
+	if len(s.claims) == 0 {
+		s.t.Skip("no claims")
+	}
+	xs, ms := s.items()
+	got, gerr := s.x.CheckClaims(bg, xs)
+	want, werr := s.m.CheckClaims(bg, ms)
+	s.sameOutcomes("CheckClaims", xs, got, gerr, want, werr)
+}
+
+func (s *sequence) unclaim() {
+	if len(s.claims) == 0 {
+		s.t.Skip("no claims")
+	}
+	xs, ms := s.items()
+	got, gerr := s.x.Unclaim(bg, xs)
+	want, werr := s.m.Unclaim(bg, ms)
+	s.note("Unclaim hands back a current claim", slices.ContainsFunc(want, func(err error) bool { return err == nil }))
+	s.sameOutcomes("Unclaim", xs, got, gerr, want, werr)
+}
+
+func (s *sequence) user() {
+	id := rapid.SampledFrom([]string{"amy", "bo", "cy", "di", "zed"}).Draw(s.t, "user")
+	now := genAt.Draw(s.t, "now")
+	if len(s.claims) > 0 && rapid.Bool().Draw(s.t, "claimed") {
+		// A user with a claim, read while it may still be in flight.
+		c := rapid.SampledFrom(s.claims).Draw(s.t, "claim")
+		id, now = c.x.Entry.UserID, c.x.Until.Add(-time.Duration(rapid.IntRange(0, 15).Draw(s.t, "before"))*time.Second)
+	}
+	got, gerr := s.x.User(bg, id, now)
+	want, werr := s.m.User(bg, id, now)
+	s.sameErr(fmt.Sprintf("User(%q, t0%+v)", id, now.Sub(t0)), gerr, werr)
+	s.note("User reads a limited user with claims in flight", want.InFlight > 0 && want.Limits != duework.Limits{})
+	if got.Group != want.Group || got.Limits != want.Limits || !got.LastServed.Equal(want.LastServed) ||
+		!got.Turn.Equal(want.Turn) || !got.HeldUntil.Equal(want.HeldUntil) || got.InFlight != want.InFlight {
+		s.fail("User(%q, t0%+v) = %s, want %s", id, now.Sub(t0), showUser(got), showUser(want))
+	}
+}
+
+func (s *sequence) entries() {
+	id := rapid.SampledFrom([]string{"amy", "bo", "cy", "di", "zed"}).Draw(s.t, "user")
+	after := rapid.SampledFrom([]string{"", "", "a", "aa", "b", "c"}).Draw(s.t, "after")
+	limit := rapid.IntRange(1, 4).Draw(s.t, "limit")
+	got, gerr := s.x.Entries(bg, id, after, limit)
+	want, werr := s.m.Entries(bg, id, after, limit)
+	s.sameErr(fmt.Sprintf("Entries(%q, %q, %d)", id, after, limit), gerr, werr)
+	s.note("Entries reads a claimed entry", slices.ContainsFunc(want, func(e duework.EntryState) bool { return !e.ClaimedUntil.IsZero() }))
+	if !sameStates(got, want) {
+		s.fail("Entries(%q, %q, %d) =\n%s\nwant\n%s", id, after, limit, showStates(got), showStates(want))
+	}
 }

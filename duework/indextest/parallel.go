@@ -136,3 +136,106 @@ func parallelClaimers(s *suite) {
 		}
 	}
 }
+
+// parallelLimits runs dispatchers (Ready with a Hold, Claim of what it returned, Release of
+// the rest), claimers that claim every key without reading, and a stale claimer whose now
+// is five seconds behind, all at once, and checks that they left each user with exactly
+// what its limits allow: MaxInFlight in flight, or the rate's allowance, whichever is
+// less. Then, two hours on, when the first claims have ended, again.
+func parallelLimits(s *suite) {
+	limits := map[string]duework.Limits{}
+	var all []duework.Key
+	for u := range 12 {
+		id := fmt.Sprintf("u%02d", u)
+		switch u % 3 {
+		case 0:
+			limits[id] = duework.Limits{MaxInFlight: 2}
+		case 1:
+			limits[id] = duework.Limits{Every: time.Hour, Burst: 3}
+		default:
+			limits[id] = duework.Limits{MaxInFlight: 3, Every: time.Hour, Burst: 2, Weight: 2}
+		}
+		for k := range 10 {
+			e := entry(id, fmt.Sprintf("k%d", k), -10)
+			s.schedule(e)
+			all = append(all, e.Key())
+		}
+		s.limit(id, "", limits[id])
+	}
+	// Window 1 at t0: every user gets min(MaxInFlight, Burst). Window 2 at t0+2h: the
+	// claims of window 1 have ended; a user under the rate has allowance b − ceil((mark −
+	// now)/Every) with mark t0 + k·1h, so 3 − ceil(1h/1h) = 2 and 2 − ceil(0) = 2.
+	want := [2]map[int]int{{0: 2, 1: 3, 2: 2}, {0: 2, 1: 2, 2: 2}}
+	for w, now := range []time.Time{at(0), at(7200)} {
+		got := s.contend(all, now)
+		for u := range 12 {
+			id := fmt.Sprintf("u%02d", u)
+			if n := got[id]; n != want[w][u%3] {
+				s.errorf("window %d: dispatchers and claimers at once claimed %d of %s's entries (limits %+v), want exactly %d",
+					w+1, n, id, limits[id], want[w][u%3])
+			}
+			if st := s.user(id, now); st.InFlight != want[w][u%3] {
+				s.errorf("window %d: %s's in-flight count is %d, want %d", w+1, id, st.InFlight, want[w][u%3])
+			}
+		}
+	}
+}
+
+// contend runs four dispatchers, two claimers and a stale claimer over keys at now, until
+// none of them finds more to claim, and returns how many entries of each user they claimed.
+func (s *suite) contend(keys []duework.Key, now time.Time) map[string]int {
+	var mu sync.Mutex
+	got := map[string]int{}
+	count := func(cs []duework.Claim) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cs {
+			got[c.Entry.UserID]++
+		}
+	}
+	var wg sync.WaitGroup
+	for d := range 4 {
+		wg.Go(func() {
+			for range 20 {
+				p, err := s.x.Ready(bg, duework.ReadyQuery{Now: now, Users: 3, PerUser: 2, Hold: time.Minute})
+				if err != nil || len(p.Heads) == 0 {
+					return
+				}
+				var read []string
+				var ks []duework.Key
+				for _, h := range p.Heads {
+					read, ks = append(read, h.UserID), append(ks, keysOf(h.Due)...)
+				}
+				cs, err := s.x.Claim(bg, ks, now, now.Add(time.Minute))
+				if err != nil {
+					s.errorf("Claim in dispatcher %d: %v", d, err)
+					return
+				}
+				count(cs)
+				if err := s.x.Release(bg, read, now.Add(time.Minute)); err != nil {
+					s.errorf("Release in dispatcher %d: %v", d, err)
+					return
+				}
+			}
+		})
+	}
+	for c := range 3 {
+		wg.Go(func() {
+			at, until := now, now.Add(time.Minute)
+			if c == 2 {
+				at, until = now.Add(-5*time.Second), now.Add(30*time.Second) // stale
+			}
+			for i := range keys {
+				j := (i*7 + c*13) % len(keys) // each claimer in its own order
+				cs, err := s.x.Claim(bg, keys[j:j+1], at, until)
+				if err != nil {
+					s.errorf("Claim in claimer %d: %v", c, err)
+					return
+				}
+				count(cs)
+			}
+		})
+	}
+	wg.Wait()
+	return got
+}

@@ -4,22 +4,26 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"math/big"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
 // Model is a reference duework.Index: maps and sorts written straight from the contract,
-// so that it is obviously right, and every call costs O(n log n) in everything stored. The
-// state-machine rule compares the Index under test with it, and tests of code built on an
-// Index (a dispatcher, a runner) can use it as the Index whose answers they trust. It is
-// not for production. It implements duework.MissingScheduler and duework.ClaimGuard too.
+// flow control included, so that it is obviously right, and every call costs O(n log n) in
+// everything stored. The state-machine rule compares the Index under test with it, and
+// tests of code built on an Index (a dispatcher, a runner) can use it as the Index whose
+// answers they trust. It is not for production.
 //
-// It is safe for concurrent use, keeps every time exactly, and returns times in UTC
+// It is safe for concurrent use, keeps every time exactly (its arithmetic on times is on
+// exact integers, so that no Every or Burst overflows it), and returns times in UTC
 // without a monotonic clock reading.
 type Model struct {
 	mu     sync.Mutex
@@ -36,15 +40,14 @@ type modelRow struct {
 
 type modelUser struct {
 	group      string
+	limits     duework.Limits
 	lastServed time.Time
+	pass       time.Time // the stride position
+	mark       time.Time // the rate mark; zero until the first claim with Every > 0
 	heldUntil  time.Time // zero when not held
 }
 
-var (
-	_ duework.Index            = (*Model)(nil)
-	_ duework.MissingScheduler = (*Model)(nil)
-	_ duework.ClaimGuard       = (*Model)(nil)
-)
+var _ duework.Index = (*Model)(nil)
 
 // NewModel returns an empty reference Index.
 func NewModel() *Model {
@@ -81,21 +84,100 @@ func (r *modelRow) visibleAt() time.Time {
 	return r.e.DueAt
 }
 
-// turns returns the Turn of every user with entries: max(ReadyAt, LastServed), ReadyAt
-// the least visible-at instant of its entries.
-func (m *Model) turns() map[string]time.Time {
-	readyAt := map[string]time.Time{}
+// nanos returns t as nanoseconds since vocab.MinTime: exact, where a time.Duration would
+// overflow past 292 years.
+func nanos(t time.Time) *big.Int {
+	n := big.NewInt(t.Unix() - vocab.MinTime.Unix())
+	n.Mul(n, big.NewInt(int64(time.Second)))
+	return n.Add(n, big.NewInt(int64(t.Nanosecond())))
+}
+
+// fromNanos inverts nanos, clamping to [vocab.MinTime, vocab.MaxTime].
+func fromNanos(n *big.Int) time.Time {
+	switch {
+	case n.Sign() < 0:
+		return vocab.MinTime
+	case n.Cmp(nanos(vocab.MaxTime)) > 0:
+		return vocab.MaxTime
+	}
+	sec, nsec := new(big.Int).QuoRem(n, big.NewInt(int64(time.Second)), new(big.Int))
+	return time.Unix(sec.Int64()+vocab.MinTime.Unix(), nsec.Int64()).UTC()
+}
+
+// times returns k·d as an exact number of nanoseconds.
+func times(k int, d time.Duration) *big.Int {
+	return new(big.Int).Mul(big.NewInt(int64(k)), big.NewInt(int64(d)))
+}
+
+// laterOf returns the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// readyAts returns the ReadyAt of every user with entries: the greatest of the least
+// visible-at instant of its entries, the MaxInFlight-th latest Until among its current
+// claims when it has that many, and its rate mark − (b−1)·Every. One pass over the rows.
+func (m *Model) readyAts() map[string]time.Time {
+	first := map[string]time.Time{}
+	untils := map[string][]time.Time{}
 	for k, r := range m.rows {
-		if v, ok := readyAt[k.UserID]; !ok || r.visibleAt().Before(v) {
-			readyAt[k.UserID] = r.visibleAt()
+		if v, ok := first[k.UserID]; !ok || r.visibleAt().Before(v) {
+			first[k.UserID] = r.visibleAt()
+		}
+		if r.token != 0 {
+			untils[k.UserID] = append(untils[k.UserID], r.until)
 		}
 	}
-	for id, t := range readyAt {
-		if served := m.users[id].lastServed; served.After(t) {
-			readyAt[id] = served
+	for id, at := range first {
+		l := m.users[id].limits
+		if us := untils[id]; l.MaxInFlight > 0 && len(us) >= l.MaxInFlight {
+			slices.SortFunc(us, func(a, b time.Time) int { return b.Compare(a) }) // latest first
+			at = laterOf(at, us[l.MaxInFlight-1])
 		}
+		if l.Every > 0 {
+			next := new(big.Int).Sub(nanos(m.users[id].mark), times(max(l.Burst, 1)-1, l.Every))
+			at = laterOf(at, fromNanos(next)) // clamped at vocab.MinTime, which at is never before
+		}
+		first[id] = at
 	}
-	return readyAt
+	return first
+}
+
+// turns returns the Turn of every user with entries: max(ReadyAt, pass).
+func (m *Model) turns() map[string]time.Time {
+	out := m.readyAts()
+	for id, at := range out {
+		out[id] = laterOf(at, m.users[id].pass)
+	}
+	return out
+}
+
+// room returns how many more of user id's entries its limits let be claimed at now, given
+// its in-flight count then: MaxInFlight less that count, and the rate's allowance, b when the mark is not
+// after now and else max(0, b − ceil((mark − now)/Every)); math.MaxInt for no limit.
+func (m *Model) room(id string, now time.Time, inFlight int) int {
+	l, u := m.users[id].limits, m.users[id]
+	room := math.MaxInt
+	if l.MaxInFlight > 0 {
+		room = max(0, l.MaxInFlight-inFlight)
+	}
+	if l.Every > 0 {
+		b := max(l.Burst, 1)
+		a := b
+		if u.mark.After(now) {
+			d := new(big.Int).Sub(nanos(u.mark), nanos(now))
+			e := big.NewInt(int64(l.Every))
+			q := new(big.Int).Div(d.Add(d, new(big.Int).Sub(e, big.NewInt(1))), e) // the ceiling
+			if a = 0; q.Cmp(big.NewInt(int64(b))) < 0 {
+				a = b - int(q.Int64())
+			}
+		}
+		room = min(room, a)
+	}
+	return room
 }
 
 // heldIn counts the users of group that are ready and held at now.
@@ -146,7 +228,10 @@ func (m *Model) schedule(e duework.Entry) {
 
 // ScheduleMissing inserts those of entries that tc does not have yet.
 func (m *Model) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
-	if err := duework.ValidateEntries(tc, entries); err != nil {
+	if err := tc.Check(); err != nil {
+		return 0, err
+	}
+	if err := vocab.Each("entries", entries, func(e duework.Entry) error { return e.Validate(tc) }); err != nil {
 		return 0, err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -168,7 +253,7 @@ func (m *Model) Unschedule(ctx context.Context, tc tenancy.Context, workKey stri
 	if err := tc.Check(); err != nil {
 		return err
 	}
-	if err := duework.ValidateWorkKey(workKey); err != nil {
+	if err := vocab.Name(duework.ErrInvalid, "WorkKey", workKey); err != nil {
 		return err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -184,7 +269,7 @@ func (m *Model) Get(ctx context.Context, tc tenancy.Context, workKey string) (du
 	if err := tc.Check(); err != nil {
 		return duework.Entry{}, err
 	}
-	if err := duework.ValidateWorkKey(workKey); err != nil {
+	if err := vocab.Name(duework.ErrInvalid, "WorkKey", workKey); err != nil {
 		return duework.Entry{}, err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -200,7 +285,7 @@ func (m *Model) Get(ctx context.Context, tc tenancy.Context, workKey string) (du
 
 // Complete writes next and ends the claim while c is the entry's current claim.
 func (m *Model) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
-	if err := duework.ValidateCompletion(tc, c, next); err != nil {
+	if err := (duework.Done{Tenant: tc, Claim: c, Next: next}).Validate(); err != nil {
 		return err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -236,7 +321,7 @@ func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	defer m.mu.Unlock()
 	errs := make([]error, len(done))
 	for i, d := range done {
-		if err := duework.ValidateCompletion(d.Tenant, d.Claim, d.Next); err != nil {
+		if err := d.Validate(); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -247,7 +332,7 @@ func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 
 // CheckClaim returns nil while c is the current claim of tc's entry, else ErrClaimLost.
 func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	return m.whileClaimed(ctx, "CheckClaim", tc, c, func() {})
+	return m.whileClaimed(ctx, "CheckClaim", tc, c, nil)
 }
 
 // UnscheduleClaimed removes tc's entry while c is its current claim, else ErrClaimLost.
@@ -256,28 +341,32 @@ func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 }
 
 // whileClaimed runs write under the Model's lock if c is the current claim of tc's entry,
-// and returns ErrClaimLost, naming op, if it is not.
+// and returns ErrClaimLost, naming op, if it is not; a nil write only checks, and then also
+// that c.Until is the current claim's.
 func (m *Model) whileClaimed(ctx context.Context, op string, tc tenancy.Context, c duework.Claim, write func()) error {
-	if err := duework.ValidateClaim(tc, c); err != nil {
+	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
 	if err := m.lock(ctx); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
-	if m.current(c) == nil {
+	r := m.current(c)
+	if r == nil || write == nil && !r.until.Equal(c.Until) {
 		return fmt.Errorf("indextest: Model.%s %q with token %d: %w", op, c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
 	}
-	write()
+	if write != nil {
+		write()
+	}
 	return nil
 }
 
 // DueBefore returns at most limit entries visible at now in (DueAt, UserID, WorkKey) order.
 func (m *Model) DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error) {
-	if err := duework.ValidateTime("now", now); err != nil {
+	if err := vocab.Time(duework.ErrInvalid, "now", now); err != nil {
 		return nil, err
 	}
-	if err := duework.ValidateLimit("limit", limit); err != nil {
+	if err := vocab.Limit(duework.ErrInvalid, "limit", limit); err != nil {
 		return nil, err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -323,13 +412,15 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	for _, c := range cands {
 		read[c.id] = true
 	}
-	visible := m.visibleOf(read, q.Now)
+	visible, inFlight := m.visibleOf(read, q.Now), m.inFlights(q.Now)
 	for _, c := range cands {
 		u := m.users[c.id]
 		due := visible[c.id]
-		h := duework.Head{UserID: c.id, LastServed: norm(u.lastServed), Turn: norm(c.turn), Due: due, More: len(due) > q.PerUser}
+		limit := min(q.PerUser*u.limits.EffectiveWeight(), m.room(c.id, q.Now, inFlight[c.id]))
+		h := duework.Head{UserID: c.id, LastServed: norm(u.lastServed), Turn: norm(c.turn), Due: due, More: len(due) > limit,
+			Limits: u.limits, InFlight: inFlight[c.id]}
 		if h.More {
-			h.Due = due[:q.PerUser:q.PerUser]
+			h.Due = due[:limit:limit]
 		}
 		page.Heads = append(page.Heads, h)
 		if q.Hold > 0 {
@@ -341,7 +432,7 @@ func (m *Model) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 
 // Route moves each named, stored user to its group.
 func (m *Model) Route(ctx context.Context, routes []duework.Route) error {
-	if err := duework.ValidateRoutes(routes); err != nil {
+	if err := vocab.Each("routes", routes, duework.Route.Validate); err != nil {
 		return err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -350,7 +441,7 @@ func (m *Model) Route(ctx context.Context, routes []duework.Route) error {
 	defer m.mu.Unlock()
 	for _, r := range routes {
 		if u := m.users[r.UserID]; u != nil {
-			u.group = r.Group
+			u.group, u.limits = r.Group, r.Limits
 		}
 	}
 	return nil
@@ -358,7 +449,7 @@ func (m *Model) Route(ctx context.Context, routes []duework.Route) error {
 
 // Groups returns, sorted, the groups holding a user ready at now.
 func (m *Model) Groups(ctx context.Context, now time.Time) ([]string, error) {
-	if err := duework.ValidateTime("now", now); err != nil {
+	if err := vocab.Time(duework.ErrInvalid, "now", now); err != nil {
 		return nil, err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -377,7 +468,7 @@ func (m *Model) Groups(ctx context.Context, now time.Time) ([]string, error) {
 
 // Release ends the holds of the named users that end exactly at heldUntil.
 func (m *Model) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
-	if err := duework.ValidateTime("heldUntil", heldUntil); err != nil {
+	if err := vocab.Time(duework.ErrInvalid, "heldUntil", heldUntil); err != nil {
 		return err
 	}
 	if err := m.lock(ctx); err != nil {
@@ -392,29 +483,185 @@ func (m *Model) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 	return nil
 }
 
-// Claim claims those of keys that are visible at now, until until.
+// served is what one Claim call does for one user: its Turn before the call, how many of
+// its entries the call may claim, and how many it has.
+type served struct {
+	turn        time.Time
+	room, count int
+}
+
+// Claim claims those of keys that are visible at now and that the users' limits allow,
+// until until: each user's keys beyond its room at now (before the call) are skipped, in
+// the order of keys; then each user served k entries gets LastServed, its rate mark and
+// its pass moved, and its hold ended.
 func (m *Model) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
-	if err := duework.ValidateClaimWindow(now, until); err != nil {
+	if err := vocab.ClaimWindow(duework.ErrInvalid, now, until); err != nil {
 		return nil, err
 	}
 	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer m.mu.Unlock()
+	before, inFlight := m.turns(), m.inFlights(now)
+	calls := map[string]*served{}
 	var out []duework.Claim
 	for _, k := range keys {
 		r := m.rows[k]
 		if r == nil || !r.visible(now) {
 			continue
 		}
+		c := calls[k.UserID]
+		if c == nil {
+			c = &served{turn: before[k.UserID], room: m.room(k.UserID, now, inFlight[k.UserID])}
+			calls[k.UserID] = c
+		}
+		if c.count == c.room {
+			continue
+		}
+		c.count++
 		m.tokens++
 		r.token, r.until = m.tokens, until
-		u := m.users[k.UserID]
-		if now.After(u.lastServed) {
-			u.lastServed = now
-		}
-		u.heldUntil = time.Time{}
 		out = append(out, duework.Claim{Entry: normEntry(r.e), Token: r.token, Until: norm(until)})
 	}
+	for id, c := range calls {
+		if c.count > 0 {
+			m.serve(m.users[id], c, now)
+		}
+	}
 	return out, nil
+}
+
+// serve applies a Claim at now that claimed c.count of u's entries to u (c.turn is T, its
+// Turn before the call; a weighted stride starts no earlier than now − w·(now −
+// LastServed)), which is the floor of duework.Index's doc: LastServed
+// becomes max(LastServed, now); with Every = E > 0 the mark becomes max(mark, now) + k·E,
+// at most vocab.MaxTime; the pass becomes max(pass, now) when k ≥ w or T is not before now, and
+// otherwise max(pass, T + floor(L·k/w) µs), L = now − T in whole microseconds rounded
+// down; the hold ends.
+func (m *Model) serve(u *modelUser, c *served, now time.Time) {
+	k, w, t := c.count, u.limits.EffectiveWeight(), c.turn
+	if k < w && !u.lastServed.IsZero() && u.lastServed.Before(now) {
+		// The stride starts no earlier than now − 3w·(now − LastServed), at least vocab.MinTime.
+		gap := new(big.Int).Sub(nanos(now), nanos(u.lastServed))
+		t = laterOf(t, fromNanos(new(big.Int).Sub(nanos(now), gap.Mul(gap, big.NewInt(3*int64(w))))))
+	}
+	u.lastServed = laterOf(u.lastServed, now)
+	if e := u.limits.Every; e > 0 {
+		u.mark = fromNanos(new(big.Int).Add(nanos(laterOf(u.mark, now)), times(k, e)))
+	}
+	if k >= w || !t.Before(now) {
+		u.pass = laterOf(u.pass, now)
+	} else {
+		micro := big.NewInt(int64(time.Microsecond))
+		l := new(big.Int).Div(new(big.Int).Sub(nanos(now), nanos(t)), micro)
+		s := new(big.Int).Div(new(big.Int).Mul(l, big.NewInt(int64(k))), big.NewInt(int64(w)))
+		u.pass = laterOf(u.pass, fromNanos(new(big.Int).Add(nanos(t), s.Mul(s, micro))))
+	}
+	u.heldUntil = time.Time{}
+}
+
+// CheckClaims checks each claim as CheckClaim would.
+func (m *Model) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	return m.eachClaim(ctx, "CheckClaims", claims, nil)
+}
+
+// Unclaim ends each claim that is still current and leaves its entry as it is.
+func (m *Model) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	return m.eachClaim(ctx, "Unclaim", claims, func(r *modelRow) { r.token, r.until = 0, time.Time{} })
+}
+
+// eachClaim applies write to the row of each claim that is current, one after another; a
+// nil write only checks, and then also that the claim's Until is the current claim's.
+func (m *Model) eachClaim(ctx context.Context, op string, claims []duework.Unclaim, write func(*modelRow)) ([]error, error) {
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	errs := make([]error, len(claims))
+	for i, c := range claims {
+		if err := c.Validate(); err != nil {
+			errs[i] = err
+			continue
+		}
+		r := m.current(c.Claim)
+		if r == nil || write == nil && !r.until.Equal(c.Claim.Until) {
+			errs[i] = fmt.Errorf("indextest: Model.%s %q with token %d: %w", op, c.Claim.Entry.WorkKey, c.Claim.Token, duework.ErrClaimLost)
+			continue
+		}
+		if write != nil {
+			write(r)
+		}
+	}
+	return errs, nil
+}
+
+// User returns userID's place in its queue at now.
+func (m *Model) User(ctx context.Context, userID string, now time.Time) (duework.UserState, error) {
+	if err := vocab.Name(duework.ErrInvalid, "UserID", userID); err != nil {
+		return duework.UserState{}, err
+	}
+	if err := vocab.Time(duework.ErrInvalid, "now", now); err != nil {
+		return duework.UserState{}, err
+	}
+	if err := m.lock(ctx); err != nil {
+		return duework.UserState{}, err
+	}
+	defer m.mu.Unlock()
+	u := m.users[userID]
+	if u == nil {
+		return duework.UserState{}, fmt.Errorf("indextest: Model.User %q: %w", userID, duework.ErrNotFound)
+	}
+	st := duework.UserState{Group: u.group, Limits: u.limits, LastServed: norm(u.lastServed), InFlight: m.inFlight(userID, now)}
+	if turn, ok := m.turns()[userID]; ok {
+		st.Turn = norm(turn)
+	}
+	if u.heldUntil.After(now) {
+		st.HeldUntil = norm(u.heldUntil)
+	}
+	return st, nil
+}
+
+// inFlight counts user's current claims whose Until is after now.
+func (m *Model) inFlight(user string, now time.Time) int { return m.inFlights(now)[user] }
+
+// inFlights counts every user's current claims whose Until is after now.
+func (m *Model) inFlights(now time.Time) map[string]int {
+	n := map[string]int{}
+	for k, r := range m.rows {
+		if r.token != 0 && r.until.After(now) {
+			n[k.UserID]++
+		}
+	}
+	return n
+}
+
+// Entries returns up to limit of userID's entries after after, in WorkKey order.
+func (m *Model) Entries(ctx context.Context, userID, after string, limit int) ([]duework.EntryState, error) {
+	if err := vocab.Name(duework.ErrInvalid, "UserID", userID); err != nil {
+		return nil, err
+	}
+	if after != "" {
+		if err := vocab.Name(duework.ErrInvalid, "WorkKey", after); err != nil {
+			return nil, fmt.Errorf("after: %w", err)
+		}
+	}
+	if err := vocab.Limit(duework.ErrInvalid, "limit", limit); err != nil {
+		return nil, err
+	}
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []duework.EntryState
+	for k, r := range m.rows {
+		if k.UserID == userID && k.WorkKey > after {
+			es := duework.EntryState{Entry: normEntry(r.e)}
+			if r.token != 0 {
+				es.ClaimedUntil = norm(r.until)
+			}
+			out = append(out, es)
+		}
+	}
+	slices.SortFunc(out, func(a, b duework.EntryState) int { return strings.Compare(a.Entry.WorkKey, b.Entry.WorkKey) })
+	return out[:min(limit, len(out)):min(limit, len(out))], nil
 }

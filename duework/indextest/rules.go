@@ -68,21 +68,52 @@ var rules = []rule{
 	{"ScheduleEndsClaim", "Schedule of a claimed entry replaces it and ends the claim: the claimant's Complete is ErrClaimLost", scheduleEndsClaim},
 	{"UnscheduleClaimed", "Unschedule removes a claimed entry; the claimant's Complete is ErrClaimLost and does not bring it back", unscheduleClaimed},
 	{"GetClaimed", "Get returns an entry whether or not it is claimed", getClaimed},
-	{"ClaimGuard", "CheckClaim and UnscheduleClaimed act only while the claim is the entry's current one, else ErrClaimLost and nothing changes", claimGuard},
+	{"CheckClaim", "CheckClaim and UnscheduleClaimed act only while the claim is the entry's current one (CheckClaim: with the claim's own Until too), else ErrClaimLost and nothing changes", claimGuard},
 
-	// Batched completion.
+	// Batched completion, checks and hand-backs.
 	{"CompleteMany", "CompleteMany gives each item its own outcome, applied one after another: good items are written, lost, repeated and invalid ones are not", completeMany},
 	{"CompleteManyRetry", "a CompleteMany retried after a write reports each item already written as ErrClaimLost and writes nothing twice", completeManyRetry},
+	{"CheckClaims", "CheckClaims gives each claim CheckClaim's outcome, one per item in order: nil while it is current, ErrClaimLost once replaced or completed or if never made, ErrInvalid or tenancy.ErrNoTenant for a bad item; it writes nothing", checkClaims},
+	{"Unclaim", "Unclaim ends each claim that is still current and leaves its entry exactly as it is, visible at once; a claim no longer current (handed back, replaced, completed, never made) is ErrClaimLost and a bad item ErrInvalid or tenancy.ErrNoTenant, each item with its own outcome, applied one after another", unclaim},
+	{"UnclaimFreesSlot", "Unclaim frees the in-flight slot at once: a user at its MaxInFlight is ready again, and claimable, at the same now", unclaimFreesSlot},
+	{"UnclaimRefundsNoRate", "Unclaim refunds no rate allowance: the items handed back still count against Every and Burst", unclaimRefundsNoRate},
+	{"UnclaimKeepsPlace", "Unclaim keeps LastServed and the stride position: the user's Turn moves only as its ReadyAt does", unclaimKeepsPlace},
+
+	// Operator reads.
+	{"UserNotFound", "User of a user the index does not store (never scheduled, only routed, only named in a Claim) is ErrNotFound", userNotFound},
+	{"UserState", "User reports the user's group, limits and LastServed, its Turn (zero without entries), HeldUntil only while the hold ends after now, and its in-flight count at now", userState},
+	{"EntriesPaging", "Entries returns the user's entries whose WorkKey sorts bytewise after after, at most limit, in WorkKey order, each whole with its current claim's Until (ended or not; zero without one): paging by the last WorkKey returned reads each entry once", entriesPaging},
+	{"EntriesUnknownUser", "Entries of a user the index does not store, or with no entries left, returns none and no error", entriesUnknownUser},
+	{"OperatorReadsEscaping", "User and Entries address tenant IDs and work keys that need escaping (a/b, %, <script>, quotes, Unicode) exactly, and only that tenant", operatorEscaping},
+
+	// Flow control.
+	{"MaxInFlight", "no Claim, at any now (stale ones included), leaves a user's in-flight count at its now above MaxInFlight: each user's keys beyond its free slots are skipped in the order of keys and those within claimed, and User's InFlight counts the current claims whose Until is after now", maxInFlight},
+	{"CappedNotReady", "a user with MaxInFlight claims current is not ready, nor its group listed, before the MaxInFlight-th latest Until among them; then Ready cuts its Due to its free slots and sets More", cappedNotReady},
+	{"CompleteFreesSlot", "Complete frees the in-flight slot at once: a user at its MaxInFlight is ready again at the same now", completeFreesSlot},
+	{"ClaimEndFreesSlot", "a claim frees its slot at its Until with no call in between: the user's in-flight count drops and it is ready, though the claim is still current", claimEndFreesSlot},
+	{"ClaimLimitsInKeyOrder", "Claim applies each user's limits to its keys in the order given: the first it allows are claimed, the rest skipped, other users' keys untouched; a Claim that takes nothing of a user leaves its LastServed", claimLimitsKeyOrder},
+	{"HeadLimits", "each Head carries the user's stored Limits and its in-flight count at Now", headLimits},
+	{"RateLimit", "with Every E and b = max(Burst, 1) a user is claimed at most b items at a now not before its mark, else max(0, b − ceil((mark − now)/E)), and a call that claims k moves the mark to max(mark, now) + k·E; it is not ready before mark − (b−1)·E, and Ready cuts its Due to the allowance", rateLimit},
+	{"RateWindow", "for any claims, completions and hand-backs at any nows, a user with Every E is claimed at most b + floor(T/E) items in any window [t, t+T], b = max(Burst, 1), and each Claim takes exactly what the allowance lets it", rateWindow},
+	{"RateWorkConserving", "a user that always has work and is claimed whenever it is ready gets exactly b + floor(T/E) items in [t, t+T] from a full allowance at t", rateWorkConserving},
+	{"WeightStride", "a Claim of k of a weighted user's entries moves its pass to max(pass, T + floor(L·k/w) µs), T its Turn before the call and L = now − T in whole microseconds, or to max(pass, now) when k ≥ w or T is not before now; its Turn is max(ReadyAt, pass)", weightStride},
+	{"WeightStrideFloor", "a weighted user's stride starts no earlier than now − 3·w·(now − LastServed) when it was served before, so one whose Turn fell far behind does not take serve after serve while it catches up", weightStrideFloor},
+	{"WeightScalesPerUser", "Ready returns up to PerUser × Weight Due entries of a user, and More when it has more visible", weightScalesPerUser},
+	{"WeightOneIsNoLimit", "with every weight 1 and no MaxInFlight or Every, every read and claim is as with zero Limits", weightOne},
+	{"RouteKeepsPlace", "Route keeps a user's hold, LastServed, stride position and rate mark: its Turn changes only as the new limits change its ReadyAt", routeKeepsPlace},
+	{"BadLimits", "Route with a Weight outside [0, MaxWeight], a MaxInFlight or Burst outside [0, MaxLimit] or a negative Every is ErrInvalid naming the field, and writes none of its routes", badLimits},
+	{"LimitBounds", "the largest limits are accepted and nothing overflows: Weight MaxWeight, MaxInFlight and Burst MaxLimit, the largest Every, a stride across 10,000 years, a rate mark that saturates at the end of year 9999", limitBounds},
 
 	// Bad input.
 	{"BadEntries", "an invalid Entry is ErrInvalid naming the field (tenancy.ErrNoTenant for the zero Context) wherever an Entry is taken, and changes nothing", badEntries},
-	{"BadArguments", "a bad argument (time, limit, Hold, group name, work key) is ErrInvalid naming it, and changes nothing", badArguments},
+	{"BadArguments", "a bad argument (time, limit, Hold, group name, work key, user ID) is ErrInvalid naming it, and changes nothing", badArguments},
 	{"InvalidKeysSkipped", "Claim skips keys with invalid IDs and claims the rest", invalidKeysSkipped},
-	{"Bounds", "the bounds themselves are accepted: limits of MaxLimit, times at MinTime and MaxTime (to the microsecond)", bounds},
+	{"Bounds", "the bounds themselves are accepted: limits of MaxLimit, times at the start of year 1 and the end of year 9999 (to the microsecond)", bounds},
 
 	// Concurrency.
 	{"ParallelReaders", "concurrent Ready calls with a Hold at the same Now never return the same user", parallelReaders},
 	{"ParallelClaimers", "concurrent Claims hand out each entry at most once per claim window", parallelClaimers},
+	{"ParallelLimits", "concurrent dispatchers, claimers and a stale claimer never take a user past MaxInFlight or its rate allowance, and together claim exactly what its limits allow", parallelLimits},
 }
 
 func getReturnsScheduled(s *suite) {

@@ -170,7 +170,7 @@ func readyPerUser(s *suite) {
 	// A claimed entry is neither in Due nor counted for More.
 	s.claimOne(key("amy", "a"), at(0), at(100))
 	p := s.ready(duework.ReadyQuery{Now: at(0), Users: 1, PerUser: 2})
-	want := []duework.Head{{UserID: "amy", LastServed: at(0), Turn: at(0), Due: []duework.Entry{amy[0], amy[2]}}}
+	want := []duework.Head{{UserID: "amy", LastServed: at(0), Turn: at(0), Due: []duework.Entry{amy[0], amy[2]}, InFlight: 1}}
 	if !sameHeads(p.Heads, want) {
 		s.errorf("Ready(PerUser 2) with a claimed =\n%s\nwant\n%s", showHeads(p.Heads), showHeads(want))
 	}
