@@ -2,13 +2,13 @@ package tenancy
 
 import (
 	"errors"
-	"fmt"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
-// MaxIDLength is the longest user ID, slug or row ID, in bytes, that this package accepts.
-const MaxIDLength = 256
+// MaxIDLength is the longest user ID, slug or row ID, in bytes, that this package accepts:
+// 256.
+const MaxIDLength = vocab.MaxNameLength
 
 var (
 	// ErrNoTenant is returned by every call that takes a Context when it is given the zero
@@ -61,29 +61,7 @@ func (c Context) Check() error {
 // U+FEFF, bidi controls, the zero-width joiner) anywhere, and no white space (unicode.IsSpace)
 // at either end; white space inside is allowed. what names the field in the error, which wraps
 // ErrInvalidID and quotes the value and, for a bad character, its code point. ValidateID does
-// not normalise: see the package documentation. It costs one pass over id.
-func ValidateID(what, id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: %s is empty", ErrInvalidID, what)
-	case len(id) > MaxIDLength:
-		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidID, what, len(id), MaxIDLength)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidID, what, id)
-	}
-	for _, r := range id {
-		switch {
-		case unicode.IsControl(r):
-			return fmt.Errorf("%w: %s %q contains control character %U", ErrInvalidID, what, id, r)
-		case unicode.Is(unicode.Cf, r):
-			return fmt.Errorf("%w: %s %q contains format character %U", ErrInvalidID, what, id, r)
-		}
-	}
-	if r, _ := utf8.DecodeRuneInString(id); unicode.IsSpace(r) {
-		return fmt.Errorf("%w: %s %q begins with white space %U", ErrInvalidID, what, id, r)
-	}
-	if r, _ := utf8.DecodeLastRuneInString(id); unicode.IsSpace(r) {
-		return fmt.Errorf("%w: %s %q ends with white space %U", ErrInvalidID, what, id, r)
-	}
-	return nil
-}
+// not normalise: see the package documentation. It costs one pass over id. Every rota
+// package and adapter checks its names by this rule: work keys, tiers, groups, lanes, and
+// maintenance's task, holder and lease names.
+func ValidateID(what, id string) error { return vocab.Name(ErrInvalidID, what, id) }

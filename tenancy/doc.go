@@ -17,31 +17,37 @@
 //     due-work WorkKey and the Tier a cadence tier name, checked as an ID but not against a
 //     registry (which tiers exist is the host's configuration). Add refuses an entry that
 //     names another user with [ErrForbidden]: it is never rewritten to the caller's user.
-//   - [BatchGetter] is an optional Watchlist capability, found by type assertion:
-//     GetMany reads the entries of many tenants in one call, each [Lookup] under its own
-//     Context, so the boundary holds lookup by lookup — one of another tenant's entries is
-//     that lookup's ErrNotFound, a zero Context its ErrNoTenant — and only a done ctx or a
-//     broken connection fails the call. A dispatcher's worker pool wants it: one read for
-//     a batch of items instead of a Get each.
-//   - [Entitlements] tells a tenant's [PlanID]. A tenant never given a plan is on
-//     [PlanFree]. Which dispatch lane a plan buys is wiring in package bridge.
+//     AddMany writes many entries of one tenant, all or nothing: one bad entry refuses
+//     the call, naming its index. GetMany reads the entries of many tenants in one call,
+//     each [Lookup] under its own Context, so the boundary holds lookup by lookup — one
+//     of another tenant's entries is that lookup's ErrNotFound, a zero Context its
+//     ErrNoTenant — and only a done ctx or a broken connection fails the call; a
+//     dispatcher's worker pool reads a batch of items so. Tenants pages through the IDs
+//     of the users that hold entries, for an operator or a start-up sync: it lists IDs
+//     only, never an entry.
+//   - [Entitlements] tells a tenant's [PlanID]. Plans are the host's: any valid ID is a
+//     plan, and [PlanFree], [PlanPlus] and [PlanPro] are the examples' names. A tenant
+//     never given a plan is on PlanFree. Which dispatch lane and limits a plan buys is
+//     wiring in package bridge.
 //   - [Repository] is generic tenant-scoped storage: Put inserts or replaces, List returns
 //     the tenant's rows ordered by id.
 //
 // Delete and Remove answer ErrNotFound for a missing row, so a caller can tell a removal
 // from a no-op. [NewMemoryWatchlist], [NewMemoryEntitlements] and [NewMemoryRepository] are
 // the in-memory implementations: safe for concurrent use, zero values ready to use; a
-// single-row call costs one map lookup, GetMany one per lookup under one lock, and List
-// sorts the tenant's n rows in O(n log n), whatever other tenants hold. The postgres module
-// implements Watchlist (with GetMany) and Entitlements for services that run on several
-// machines; package tenancytest is the conformance suite every implementation runs.
+// single-row call costs one map lookup, GetMany one per lookup under one lock, AddMany one
+// per entry under one lock, and List sorts the tenant's n rows in O(n log n), whatever
+// other tenants hold; Tenants sorts every tenant's ID, O(t log t). The postgres module
+// implements Watchlist and Entitlements for services that run on several machines; package
+// tenancytest is the conformance suite every implementation runs.
 //
 // # IDs
 //
 // User IDs, slugs, row IDs and tier names are checked by [ValidateID]: non-empty, at most
 // [MaxIDLength] bytes, valid UTF-8, no control or format characters (such as a zero-width
 // space or a bidi control) and no white space at either end. Anything else is
-// [ErrInvalidID], naming the field, the value and the offending character.
+// [ErrInvalidID], naming the field, the value and the offending character. A [PlanID] is
+// Valid by the same rules, and SetPlan refuses one that is not with [ErrInvalidPlan].
 //
 // IDs are compared byte for byte and never normalised: "Alice" and "alice" are two tenants,
 // and so are "José" written with a composed é (U+00E9) and with e followed by a combining
@@ -54,5 +60,7 @@
 //
 // A fair dispatcher must see every tenant's next due time at once, so the due-work index
 // (package duework) reads across tenants for the dispatcher. That is its own storage, whose
-// rows carry scheduling metadata only; nothing in this package is cross-tenant.
+// rows carry scheduling metadata only. In this package only Watchlist.GetMany, which
+// answers each lookup under its own Context, and Watchlist.Tenants, which lists user IDs
+// and nothing else, read across tenants.
 package tenancy

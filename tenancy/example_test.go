@@ -89,7 +89,8 @@ func ExampleMemoryWatchlist() {
 	// ana jobs hot
 }
 
-// A tenant never given a plan is on the free plan.
+// The plans are the host's: any valid name is one. A tenant never given a plan is on
+// PlanFree, "free".
 func ExampleMemoryEntitlements() {
 	ctx := context.Background()
 	ana, err := tenancy.NewContext("ana")
@@ -101,9 +102,10 @@ func ExampleMemoryEntitlements() {
 		log.Fatal(err)
 	}
 	plans := tenancy.NewMemoryEntitlements()
-	if err := plans.SetPlan(ctx, ben, tenancy.PlanPro); err != nil {
+	if err := plans.SetPlan(ctx, ben, "enterprise"); err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println(plans.SetPlan(ctx, ana, "team "))
 
 	for _, tc := range []tenancy.Context{ana, ben} {
 		p, err := plans.Plan(ctx, tc)
@@ -113,8 +115,9 @@ func ExampleMemoryEntitlements() {
 		fmt.Println(tc.UserID(), p)
 	}
 	// Output:
+	// tenancy: invalid plan: plan "team " ends with white space U+0020
 	// ana free
-	// ben pro
+	// ben enterprise
 }
 
 // GetMany reads several tenants' entries in one call, each lookup under its own Context:
@@ -139,17 +142,12 @@ func ExampleMemoryWatchlist_GetMany() {
 	}
 	ana, ben := tcs["ana"], tcs["ben"]
 
-	var wl tenancy.Watchlist = w
-	bg, ok := wl.(tenancy.BatchGetter) // an optional capability
-	if !ok {
-		log.Fatal("no GetMany")
-	}
 	lookups := []tenancy.Lookup{
 		{Tenant: ana, Slug: "jobs"},
 		{Tenant: ben, Slug: "jobs"},
 		{Tenant: ben, Slug: "news"},
 	}
-	entries, errs, err := bg.GetMany(ctx, lookups)
+	entries, errs, err := w.GetMany(ctx, lookups)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,15 +3,18 @@ package tenancy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
-// PlanID names a tenant's paid plan. Tenancy does not know what a plan buys; the bridge
-// package maps plans to dispatch lanes.
+// PlanID names a tenant's plan. The plans are the host's: any name [ValidateID] accepts is
+// a plan, such as "team" or "enterprise", and tenancy does not know what one buys (package
+// bridge maps plans to dispatch lanes and limits, from tables the host writes).
 type PlanID string
 
-// The plans a tenant can be on.
+// The examples' plans. A host may use these names or none of them; the one the library
+// itself relies on is PlanFree, the plan of a tenant never given one (see [Entitlements]).
 const (
 	PlanFree PlanID = "free"
 	PlanPlus PlanID = "plus"
@@ -22,17 +25,25 @@ const (
 // that can be written, for a PlanID that is not Valid.
 var ErrInvalidPlan = errors.New("tenancy: invalid plan")
 
-// Valid reports whether p is one of PlanFree, PlanPlus and PlanPro.
+// Valid reports whether p is a valid plan name: one that [ValidateID] accepts. It costs one
+// pass over p.
 func (p PlanID) Valid() bool {
-	switch p {
-	case PlanFree, PlanPlus, PlanPro:
-		return true
-	}
-	return false
+	return vocab.ValidName(string(p))
+}
+
+// Check returns nil for a Valid plan, and otherwise an error wrapping [ErrInvalidPlan] that
+// says what is wrong with it, as ValidateID's does for an ID. Implementations of SetPlan
+// call it before they write, so that every one refuses exactly what the in-memory one
+// refuses, in the same words.
+func (p PlanID) Check() error {
+	return vocab.Name(ErrInvalidPlan, "plan", string(p))
 }
 
 // Entitlements tells which plan a tenant is on. A tenant never given a plan is on PlanFree:
-// Plan returns PlanFree for it, not an error.
+// Plan returns PlanFree for it, not an error. A host whose plans do not include "free"
+// either gives every tenant a plan before it is served, or treats PlanFree as the name of
+// its own default plan — by mapping it in its lane and limits tables (bridge.PlanLanes,
+// bridge.PlanLimits) like any of its plans.
 type Entitlements interface {
 	// Plan returns the tenant's plan, or ErrNoTenant for the zero Context.
 	Plan(ctx context.Context, tc Context) (PlanID, error)
@@ -58,8 +69,8 @@ func (m *MemoryEntitlements) SetPlan(ctx context.Context, tc Context, p PlanID) 
 	if err := checkCall(ctx, tc); err != nil {
 		return err
 	}
-	if !p.Valid() {
-		return fmt.Errorf("%w: plan %q is not one of free, plus, pro", ErrInvalidPlan, p)
+	if err := p.Check(); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -105,16 +105,21 @@ func (r *MemoryRepository[T]) put(ctx context.Context, tc Context, what, id stri
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.tenantRows(tc.userID)[id] = v
+	return nil
+}
+
+// tenantRows returns user's map of rows, made on first use; r.mu must be held for writing.
+func (r *MemoryRepository[T]) tenantRows(user string) map[string]T {
 	if r.rows == nil {
 		r.rows = make(map[string]map[string]T)
 	}
-	m := r.rows[tc.userID]
+	m := r.rows[user]
 	if m == nil {
 		m = make(map[string]T)
-		r.rows[tc.userID] = m
+		r.rows[user] = m
 	}
-	m[id] = v
-	return nil
+	return m
 }
 
 func (r *MemoryRepository[T]) get(ctx context.Context, tc Context, what, id string) (T, error) {

@@ -3,7 +3,10 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // WatchlistEntry is one source a tenant watches. Slug identifies the source within the
@@ -38,39 +41,29 @@ func (e WatchlistEntry) Validate(tc Context) error {
 	if err := ValidateID("tier", e.Tier); err != nil {
 		return err
 	}
-	if y := e.AddedAt.UTC().Year(); y < 1 || y > 9999 {
-		return fmt.Errorf("%w: entry %q AddedAt %s is outside years 1 to 9999 UTC",
-			ErrInvalidID, e.Slug, e.AddedAt.UTC().Format(time.RFC3339Nano))
+	if !vocab.ValidTime(e.AddedAt) {
+		return vocab.Time(ErrInvalidID, fmt.Sprintf("entry %q AddedAt", e.Slug), e.AddedAt)
 	}
 	return nil
 }
 
 // Watchlist is the tenant-scoped list of watched sources, deny-by-default like
 // [Repository]. Every method returns [ErrNoTenant] for the zero Context and [ErrInvalidID]
-// for a bad slug.
+// for a bad slug. GetMany and Tenants are the cross-tenant exceptions: GetMany answers each
+// lookup under the lookup's own Context, and Tenants lists user IDs only, for an operator
+// or a start-up sync.
 type Watchlist interface {
 	// Add inserts or replaces the entry with e.Slug. It refuses what [WatchlistEntry.Validate]
 	// refuses: an entry whose UserID is not the Context's is ErrForbidden, never rewritten.
 	Add(ctx context.Context, tc Context, e WatchlistEntry) error
+	// AddMany is Add for many entries of one tenant, all or nothing: one entry that Validate
+	// refuses refuses the call, naming the entry's index, and nothing is written. A slug
+	// given twice is written once, the last one winning.
+	AddMany(ctx context.Context, tc Context, entries []WatchlistEntry) error
 	// Remove deletes the tenant's entry slug, or returns ErrNotFound.
 	Remove(ctx context.Context, tc Context, slug string) error
 	// Get returns the tenant's entry slug, or ErrNotFound.
 	Get(ctx context.Context, tc Context, slug string) (WatchlistEntry, error)
-	// List returns all the tenant's entries ordered by slug (byte order). The slice is the
-	// caller's.
-	List(ctx context.Context, tc Context) ([]WatchlistEntry, error)
-}
-
-// Lookup names one entry for [BatchGetter.GetMany]: the entry Slug of the tenant Tenant.
-type Lookup struct {
-	Tenant Context
-	Slug   string
-}
-
-// BatchGetter is an optional [Watchlist] capability: reading the entries of many tenants
-// in one call. Package bridge's Runner uses it, when its Watchlist has it, to read the
-// entries of a cycle's items at once instead of with one Get each.
-type BatchGetter interface {
 	// GetMany is Get for each lookup under the lookup's own Tenant, so each reads only its
 	// own tenant's entry. When err is nil, entries and errs hold one element per lookup,
 	// in order: errs[i] is nil when entries[i] was found, and otherwise what Get would
@@ -80,6 +73,23 @@ type BatchGetter interface {
 	// call's own failure, a done ctx or a broken connection, and then entries and errs
 	// are nil. The slices are the caller's.
 	GetMany(ctx context.Context, lookups []Lookup) (entries []WatchlistEntry, errs []error, err error)
+	// List returns all the tenant's entries ordered by slug (byte order). The slice is the
+	// caller's.
+	List(ctx context.Context, tc Context) ([]WatchlistEntry, error)
+	// Tenants returns, in byte order, up to limit IDs of users that have at least one entry
+	// and sort after after ("" for the first page); after must be "" or a valid ID, and
+	// limit in [1, MaxTenantsPage] ([ErrInvalidID] otherwise). An adapter over an index on
+	// user IDs makes it cost what it returns.
+	Tenants(ctx context.Context, after string, limit int) ([]string, error)
+}
+
+// MaxTenantsPage is the largest page [Watchlist.Tenants] returns.
+const MaxTenantsPage = 10000
+
+// Lookup names one entry for [Watchlist.GetMany]: the entry Slug of the tenant Tenant.
+type Lookup struct {
+	Tenant Context
+	Slug   string
 }
 
 // MemoryWatchlist is the in-memory [Watchlist], safe for concurrent use; the zero value is
@@ -89,10 +99,7 @@ type MemoryWatchlist struct {
 	repo MemoryRepository[WatchlistEntry]
 }
 
-var (
-	_ Watchlist   = (*MemoryWatchlist)(nil)
-	_ BatchGetter = (*MemoryWatchlist)(nil)
-)
+var _ Watchlist = (*MemoryWatchlist)(nil)
 
 // NewMemoryWatchlist returns an empty MemoryWatchlist.
 func NewMemoryWatchlist() *MemoryWatchlist {
@@ -111,6 +118,60 @@ func (w *MemoryWatchlist) Add(ctx context.Context, tc Context, e WatchlistEntry)
 	return w.repo.put(ctx, tc, "slug", e.Slug, e)
 }
 
+// AddMany implements [Watchlist]: every entry is checked with [WatchlistEntry.Validate]
+// before any is written, all under one lock.
+func (w *MemoryWatchlist) AddMany(ctx context.Context, tc Context, entries []WatchlistEntry) error {
+	if err := checkCall(ctx, tc); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		if err := e.Validate(tc); err != nil {
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	w.repo.mu.Lock()
+	defer w.repo.mu.Unlock()
+	rows := w.repo.tenantRows(tc.userID)
+	for _, e := range entries {
+		rows[e.Slug] = e
+	}
+	return nil
+}
+
+// Tenants implements [Watchlist]. It walks and sorts every tenant: O(t log t) for t
+// tenants, fine for a start-up sync, not for a page an operator reloads.
+func (w *MemoryWatchlist) Tenants(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := checkPage(ctx, after, limit); err != nil {
+		return nil, err
+	}
+	w.repo.mu.RLock()
+	ids := make([]string, 0, min(limit, len(w.repo.rows)))
+	for id, rows := range w.repo.rows {
+		if id > after && len(rows) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	w.repo.mu.RUnlock()
+	slices.Sort(ids)
+	return ids[:min(limit, len(ids)):min(limit, len(ids))], nil
+}
+
+// checkPage checks the arguments of [Watchlist.Tenants], then ctx.
+func checkPage(ctx context.Context, after string, limit int) error {
+	if after != "" {
+		if err := ValidateID("after", after); err != nil {
+			return err
+		}
+	}
+	if limit < 1 || limit > MaxTenantsPage {
+		return fmt.Errorf("%w: limit must be in [1, %d], got %d", ErrInvalidID, MaxTenantsPage, limit)
+	}
+	return ctx.Err()
+}
+
 // Remove implements [Watchlist].
 func (w *MemoryWatchlist) Remove(ctx context.Context, tc Context, slug string) error {
 	return w.repo.delete(ctx, tc, "slug", slug)
@@ -126,7 +187,7 @@ func (w *MemoryWatchlist) List(ctx context.Context, tc Context) ([]WatchlistEntr
 	return w.repo.List(ctx, tc)
 }
 
-// GetMany implements [BatchGetter]: one read lock for all the lookups, a map lookup each.
+// GetMany implements [Watchlist]: one read lock for all the lookups, a map lookup each.
 func (w *MemoryWatchlist) GetMany(ctx context.Context, lookups []Lookup) ([]WatchlistEntry, []error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err

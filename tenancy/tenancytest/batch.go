@@ -10,18 +10,7 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Rules of tenancy.BatchGetter, run for a Watchlist that has it and skipped for one that
-// does not.
-
-// batch returns the Watchlist's GetMany, or skips the rule when it has none.
-func (s *suite[S]) batch(w tenancy.Watchlist) tenancy.BatchGetter {
-	s.t.Helper()
-	g, ok := w.(tenancy.BatchGetter)
-	if !ok {
-		s.t.Skipf("the Watchlist (%T) does not implement tenancy.BatchGetter", w)
-	}
-	return g
-}
+// Rules of Watchlist.GetMany.
 
 func lk(tc tenancy.Context, slug string) tenancy.Lookup {
 	return tenancy.Lookup{Tenant: tc, Slug: slug}
@@ -36,7 +25,7 @@ type outcome struct {
 }
 
 // getMany calls GetMany and fails unless it answers want, one outcome per lookup in order.
-func (s *suite[S]) getMany(g tenancy.BatchGetter, what string, lookups []tenancy.Lookup, want []outcome) {
+func (s *suite[S]) getMany(g tenancy.Watchlist, what string, lookups []tenancy.Lookup, want []outcome) {
 	s.t.Helper()
 	es, errs, err := g.GetMany(bg, lookups)
 	if err != nil {
@@ -74,7 +63,7 @@ func (s *suite[S]) getErr(w tenancy.Watchlist, tc tenancy.Context, slug string) 
 // getManyOutcomes: each lookup is answered as Get answers it under the lookup's own
 // Context, in order, whatever the other lookups of the call are.
 func getManyOutcomes(s *suite[*watchSubject]) {
-	g := s.batch(s.x.w)
+	g := s.x.w
 	a, b := tenant(s.t, "alice"), tenant(s.t, "bob")
 	ax := tenancy.WatchlistEntry{UserID: "alice", Slug: "x", Tier: "hot", AddedAt: t0}
 	ay := tenancy.WatchlistEntry{UserID: "alice", Slug: "y", Tier: "cold", AddedAt: t0.Add(1500 * time.Microsecond)}
@@ -134,7 +123,7 @@ func getManyOutcomes(s *suite[*watchSubject]) {
 func getManyCrossTenant(s *suite[*watchSubject]) {
 	for _, p := range tenantPairs {
 		ps := &suite[*watchSubject]{t: s.t, x: s.fresh(), rule: s.rule, fresh: s.fresh}
-		g := ps.batch(ps.x.w)
+		g := ps.x.w
 		a, b := tenant(s.t, p.a), tenant(s.t, p.b)
 		absent := map[string]string{}
 		for _, id := range aIDs {
@@ -165,7 +154,7 @@ func getManyCrossTenant(s *suite[*watchSubject]) {
 
 // getManyDoneContext: a done ctx fails the call as a whole, whatever its lookups.
 func getManyDoneContext(s *suite[*watchSubject]) {
-	g := s.batch(s.x.w)
+	g := s.x.w
 	a, before := s.seeded()
 	cancelled, cancel := context.WithCancel(bg)
 	cancel()

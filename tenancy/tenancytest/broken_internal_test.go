@@ -56,18 +56,27 @@ func runRule[S subject](r rule[S], newSubject func() S) []string {
 	return rec.msgs
 }
 
-// fake is a Watchlist with GetMany, a Repository[string] and an Entitlements written from
-// scratch, correct unless its bug says otherwise.
+// fake is a Watchlist, a Repository[string] and an Entitlements written from scratch,
+// correct unless its bug says otherwise.
 type fake struct {
 	bug   string
 	mu    sync.Mutex
 	rows  map[string]tenancy.WatchlistEntry // by key(user, id); a Repository's value in Tier
 	plans map[string]tenancy.PlanID
 	lists map[string][]tenancy.WatchlistEntry // the "sharedSlice" bug's cache
+	ever  map[string]bool                     // every user that held an entry: the "tenantsKeepsEmpty" bug's list
 }
 
+var (
+	_ tenancy.Watchlist          = (*fake)(nil)
+	_ tenancy.Entitlements       = (*fake)(nil)
+	_ SettableEntitlements       = (*fake)(nil)
+	_ tenancy.Repository[string] = repo{}
+)
+
 func newFake(bug string) *fake {
-	return &fake{bug: bug, rows: map[string]tenancy.WatchlistEntry{}, plans: map[string]tenancy.PlanID{}, lists: map[string][]tenancy.WatchlistEntry{}}
+	return &fake{bug: bug, rows: map[string]tenancy.WatchlistEntry{}, plans: map[string]tenancy.PlanID{},
+		lists: map[string][]tenancy.WatchlistEntry{}, ever: map[string]bool{}}
 }
 
 func (f *fake) key(user, id string) string {
@@ -141,8 +150,102 @@ func (f *fake) Add(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistE
 		return nil
 	}
 	f.rows[f.key(tc.UserID(), e.Slug)] = e
+	f.ever[e.UserID] = true
 	delete(f.lists, tc.UserID())
 	return nil
+}
+
+func (f *fake) AddMany(ctx context.Context, tc tenancy.Context, entries []tenancy.WatchlistEntry) error {
+	if err := f.check(ctx, tc); err != nil {
+		return err
+	}
+	var keep []tenancy.WatchlistEntry
+	for i, e := range entries {
+		if f.bug == "addManyRewritesUser" {
+			e.UserID = tc.UserID()
+		}
+		err := e.Validate(tc)
+		switch {
+		case err != nil && f.bug == "addManySkipsForbidden" && errors.Is(err, tenancy.ErrForbidden):
+			continue
+		case err != nil && f.bug == "addManyPartial":
+			f.write(tc, keep)
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		case err != nil && f.bug == "addManyNoIndex":
+			return err
+		case err != nil:
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+		keep = append(keep, e)
+	}
+	if f.bug == "addManyFirstWins" {
+		seen := map[string]bool{}
+		keep = slices.DeleteFunc(keep, func(e tenancy.WatchlistEntry) bool {
+			dup := seen[e.Slug]
+			seen[e.Slug] = true
+			return dup
+		})
+	}
+	f.write(tc, keep)
+	return nil
+}
+
+// write stores entries for tc, in order.
+func (f *fake) write(tc tenancy.Context, entries []tenancy.WatchlistEntry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range entries {
+		f.rows[f.key(tc.UserID(), e.Slug)] = e
+		f.ever[e.UserID] = true
+	}
+	delete(f.lists, tc.UserID())
+}
+
+func (f *fake) Tenants(ctx context.Context, after string, limit int) ([]string, error) {
+	if after != "" && f.bug != "tenantsAfterUnchecked" {
+		if err := tenancy.ValidateID("after", after); err != nil {
+			return nil, err
+		}
+	}
+	if (limit < 1 || limit > tenancy.MaxTenantsPage) && f.bug != "tenantsLooseLimit" {
+		return nil, fmt.Errorf("%w: limit %d", tenancy.ErrInvalidID, limit)
+	}
+	if err := ctx.Err(); err != nil && f.bug != "tenantsIgnoresCtx" {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	users := map[string]bool{}
+	for _, e := range f.rows {
+		users[e.UserID] = true
+	}
+	if f.bug == "tenantsKeepsEmpty" {
+		users = f.ever
+	}
+	var out []string
+	for u := range users {
+		if u > after || (u == after && f.bug == "tenantsInclusive") {
+			out = append(out, u)
+		}
+	}
+	slices.Sort(out)
+	switch f.bug {
+	case "tenantsFoldsCase":
+		// Compared and deduplicated without case, as a citext column would.
+		sort.SliceStable(out, func(i, j int) bool { return strings.ToLower(out[i]) < strings.ToLower(out[j]) })
+		out = slices.CompactFunc(out, strings.EqualFold)
+	case "tenantsTruncates":
+		// IDs cut to 64 bytes, as a varchar(64) column would.
+		for i, u := range out {
+			if len(u) > 64 {
+				out[i] = u[:64]
+			}
+		}
+	}
+	if len(out) > limit && f.bug != "tenantsNoLimit" && limit > 0 {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 func (f *fake) Get(ctx context.Context, tc tenancy.Context, slug string) (tenancy.WatchlistEntry, error) {
@@ -293,6 +396,19 @@ func (f *fake) SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID
 	if !p.Valid() && f.bug != "anyPlan" {
 		return fmt.Errorf("%w: %q", tenancy.ErrInvalidPlan, p)
 	}
+	switch f.bug {
+	case "threePlans":
+		// The plans of an earlier release only, as a CHECK constraint would allow.
+		if p != tenancy.PlanFree && p != tenancy.PlanPlus && p != tenancy.PlanPro {
+			return fmt.Errorf("%w: plan %q is not one of free, plus, pro", tenancy.ErrInvalidPlan, p)
+		}
+	case "foldsPlanCase":
+		p = tenancy.PlanID(strings.ToLower(string(p)))
+	case "truncatesPlan":
+		if len(p) > 64 {
+			p = p[:64]
+		}
+	}
 	if p == tenancy.PlanFree && f.bug == "ignoresFree" {
 		return nil
 	}
@@ -355,6 +471,9 @@ func catches[S subject](t *testing.T, iface string, rules []rule[S], wrap func(*
 }
 
 func TestSuiteCatchesBrokenWatchlists(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short shortens rapid's state-machine sequences, and this test needs them at full length")
+	}
 	catches(t, "Watchlist", watchlistRules, func(f *fake) *watchSubject { return &watchSubject{w: f} }, map[string][]string{
 		"joinedKey":        {"CrossTenant", "SharedSlugs", "GetManyCrossTenant"},
 		"caseFold":         {"CrossTenant", "SharedSlugs", "GetManyCrossTenant", "StateMachine"},
@@ -377,6 +496,21 @@ func TestSuiteCatchesBrokenWatchlists(t *testing.T) {
 		"batchOnce":        {"GetMany", "StateMachine"},
 		"batchFoundFirst":  {"GetMany", "StateMachine"},
 		"batchIgnoresCtx":  {"GetManyDoneContext"},
+
+		"addManyPartial":        {"AddManyAllOrNothing", "BadIDs", "StateMachine"},
+		"addManyNoIndex":        {"AddManyAllOrNothing"},
+		"addManyFirstWins":      {"AddManyDuplicates", "StateMachine"},
+		"addManyRewritesUser":   {"AddManyCrossTenant", "AddManyAllOrNothing"},
+		"addManySkipsForbidden": {"AddManyCrossTenant", "AddManyAllOrNothing"},
+
+		"tenantsInclusive":      {"Tenants", "StateMachine"},
+		"tenantsNoLimit":        {"Tenants", "StateMachine"},
+		"tenantsFoldsCase":      {"Tenants", "StateMachine"},
+		"tenantsTruncates":      {"Tenants"},
+		"tenantsLooseLimit":     {"TenantsBounds"},
+		"tenantsAfterUnchecked": {"TenantsBounds"},
+		"tenantsIgnoresCtx":     {"TenantsBounds"},
+		"tenantsKeepsEmpty":     {"TenantsMembership", "StateMachine"},
 	})
 }
 
@@ -403,6 +537,9 @@ func TestSuiteCatchesBrokenEntitlements(t *testing.T) {
 		"defaultPlus":      {"DefaultFree", "StateMachine"},
 		"ignoresFree":      {"SetPlan", "StateMachine"},
 		"anyPlan":          {"InvalidPlan", "StateMachine"},
+		"threePlans":       {"HostPlans", "StateMachine"},
+		"foldsPlanCase":    {"HostPlans", "StateMachine"},
+		"truncatesPlan":    {"HostPlans"},
 		"zeroContextLists": {"NoTenant"},
 		"ignoresCtx":       {"DoneContext"},
 	})

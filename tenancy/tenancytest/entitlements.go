@@ -3,6 +3,7 @@ package tenancytest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/rotaworks/rota/tenancy"
@@ -10,8 +11,9 @@ import (
 
 var entitlementsRules = []rule[*entSubject]{
 	{"DefaultFree", "a tenant never given a plan is on PlanFree, without an error", defaultFree},
-	{"SetPlan", "Plan returns the plan SetPlan last set, for each of PlanFree, PlanPlus and PlanPro", setPlan},
-	{"InvalidPlan", "SetPlan of a plan that is not Valid is ErrInvalidPlan and changes nothing", invalidPlan},
+	{"SetPlan", "Plan returns the plan SetPlan last set, PlanFree included", setPlan},
+	{"HostPlans", "any plan that is Valid is the host's to use: Plan returns it exactly as SetPlan was given it, byte for byte — \"enterprise\", names that differ only in case or Unicode normalisation, a name of MaxIDLength bytes", hostPlans},
+	{"InvalidPlan", "SetPlan of a plan that is not Valid (an ID that ValidateID refuses) is ErrInvalidPlan and changes nothing", invalidPlan},
 	{"CrossTenant", "one tenant's SetPlan never shows in another tenant's Plan", entCrossTenant},
 	{"NoTenant", noTenantRule, noTenant[*entSubject]},
 	{"DoneContext", doneContextRule, doneContext[*entSubject]},
@@ -48,11 +50,35 @@ func setPlan(s *suite[*entSubject]) {
 	}
 }
 
+// anyPlans are a host's own plans and names a careless store would fold into one another.
+var anyPlans = []tenancy.PlanID{
+	"enterprise", "Pro", "PRO", "pro", "team plan", "équipe", "e\u0301quipe", "gold/annual", "a_c", "abc", "50%", "it's",
+	tenancy.PlanID(longestID),
+}
+
+func hostPlans(s *suite[*entSubject]) {
+	users := make([]tenancy.Context, len(anyPlans))
+	for i, p := range anyPlans {
+		users[i] = tenant(s.t, fmt.Sprintf("u%02d", i))
+		s.setPlan(s.x.e, users[i], p)
+	}
+	for i, p := range anyPlans {
+		s.wantPlan(s.x.e, users[i], p)
+	}
+	// One tenant moved through them all, then back to the examples' plans and off them.
+	a := tenant(s.t, "alice")
+	for _, p := range append(slices.Clone(anyPlans), tenancy.PlanPro, "enterprise", tenancy.PlanFree, "enterprise") {
+		s.setPlan(s.x.e, a, p)
+		s.wantPlan(s.x.e, a, p)
+	}
+}
+
 func invalidPlan(s *suite[*entSubject]) {
 	a, before := s.seeded()
-	for _, p := range []tenancy.PlanID{"", "enterprise", "Pro", "pro ", "free\x00"} {
+	for _, b := range badIDs {
+		p := tenancy.PlanID(b.id)
 		if err := s.x.e.SetPlan(bg, a, p); !errors.Is(err, tenancy.ErrInvalidPlan) {
-			s.errorf("SetPlan(%q) = %v, want ErrInvalidPlan", p, err)
+			s.errorf("SetPlan(%s %q) = %v, want ErrInvalidPlan", b.reason, p, err)
 		}
 	}
 	s.unchanged("refused SetPlans", before, a)
@@ -69,6 +95,9 @@ func entCrossTenant(s *suite[*entSubject]) {
 		s.wantPlan(x, b, tenancy.PlanPlus)
 		s.setPlan(x, b, tenancy.PlanFree)
 		s.wantPlan(x, a, tenancy.PlanPro)
+		s.setPlan(x, a, "enterprise")
+		s.wantPlan(x, b, tenancy.PlanFree)
+		s.wantPlan(x, a, "enterprise")
 	}
 }
 

@@ -32,8 +32,8 @@ func modelFail(t *rapid.T, rule, format string, args ...any) {
 	t.Fatalf("rule %q broken: %s", rule, fmt.Sprintf(format, args...))
 }
 
-// keyedModel drives fresh stores and a map per tenant with the same random calls — reading
-// many rows at once too when the store can — and after every call checks every tenant's
+// keyedModel drives fresh stores and a map per tenant with the same random calls — for a
+// Watchlist, GetMany, AddMany and Tenants too — and after every call checks every tenant's
 // List against the map.
 func keyedModel[S keyed](s *suite[S]) {
 	rapid.Check(s.t, func(t *rapid.T) {
@@ -100,8 +100,10 @@ func keyedModel[S keyed](s *suite[S]) {
 				}
 			},
 		}
-		if b, ok := any(x).(batchKeyed); ok && b.batched() {
-			actions["getMany"] = func(t *rapid.T) { s.modelGetMany(t, b, m, check) }
+		if w, ok := any(x).(watchKeyed); ok {
+			actions["getMany"] = func(t *rapid.T) { s.modelGetMany(t, w, m, check) }
+			actions["putMany"] = func(t *rapid.T) { s.modelPutMany(t, w, m) }
+			actions["tenants"] = func(t *rapid.T) { s.modelTenants(t, w, m) }
 		}
 		t.Repeat(actions)
 	})
@@ -109,7 +111,7 @@ func keyedModel[S keyed](s *suite[S]) {
 
 // modelGetMany reads random lookups, zero Contexts among them, in one getMany and checks
 // each outcome as keyedModel's check does a get's, against the model m.
-func (s *suite[S]) modelGetMany(t *rapid.T, b batchKeyed, m map[string]map[string]string, check func(t *rapid.T, call, user, id string, err error, ok bool) bool) {
+func (s *suite[S]) modelGetMany(t *rapid.T, b watchKeyed, m map[string]map[string]string, check func(t *rapid.T, call, user, id string, err error, ok bool) bool) {
 	users := rapid.SliceOfN(genLookupUser, 0, 5).Draw(t, "users")
 	lookups := make([]tenancy.Lookup, len(users))
 	for i, u := range users {
@@ -137,10 +139,64 @@ func (s *suite[S]) modelGetMany(t *rapid.T, b batchKeyed, m map[string]map[strin
 	}
 }
 
+// modelPutMany writes a random batch for one tenant, a slug given twice or a bad one among
+// them at times: a batch holding a bad slug is ErrInvalidID and writes nothing, any other
+// writes every row, the last of a slug winning.
+func (s *suite[S]) modelPutMany(t *rapid.T, w watchKeyed, m map[string]map[string]string) {
+	u := genUser.Draw(t, "user")
+	n := rapid.IntRange(0, 4).Draw(t, "n")
+	rows := make([]kv, n)
+	bad := -1
+	for i := range rows {
+		rows[i] = kv{genID.Draw(t, "id"), genValue.Draw(t, "value")}
+		if bad < 0 && tenancy.ValidateID("slug", rows[i].id) != nil {
+			bad = i
+		}
+	}
+	err := w.putMany(bg, tenant(t, u), rows)
+	switch {
+	case bad >= 0:
+		if !errors.Is(err, tenancy.ErrInvalidID) {
+			modelFail(t, s.rule, "putMany(%s, %v) = %v, want ErrInvalidID for row %d", u, rows, err, bad)
+		}
+	case err != nil:
+		modelFail(t, s.rule, "putMany(%s, %v) = %v", u, rows, err)
+	default:
+		for _, r := range rows {
+			if m[u] == nil {
+				m[u] = map[string]string{}
+			}
+			m[u][r.id] = r.v
+		}
+	}
+}
+
+// modelTenants reads one page of Tenants after a random ID, or from the start, and checks
+// it against the users the model holds rows for.
+func (s *suite[S]) modelTenants(t *rapid.T, w watchKeyed, m map[string]map[string]string) {
+	after := rapid.SampledFrom([]string{"", "a", "A", "a/b", "B", "a0"}).Draw(t, "after")
+	limit := rapid.IntRange(1, 4).Draw(t, "limit")
+	got, err := w.tenants(bg, after, limit)
+	if err != nil {
+		modelFail(t, s.rule, "Tenants(%q, %d): %v", after, limit, err)
+	}
+	want := []string{}
+	for u, rows := range m {
+		if len(rows) > 0 && u > after {
+			want = append(want, u)
+		}
+	}
+	slices.Sort(want)
+	want = want[:min(limit, len(want))]
+	if !slices.Equal(got, want) && (len(got) != 0 || len(want) != 0) {
+		modelFail(t, s.rule, "Tenants(%q, %d) = %q, the model has %q", after, limit, got, want)
+	}
+}
+
 // entModel drives fresh Entitlements and a map with the same random calls, and after every
 // call checks every tenant's Plan against the map.
 func entModel(s *suite[*entSubject]) {
-	genPlan := rapid.SampledFrom([]tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro, "", "Pro", "gold"})
+	genPlan := rapid.SampledFrom([]tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro, "Pro", "enterprise", "", "pro ", "gold\x00"})
 	rapid.Check(s.t, func(t *rapid.T) {
 		x := s.fresh().e
 		m := map[string]tenancy.PlanID{}

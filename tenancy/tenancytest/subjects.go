@@ -42,13 +42,17 @@ type keyed interface {
 
 type kv struct{ id, v string }
 
-// batchKeyed is a keyed subject that may read many rows in one call: a Watchlist with
-// tenancy.BatchGetter.
-type batchKeyed interface {
-	// batched reports whether the implementation reads in batches.
-	batched() bool
+// watchKeyed is what a keyed subject has beyond a Repository when it is a Watchlist: reads
+// of many tenants' rows in one call, writes of many rows in one call, and the listing of the
+// tenants that hold rows. The shared state machine drives these too when its subject has
+// them.
+type watchKeyed interface {
 	// getMany reads the lookups' rows in one call and returns their values.
 	getMany(ctx context.Context, lookups []tenancy.Lookup) ([]string, []error, error)
+	// putMany stores the rows for tc in one call, in the order given.
+	putMany(ctx context.Context, tc tenancy.Context, rows []kv) error
+	// tenants returns one page of the users that hold rows.
+	tenants(ctx context.Context, after string, limit int) ([]string, error)
 }
 
 // watchSubject is a Watchlist under test.
@@ -98,13 +102,8 @@ func (x *watchSubject) scribble(ctx context.Context, tc tenancy.Context) error {
 	return err
 }
 
-func (x *watchSubject) batched() bool {
-	_, ok := x.w.(tenancy.BatchGetter)
-	return ok
-}
-
 func (x *watchSubject) getMany(ctx context.Context, lookups []tenancy.Lookup) ([]string, []error, error) {
-	es, errs, err := x.w.(tenancy.BatchGetter).GetMany(ctx, lookups)
+	es, errs, err := x.w.GetMany(ctx, lookups)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,6 +124,18 @@ func (x *watchSubject) getMany(ctx context.Context, lookups []tenancy.Lookup) ([
 	return vs, errs, nil
 }
 
+func (x *watchSubject) putMany(ctx context.Context, tc tenancy.Context, rows []kv) error {
+	es := make([]tenancy.WatchlistEntry, len(rows))
+	for i, r := range rows {
+		es[i] = tenancy.WatchlistEntry{UserID: tc.UserID(), Slug: r.id, Tier: r.v, AddedAt: t0.Add(time.Duration(i) * time.Microsecond)}
+	}
+	return x.w.AddMany(ctx, tc, es)
+}
+
+func (x *watchSubject) tenants(ctx context.Context, after string, limit int) ([]string, error) {
+	return x.w.Tenants(ctx, after, limit)
+}
+
 func (x *watchSubject) addAs(ctx context.Context, tc tenancy.Context, user, id string) error {
 	return x.w.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: id, Tier: "hot", AddedAt: t0})
 }
@@ -133,6 +144,12 @@ func (x *watchSubject) calls() []call {
 	return []call{
 		{"Watchlist.Add", "slug", func(ctx context.Context, tc tenancy.Context, id string) error {
 			return x.w.Add(ctx, tc, tenancy.WatchlistEntry{UserID: tc.UserID(), Slug: id, Tier: "hot", AddedAt: t0})
+		}},
+		{"Watchlist.AddMany", "slug", func(ctx context.Context, tc tenancy.Context, id string) error {
+			return x.w.AddMany(ctx, tc, []tenancy.WatchlistEntry{
+				{UserID: tc.UserID(), Slug: "ok", Tier: "hot", AddedAt: t0},
+				{UserID: tc.UserID(), Slug: id, Tier: "hot", AddedAt: t0},
+			})
 		}},
 		{"Watchlist.Remove", "slug", x.w.Remove},
 		{"Watchlist.Get", "slug", func(ctx context.Context, tc tenancy.Context, id string) error {

@@ -26,6 +26,13 @@ var watchlistRules = []rule[*watchSubject]{
 	{"GetMany", "GetMany answers each lookup as Get would under the lookup's own Context, in the order given — the entry, ErrNotFound with Get's text, ErrNoTenant for the zero Context, ErrInvalidID naming the slug — a lookup given twice twice, in slices the caller owns, and changes nothing", getManyOutcomes},
 	{"GetManyCrossTenant", "in one GetMany, a lookup of another tenant's entry answers exactly as if it did not exist (Get's ErrNotFound) while that tenant's own lookups read it, and each tenant's entry under a shared slug is its own", getManyCrossTenant},
 	{"GetManyDoneContext", "GetMany with a done ctx returns only an error wrapping ctx.Err(), whatever its lookups, and changes nothing", getManyDoneContext},
+	{"AddMany", "AddMany stores every entry as Add would, replacing the tenant's entries under the same slugs and leaving its others and other tenants' alone; AddMany of no entries changes nothing", addManyStores},
+	{"AddManyAllOrNothing", "AddMany of a batch holding an entry that Validate refuses, anywhere in it — a bad slug or tier, an AddedAt out of range, an entry naming another user — returns Validate's error (ErrInvalidID naming the field, or ErrForbidden) naming the entry's index, and writes none of the batch", addManyAllOrNothing},
+	{"AddManyDuplicates", "AddMany of a slug given twice or more writes it once, with the entry given last for it", addManyDuplicates},
+	{"AddManyCrossTenant", "AddMany of entries naming another tenant, alone or among the caller's own, is ErrForbidden and changes neither tenant's entries; the caller's own batch under that tenant's slugs is the caller's alone", addManyCrossTenant},
+	{"Tenants", "Tenants pages through the users holding entries in byte order: each page holds the first limit of them that sort after after, whether or not after is a user, with every ID exactly as it was given, in a slice the caller owns", tenantsPaging},
+	{"TenantsBounds", "Tenants with a limit outside [1, MaxTenantsPage] or an after that is neither \"\" nor a valid ID is ErrInvalidID naming the limit or after; with a done ctx it returns an error wrapping ctx.Err(); neither changes anything", tenantsBounds},
+	{"TenantsMembership", "Tenants lists exactly the users that hold at least one entry: a user appears with its first entry, by Add or AddMany, and disappears with its last; refused writes and reads add no one", tenantsMembership},
 	{"StateMachine", keyedModelRule, keyedModel[*watchSubject]},
 }
 
