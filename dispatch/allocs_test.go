@@ -93,7 +93,7 @@ func (x *fixedIndex) selectInput(cfg Config, laneOf map[string]Lane) SelectInput
 		page, _ := x.Ready(context.Background(), duework.ReadyQuery{Group: string(lc.Lane), Users: max(n, 1)})
 		if n > 0 {
 			in.Heads = append(in.Heads, page.Heads...)
-			filled += fairLen(page.Heads, lc.PerUserLimit, min(lc.PerCycleLimit, cfg.GlobalBatchLimit))
+			filled += fairLen(page.Heads, capsOf(lc), min(lc.PerCycleLimit, cfg.GlobalBatchLimit))
 		}
 	}
 	return in
@@ -114,9 +114,11 @@ func dispatchAllocs(t testing.TB, cfg Config, x *fixedIndex) float64 {
 }
 
 // dispatchAllocsPin is what one Dispatch of allocScenario allocates, with or without an
-// Observer: the items and the claims' keys, the reads' per-lane slices, Select's orders,
-// picks and counts, the users handed back, the shed users, the lane reports.
-const dispatchAllocsPin = 16
+// Observer: the items and the claims' keys, the reads' per-lane slices, Select's orders
+// (one backing array for every lane), picks and counts, the users handed back, the shed
+// users (sized exactly), the lane reports and their Overdue (one backing array for every
+// lane).
+const dispatchAllocsPin = 13
 
 func TestDispatchAllocatesAFixedCountPerCycle(t *testing.T) {
 	cfg, x, _ := allocScenario(t)

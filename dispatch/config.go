@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // Lane names a priority lane, such as "pro", "plus" or "free".
@@ -15,13 +16,24 @@ type Lane string
 // LaneCapacity bounds one lane's share of a dispatch cycle.
 type LaneCapacity struct {
 	Lane Lane
-	// PerUserLimit is the most items one user gets from this lane in a cycle.
+	// PerUserLimit is the most items one user of weight 1 gets from this lane in a cycle
+	// in its fair part; a user of weight w gets up to PerUserLimit × w.
 	PerUserLimit int
 	// PerCycleLimit is the most items the lane dispatches in a cycle.
 	PerCycleLimit int
 	// MinShare reserves that many of the global batch slots for this lane before higher
 	// lanes take the rest. Zero (the default) is strict priority.
 	MinShare int
+	// PerUserBurst is the most items one user gets from this lane in a cycle once every
+	// user the lane read has had its fair part (PerUserLimit): the lane's room left under
+	// PerCycleLimit goes on in rounds, from the first user in turn order, one more item per
+	// user per round, to the users with more visible work, so that a lone tenant in an
+	// idle lane is not held to PerUserLimit. The global slots left once every lane's fair
+	// part is served go to the bursts, highest lane first. Zero means PerUserLimit (no
+	// burst); a positive value must be in [PerUserLimit, duework.MaxLimit]. Both are
+	// scaled by the user's weight. It costs reads: the lane reads each user's first
+	// max(PerUserLimit, PerUserBurst) × weight entries.
+	PerUserBurst int
 }
 
 // LaneFor resolves a user's lane, typically from the user's plan (see bridge.PlanLanes).
@@ -29,13 +41,28 @@ type LaneCapacity struct {
 // as an error ([ErrLaneForPanic]).
 type LaneFor func(ctx context.Context, userID string) (Lane, error)
 
+// LimitsFor resolves a user's flow-control limits, typically from the user's plan (see
+// bridge.PlanLimits). A Dispatcher calls it right after each LaneFor call that resolved a
+// configured lane (routing a user, re-resolving a served one, Reroute), and at no other
+// time; its error, a panic ([ErrLimitsForPanic]) or limits that fail
+// duework.Limits.Validate make the user Unrouted as a LaneFor failure does, and such
+// limits are never routed.
+type LimitsFor func(ctx context.Context, userID string) (duework.Limits, error)
+
 // The defaults of a zero Config field.
 const (
 	// DefaultHoldFor is the HoldFor of a zero Config.HoldFor.
 	DefaultHoldFor = 10 * time.Second
 	// DefaultRetryAfter is the RetryAfter of a zero Config.RetryAfter.
 	DefaultRetryAfter = time.Minute
+	// DefaultMaxClockSkew is the MaxClockSkew of a zero Config.MaxClockSkew.
+	DefaultMaxClockSkew = time.Second
 )
+
+// MinClaimFor is the shortest Config.ClaimFor New accepts: a shorter claim cannot cover a
+// database round trip between claiming an item and starting it, let alone the clocks'
+// skew, so its item would be due again, and handed out elsewhere, before it ran.
+const MinClaimFor = time.Second
 
 // Config configures a Dispatcher. Lanes, GlobalBatchLimit, LaneFor and ClaimFor are
 // required; a zero HoldFor, RetryAfter or RouteLimit means its default. Every limit is at
@@ -47,13 +74,28 @@ type Config struct {
 	GlobalBatchLimit int
 	// LaneFor resolves a user's lane.
 	LaneFor LaneFor
+	// LimitsFor resolves a user's limits, stored with its lane: its weight in the lane,
+	// its in-flight cap and its rate, which every Index enforces at Claim across every
+	// dispatcher. It is called right after each LaneFor call that resolved a configured
+	// lane — one more call per user routed or served — and at no other time. Nil gives
+	// every user zero limits: weight 1, no cap, no rate.
+	LimitsFor LimitsFor
 	// ClaimFor is how long a dispatched item stays claimed: the worker's deadline, after
-	// which the entry is due again and may be dispatched elsewhere.
+	// which the entry is due again and may be dispatched elsewhere. It must be at least
+	// MinClaimFor and longer than MaxClockSkew, or a dispatcher whose clock runs ahead
+	// would find the claim ended at once.
 	ClaimFor time.Duration
 	// HoldFor is how long a cycle hides the users it reads from other dispatchers until
 	// it claims or hands them back. It must exceed the time from a cycle's read to its
-	// claim plus the clock skew between dispatchers. Zero means DefaultHoldFor.
+	// claim plus the clock skew between dispatchers, and New refuses a HoldFor not longer
+	// than MaxClockSkew. Zero means DefaultHoldFor.
 	HoldFor time.Duration
+	// MaxClockSkew is the most the clocks of the processes sharing the index (dispatchers
+	// and workers) may disagree; it must not be negative. HoldFor and ClaimFor must exceed
+	// it, and a worker's claim margin must cover it and the completion write (see
+	// bridge.NewRunner, which reads it from Dispatcher.Config). Zero means
+	// DefaultMaxClockSkew.
+	MaxClockSkew time.Duration
 	// RetryAfter is how long a user whose lane could not be resolved waits before it is
 	// tried again; it must be longer than HoldFor. Zero means DefaultRetryAfter.
 	RetryAfter time.Duration
@@ -77,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.MaxClockSkew == 0 {
+		c.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if c.RouteLimit == 0 && c.GlobalBatchLimit >= 1 && c.GlobalBatchLimit <= duework.MaxLimit {
 		c.RouteLimit = c.GlobalBatchLimit // a bad GlobalBatchLimit is reported once, as itself
@@ -107,15 +152,18 @@ func (c Config) validate() error {
 			bad(field+"Lane", fmt.Sprintf("differ from Lanes[%d].Lane", j), fmt.Sprintf("%q", lc.Lane))
 		} else if lc.Lane == "" {
 			bad(field+"Lane", "not be empty", `""`)
-		} else if err := duework.ValidateName(field+"Lane", string(lc.Lane)); err != nil {
+		} else if p := vocab.Problem(field+"Lane", string(lc.Lane)); p != "" {
 			// The lane is the index group its users are routed to: a name no index can
 			// hold would fail every Dispatch.
-			bad(field+"Lane", "be a valid group name ("+err.Error()+")", fmt.Sprintf("%q", lc.Lane))
+			bad(field+"Lane", "be a valid group name ("+p+")", fmt.Sprintf("%q", lc.Lane))
 		} else {
 			seen[lc.Lane] = i
 		}
 		limit(field+"PerUserLimit", lc.PerUserLimit)
 		limit(field+"PerCycleLimit", lc.PerCycleLimit)
+		if lc.PerUserBurst != 0 && (lc.PerUserBurst < max(lc.PerUserLimit, 1) || lc.PerUserBurst > duework.MaxLimit) {
+			bad(field+"PerUserBurst", fmt.Sprintf("be 0 (no burst) or in [PerUserLimit %d, %d]", lc.PerUserLimit, duework.MaxLimit), lc.PerUserBurst)
+		}
 		if lc.MinShare < 0 || lc.MinShare > c.GlobalBatchLimit {
 			bad(field+"MinShare", fmt.Sprintf("be in [0, GlobalBatchLimit %d]", c.GlobalBatchLimit), lc.MinShare)
 		} else {
@@ -128,11 +176,18 @@ func (c Config) validate() error {
 	if c.LaneFor == nil {
 		bad("LaneFor", "not be nil", "nil")
 	}
-	if c.ClaimFor <= 0 {
-		bad("ClaimFor", "be > 0", c.ClaimFor)
+	if c.MaxClockSkew < 0 {
+		bad("MaxClockSkew", "be ≥ 0", c.MaxClockSkew)
+	}
+	if c.ClaimFor < MinClaimFor {
+		bad("ClaimFor", fmt.Sprintf("be at least MinClaimFor %v", MinClaimFor), c.ClaimFor)
+	} else if c.ClaimFor <= c.MaxClockSkew {
+		bad("ClaimFor", fmt.Sprintf("be longer than MaxClockSkew %v", c.MaxClockSkew), c.ClaimFor)
 	}
 	if c.HoldFor < 0 {
 		bad("HoldFor", "be ≥ 0", c.HoldFor)
+	} else if c.HoldFor <= c.MaxClockSkew {
+		bad("HoldFor", fmt.Sprintf("be longer than MaxClockSkew %v", c.MaxClockSkew), c.HoldFor)
 	}
 	if c.RetryAfter <= c.HoldFor {
 		bad("RetryAfter", fmt.Sprintf("be longer than HoldFor %v", c.HoldFor), c.RetryAfter)

@@ -52,9 +52,28 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"GlobalBatchLimit beyond what an Index serves", func(c *Config) { c.GlobalBatchLimit = math.MaxInt },
 			[]string{fmt.Sprintf("Config.GlobalBatchLimit must be in [1, 1048576], got %d", math.MaxInt)}},
 		{"nil LaneFor", func(c *Config) { c.LaneFor = nil }, []string{"Config.LaneFor must not be nil, got nil"}},
-		{"ClaimFor 0", func(c *Config) { c.ClaimFor = 0 }, []string{"Config.ClaimFor must be > 0, got 0s"}},
-		{"ClaimFor negative", func(c *Config) { c.ClaimFor = -time.Second }, []string{"Config.ClaimFor must be > 0, got -1s"}},
+		{"ClaimFor 0", func(c *Config) { c.ClaimFor = 0 }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got 0s"}},
+		{"ClaimFor negative", func(c *Config) { c.ClaimFor = -time.Second }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got -1s"}},
+		{"ClaimFor 1ns", func(c *Config) { c.ClaimFor = time.Nanosecond }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got 1ns"}},
+		{"ClaimFor below the floor", func(c *Config) { c.ClaimFor = MinClaimFor - 1 }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got 999.999999ms"}},
+		{"ClaimFor not longer than the default MaxClockSkew", func(c *Config) { c.ClaimFor = DefaultMaxClockSkew },
+			[]string{"Config.ClaimFor must be longer than MaxClockSkew 1s, got 1s"}},
+		{"ClaimFor not longer than MaxClockSkew", func(c *Config) {
+			c.ClaimFor, c.MaxClockSkew, c.HoldFor = 30*time.Second, 30*time.Second, 40*time.Second
+		},
+			[]string{"Config.ClaimFor must be longer than MaxClockSkew 30s, got 30s"}},
 		{"HoldFor negative", func(c *Config) { c.HoldFor = -time.Second }, []string{"Config.HoldFor must be ≥ 0, got -1s"}},
+		{"HoldFor not longer than the default MaxClockSkew", func(c *Config) { c.HoldFor = time.Second },
+			[]string{"Config.HoldFor must be longer than MaxClockSkew 1s, got 1s"}},
+		{"the default HoldFor not longer than MaxClockSkew", func(c *Config) { c.MaxClockSkew = DefaultHoldFor },
+			[]string{"Config.HoldFor must be longer than MaxClockSkew 10s, got 10s"}},
+		{"MaxClockSkew negative", func(c *Config) { c.MaxClockSkew = -time.Millisecond }, []string{"Config.MaxClockSkew must be ≥ 0, got -1ms"}},
+		{"PerUserBurst below PerUserLimit", func(c *Config) { c.Lanes[0].PerUserBurst = 2 },
+			[]string{"Config.Lanes[0].PerUserBurst must be 0 (no burst) or in [PerUserLimit 3, 1048576], got 2"}},
+		{"PerUserBurst negative", func(c *Config) { c.Lanes[1].PerUserBurst = -1 },
+			[]string{"Config.Lanes[1].PerUserBurst must be 0 (no burst) or in [PerUserLimit 1, 1048576], got -1"}},
+		{"PerUserBurst beyond what an Index serves", func(c *Config) { c.Lanes[1].PerUserBurst = duework.MaxLimit + 1 },
+			[]string{"Config.Lanes[1].PerUserBurst must be 0 (no burst) or in [PerUserLimit 1, 1048576], got 1048577"}},
 		{"RetryAfter equal to HoldFor", func(c *Config) { c.HoldFor, c.RetryAfter = time.Minute, time.Minute },
 			[]string{"Config.RetryAfter must be longer than HoldFor 1m0s, got 1m0s"}},
 		{"RetryAfter shorter than the default HoldFor", func(c *Config) { c.RetryAfter = time.Second },
@@ -113,10 +132,21 @@ func TestNewAppliesDefaultsAndCopiesLanes(t *testing.T) {
 		t.Errorf("zero HoldFor, RetryAfter, RouteLimit became %v, %v, %d; want %v, %v, %d",
 			d.holdFor, d.retryAfter, d.routeLimit, DefaultHoldFor, DefaultRetryAfter, cfg.GlobalBatchLimit)
 	}
+	if got := d.Config().MaxClockSkew; got != DefaultMaxClockSkew {
+		t.Errorf("zero MaxClockSkew became %v, want %v", got, DefaultMaxClockSkew)
+	}
 	cfg = validConfig()
-	cfg.HoldFor, cfg.RetryAfter, cfg.RouteLimit = time.Second, 2*time.Second, 7
-	if d, err = New(stubIndex{}, cfg); err != nil || d.holdFor != time.Second || d.retryAfter != 2*time.Second || d.routeLimit != 7 {
+	cfg.HoldFor, cfg.RetryAfter, cfg.RouteLimit, cfg.MaxClockSkew = time.Second, 2*time.Second, 7, time.Second/2
+	if d, err = New(stubIndex{}, cfg); err != nil || d.holdFor != time.Second || d.retryAfter != 2*time.Second || d.routeLimit != 7 ||
+		d.Config().MaxClockSkew != time.Second/2 {
 		t.Errorf("New(%+v) = %+v, %v: set fields must be kept", cfg, d, err)
+	}
+	// The floors themselves are accepted: ClaimFor MinClaimFor under a shorter skew, a
+	// burst equal to PerUserLimit.
+	cfg = validConfig()
+	cfg.ClaimFor, cfg.MaxClockSkew, cfg.Lanes[0].PerUserBurst = MinClaimFor, MinClaimFor/2, cfg.Lanes[0].PerUserLimit
+	if _, err := New(stubIndex{}, cfg); err != nil {
+		t.Errorf("a config at the floors refused: %v", err)
 	}
 	// MinShares may add up to exactly the global limit; limits may reach MaxLimit.
 	cfg = validConfig()
@@ -131,36 +161,44 @@ func TestNewAppliesDefaultsAndCopiesLanes(t *testing.T) {
 // FuzzNewConfig checks that New accepts exactly the configs the rules allow, never panics,
 // and names a Config field in every line of its error.
 func FuzzNewConfig(f *testing.F) {
-	f.Add(uint8(2), 3, 50, 0, 1, 20, 5, 60, int64(time.Minute), int64(0), int64(0), 0, true, false)
-	f.Add(uint8(0), 1, 1, 0, 1, 1, 0, 1, int64(1), int64(1), int64(2), 1, true, false)
-	f.Add(uint8(2), 0, -1, -5, 1, 1, 99, 10, int64(0), int64(-1), int64(5), -1, false, true)
-	f.Add(uint8(4), 1, 1, 3, 1, 1, 3, 5, int64(-1), int64(3), int64(3), 1<<21, true, true)
-	f.Add(uint8(1), math.MaxInt, 1, 0, 1, 1, 0, 5, int64(1), int64(0), int64(0), 0, true, false)
-	f.Fuzz(func(t *testing.T, n uint8, pu0, pc0, ms0, pu1, pc1, ms1, global int, claimFor, holdFor, retryAfter int64, routeLimit int, laneFor, dupNames bool) {
+	f.Add(uint8(2), 3, 50, 0, 0, 1, 20, 5, 0, 60, int64(time.Minute), int64(0), int64(0), int64(0), 0, true, false)
+	f.Add(uint8(0), 1, 1, 0, 0, 1, 1, 0, 0, 1, int64(1), int64(1), int64(2), int64(0), 1, true, false)
+	f.Add(uint8(2), 0, -1, -5, 0, 1, 1, 99, 0, 10, int64(0), int64(-1), int64(5), int64(0), -1, false, true)
+	f.Add(uint8(4), 1, 1, 3, 0, 1, 1, 3, 0, 5, int64(-1), int64(3), int64(3), int64(0), 1<<21, true, true)
+	f.Add(uint8(1), math.MaxInt, 1, 0, 0, 1, 1, 0, 0, 5, int64(1), int64(0), int64(0), int64(0), 0, true, false)
+	f.Add(uint8(2), 2, 10, 0, 4, 1, 10, 0, 1, 20, int64(MinClaimFor), int64(time.Second), int64(0), int64(time.Second/2), 0, true, false)
+	f.Add(uint8(2), 3, 10, 0, 2, 1, 10, 0, -1, 20, int64(time.Minute), int64(0), int64(0), int64(-1), 0, true, false)
+	f.Fuzz(func(t *testing.T, n uint8, pu0, pc0, ms0, pb0, pu1, pc1, ms1, pb1, global int, claimFor, holdFor, retryAfter, skew int64, routeLimit int, laneFor, dupNames bool) {
 		n %= 5
 		cfg := Config{GlobalBatchLimit: global, ClaimFor: time.Duration(claimFor), HoldFor: time.Duration(holdFor),
-			RetryAfter: time.Duration(retryAfter), RouteLimit: routeLimit}
+			RetryAfter: time.Duration(retryAfter), MaxClockSkew: time.Duration(skew), RouteLimit: routeLimit}
 		if laneFor {
 			cfg.LaneFor = everyoneFree
 		}
 		inLimit := func(n int) bool { return n >= 1 && n <= duework.MaxLimit }
-		hold, retry := cfg.HoldFor, cfg.RetryAfter
+		hold, retry, maxSkew := cfg.HoldFor, cfg.RetryAfter, cfg.MaxClockSkew
 		if hold == 0 {
 			hold = DefaultHoldFor
 		}
 		if retry == 0 {
 			retry = DefaultRetryAfter
 		}
-		want := n > 0 && inLimit(global) && laneFor && claimFor > 0 && hold >= 0 && retry > hold &&
-			routeLimit >= 0 && routeLimit <= duework.MaxLimit
+		if maxSkew == 0 {
+			maxSkew = DefaultMaxClockSkew
+		}
+		want := n > 0 && inLimit(global) && laneFor && cfg.ClaimFor >= MinClaimFor && maxSkew >= 0 &&
+			cfg.ClaimFor > maxSkew && hold > maxSkew && retry > hold && routeLimit >= 0 && routeLimit <= duework.MaxLimit
 		shares := 0
 		for i := range int(n) {
-			lc := LaneCapacity{Lane: laneNames[i], PerUserLimit: pu0, PerCycleLimit: pc0, MinShare: ms0}
+			lc := LaneCapacity{Lane: laneNames[i], PerUserLimit: pu0, PerCycleLimit: pc0, MinShare: ms0, PerUserBurst: pb0}
 			if i%2 == 1 {
-				lc = LaneCapacity{Lane: laneNames[i], PerUserLimit: pu1, PerCycleLimit: pc1, MinShare: ms1}
+				lc = LaneCapacity{Lane: laneNames[i], PerUserLimit: pu1, PerCycleLimit: pc1, MinShare: ms1, PerUserBurst: pb1}
 			}
 			if dupNames && i == 1 {
 				lc.Lane = laneNames[0]
+				want = false
+			}
+			if lc.PerUserBurst != 0 && (!inLimit(lc.PerUserBurst) || lc.PerUserBurst < lc.PerUserLimit) {
 				want = false
 			}
 			if !inLimit(lc.PerUserLimit) || !inLimit(lc.PerCycleLimit) || lc.MinShare < 0 || lc.MinShare > global {

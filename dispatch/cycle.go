@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rotaworks/rota/duework"
@@ -15,18 +16,22 @@ type cycle struct {
 	ctx context.Context
 	now time.Time
 
+	lanes  []LaneCapacity // the Dispatcher's lanes, capped by the cycle's Take
+	global int            // GlobalBatchLimit, capped by the cycle's Take
+
 	routeRead []string            // users the routing reads held until now+RetryAfter
 	resolved  map[string]struct{} // users whose lane this cycle resolved while routing
 	heads     [][]duework.Head    // per lane, the users its Ready returned
+	peeks     []duework.Head      // per lane left no room, the user its unheld peek returned
 	batch     Batch
 }
 
 // run is the cycle: route, read the lanes, choose, claim, hand back the users not served,
-// move served users whose lane changed.
+// move served users whose lane or limits changed.
 func (c *cycle) run() (Batch, error) {
 	d := c.d
-	c.batch.Lanes = make([]LaneReport, len(d.lanes))
-	for i, lc := range d.lanes {
+	c.batch.Lanes = make([]LaneReport, len(c.lanes))
+	for i, lc := range c.lanes {
 		c.batch.Lanes[i].Lane = lc.Lane
 	}
 	if err := c.route(); err != nil {
@@ -35,7 +40,7 @@ func (c *cycle) run() (Batch, error) {
 	if err := c.readLanes(); err != nil {
 		return c.fail(err)
 	}
-	ch := choose(d.lanes, c.heads, d.global)
+	ch := choose(c.lanes, c.heads, c.global)
 	served, err := c.claim(&ch)
 	if err != nil {
 		return c.fail(err)
@@ -131,12 +136,12 @@ func (c *cycle) resolveRouted() error {
 	}
 	routes := make([]duework.Route, 0, len(c.routeRead))
 	for _, id := range c.routeRead {
-		lane, err := c.d.resolve(c.ctx, id)
+		lane, limits, err := c.d.resolve(c.ctx, id)
 		if err != nil {
 			c.batch.Unrouted = append(c.batch.Unrouted, Unrouted{UserID: id, Err: err})
 			continue
 		}
-		routes = append(routes, duework.Route{UserID: id, Group: string(lane)})
+		routes = append(routes, duework.Route{UserID: id, Group: string(lane), Limits: limits})
 	}
 	if len(routes) == 0 {
 		return nil
@@ -158,15 +163,17 @@ func (c *cycle) resolveRouted() error {
 
 // readLanes reads each lane's next users in priority order, as many as the lane could be
 // given: min(PerCycleLimit, max(MinShare, GlobalBatchLimit − F)), F the length of the
-// fair orders of the lanes above. A lane left with none reads one user, unheld, for its
-// WaitingSince only.
+// fair parts of the lanes above, each user with up to max(PerUserLimit, PerUserBurst)
+// entries (the index scales it by the user's weight). A lane left with none reads one
+// user, unheld, for its WaitingSince, OldestDue and Overdue only.
 func (c *cycle) readLanes() error {
 	d := c.d
-	c.heads = make([][]duework.Head, len(d.lanes))
+	c.heads = make([][]duework.Head, len(c.lanes))
 	filled := 0
-	for li, lc := range d.lanes {
-		n := min(lc.PerCycleLimit, max(lc.MinShare, d.global-filled))
-		q := duework.ReadyQuery{Group: string(lc.Lane), Now: c.now, Users: n, PerUser: lc.PerUserLimit, Hold: d.holdFor}
+	for li, lc := range c.lanes {
+		caps := capsOf(lc)
+		n := min(lc.PerCycleLimit, max(lc.MinShare, c.global-filled))
+		q := duework.ReadyQuery{Group: string(lc.Lane), Now: c.now, Users: n, PerUser: caps.read, Hold: d.holdFor}
 		if n < 1 {
 			q.Users, q.PerUser, q.Hold = 1, 1, 0
 		}
@@ -176,16 +183,31 @@ func (c *cycle) readLanes() error {
 		}
 		if n < 1 {
 			if len(page.Heads) > 0 {
-				c.batch.Lanes[li].WaitingSince = page.Heads[0].Turn
+				c.peek(li, page.Heads[0])
 			}
 			continue
 		}
 		inRoundOrder(page.Heads)
 		c.heads[li] = page.Heads
 		c.batch.Lanes[li].WaitingSince = page.Next // unless report finds a user read and cut
-		filled += fairLen(page.Heads, lc.PerUserLimit, min(lc.PerCycleLimit, d.global))
+		filled += fairLen(page.Heads, caps, min(lc.PerCycleLimit, c.global))
 	}
 	return nil
+}
+
+// peek keeps h, the first ready user of lane li, which the cycle left no room: its Turn is
+// the lane's WaitingSince, and its oldest entry counts in the lane's OldestDue and
+// Overdue, so that a starved lane's lateness shows. It is not read: not in Users, never
+// shed.
+func (c *cycle) peek(li int, h duework.Head) {
+	if c.peeks == nil {
+		c.peeks = make([]duework.Head, len(c.lanes))
+	}
+	if !slices.IsSortedFunc(h.Due, compareEntries) {
+		slices.SortStableFunc(h.Due, compareEntries)
+	}
+	c.peeks[li] = h
+	c.batch.Lanes[li].WaitingSince = h.Turn
 }
 
 // inRoundOrder puts heads in (Turn, UserID) order and each head's Due in (DueAt, WorkKey)
@@ -262,20 +284,110 @@ func pairClaims(keys []duework.Key, claims []duework.Claim) []int {
 	return at
 }
 
-// report fills each lane's Users, Shed and, when it read a user and cut it, WaitingSince,
-// and the batch's ShedUserIDs.
+// report fills each lane's Users, Shed, Limited, OldestDue, Overdue and, when it read a
+// user and cut it, WaitingSince, and the batch's ShedUserIDs. A user held back by its own
+// limits that got all its Due is neither shed nor the lane's WaitingSince.
 func (c *cycle) report(ch *choice) {
+	shed := 0
 	for li, heads := range c.heads {
 		lane := &c.batch.Lanes[li]
 		lane.Users = len(heads)
-		before := len(c.batch.ShedUserIDs)
-		c.batch.ShedUserIDs = ch.appendShed(c.batch.ShedUserIDs, c.heads, li)
-		lane.Shed = len(c.batch.ShedUserIDs) - before
-		if cut := slices.Index(ch.gotOf(li), 0); cut >= 0 {
-			lane.WaitingSince = heads[cut].Turn
+		caps, waiting := capsOf(c.lanes[li]), false
+		for h, got := range ch.gotOf(li) {
+			head := &heads[h]
+			held := caps.heldBack(head)
+			if held {
+				lane.Limited++
+			}
+			if caps.shed(head, got) {
+				lane.Shed++
+			}
+			if !waiting && got == 0 && !(held && len(head.Due) == 0) {
+				lane.WaitingSince, waiting = head.Turn, true
+			}
+		}
+		shed += lane.Shed
+	}
+	if shed > 0 { // one allocation, of the exact size
+		c.batch.ShedUserIDs = make([]string, 0, shed)
+		for li := range c.heads {
+			c.batch.ShedUserIDs = ch.appendShed(c.batch.ShedUserIDs, c.lanes, c.heads, li)
+		}
+		slices.Sort(c.batch.ShedUserIDs)
+	}
+	c.reportOverdue()
+}
+
+// reportOverdue fills each lane's Overdue with up to MaxOverdue of the users it read, or
+// peeked at, whose oldest visible entries are the oldest, and OldestDue with the first.
+// Every lane's Overdue shares one allocation.
+func (c *cycle) reportOverdue() {
+	n := 0
+	for li := range c.lanes {
+		n += min(MaxOverdue, c.candidates(li))
+	}
+	if n == 0 {
+		return
+	}
+	all := make([]Overdue, 0, n)
+	for li := range c.lanes {
+		start := len(all)
+		limit := start + min(MaxOverdue, c.candidates(li))
+		for h := range c.heads[li] {
+			all = insertOverdue(all, start, limit, &c.heads[li][h])
+		}
+		if c.peeks != nil && c.peeks[li].UserID != "" {
+			all = insertOverdue(all, start, limit, &c.peeks[li])
+		}
+		if lane := &c.batch.Lanes[li]; len(all) > start {
+			lane.Overdue = all[start:len(all):len(all)]
+			lane.OldestDue = lane.Overdue[0].DueAt
 		}
 	}
-	slices.Sort(c.batch.ShedUserIDs)
+}
+
+// candidates is the number of users lane li read, or peeked at, with a visible entry.
+func (c *cycle) candidates(li int) int {
+	n := 0
+	for h := range c.heads[li] {
+		if len(c.heads[li][h].Due) > 0 {
+			n++
+		}
+	}
+	if c.peeks != nil && len(c.peeks[li].Due) > 0 {
+		n++
+	}
+	return n
+}
+
+// insertOverdue inserts h's oldest visible entry into all[start:], kept in (DueAt, UserID)
+// order and at most limit − start long, and returns all.
+func insertOverdue(all []Overdue, start, limit int, h *duework.Head) []Overdue {
+	if len(h.Due) == 0 {
+		return all
+	}
+	o := Overdue{UserID: h.UserID, DueAt: h.Due[0].DueAt}
+	i := len(all)
+	for i > start && compareOverdue(o, all[i-1]) < 0 {
+		i--
+	}
+	if i == limit {
+		return all
+	}
+	if len(all) < limit {
+		all = append(all, Overdue{})
+	}
+	copy(all[i+1:], all[i:len(all)-1])
+	all[i] = o
+	return all
+}
+
+// compareOverdue is Overdue's order: oldest DueAt first, then UserID.
+func compareOverdue(a, b Overdue) int {
+	if c := a.DueAt.Compare(b.DueAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.UserID, b.UserID)
 }
 
 // unserved returns the lane users read for whom Claim claimed nothing.
@@ -291,9 +403,9 @@ func (c *cycle) unserved(ch *choice, served []bool) []string {
 	return out
 }
 
-// reroute resolves the lane of every served user that routing did not resolve this cycle
-// and moves those whose lane changed; a user whose lane cannot be resolved or moved stays
-// where it is and is listed as Unrouted.
+// reroute resolves the lane and limits of every served user that routing did not resolve
+// this cycle and moves those whose lane or limits changed; a user whose lane or limits
+// cannot be resolved, or who cannot be moved, stays where it is and is listed as Unrouted.
 func (c *cycle) reroute(ch *choice, served []bool) {
 	var routes []duework.Route
 	for li, heads := range c.heads {
@@ -302,12 +414,12 @@ func (c *cycle) reroute(ch *choice, served []bool) {
 			if _, done := c.resolved[id]; done || !served[ch.off[li]+h] {
 				continue
 			}
-			lane, err := c.d.resolve(c.ctx, id)
+			lane, limits, err := c.d.resolve(c.ctx, id)
 			if err != nil {
-				err = fmt.Errorf("%w (it stays in lane %q)", err, c.d.lanes[li].Lane)
+				err = fmt.Errorf("%w (it stays in lane %q)", err, c.lanes[li].Lane)
 				c.batch.Unrouted = append(c.batch.Unrouted, Unrouted{UserID: id, Err: err})
-			} else if lane != c.d.lanes[li].Lane {
-				routes = append(routes, duework.Route{UserID: id, Group: string(lane)})
+			} else if lane != c.lanes[li].Lane || limits != heads[h].Limits {
+				routes = append(routes, duework.Route{UserID: id, Group: string(lane), Limits: limits})
 			}
 		}
 	}

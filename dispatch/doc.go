@@ -16,22 +16,55 @@
 // user it serves goes to the back. So with U users continuously due in a lane that hands
 // out L items a cycle, every one is served within ceil(U/L) consecutive cycles, however old
 // or deep anyone's backlog, as long as no entry is scheduled due before the moment it is
-// written ("run now" means due now).
+// written ("run now" means due now) and every weight is 1. A heavier user goes less far
+// back (see Flow control).
 //
 // # The cycle
 //
 //	route    read up to RouteLimit new users, and users of lanes the Config no longer
 //	         names; LaneFor each; move those resolved to their lane's queue
 //	read     each lane in priority order, as far as it could be given, holding what it reads
-//	select   Select: round robin in turn order, caps, priority, MinShare
+//	select   Select: round robin in turn order, caps, priority, MinShare, bursts
 //	claim    Index.Claim of the choice until now+ClaimFor; hand back the users not served
-//	reroute  LaneFor for each served user; move those whose lane changed
+//	reroute  LaneFor and LimitsFor for each served user; move those whose lane or limits
+//	         changed
 //
 // Inside a lane every user read gets one item, its entries in due order, before any gets a
 // second; PerUserLimit and PerCycleLimit cap users and lanes. GlobalBatchLimit applies
 // after each lane has made its order, highest lane first: paying more buys priority, never
 // another user's share inside a cheaper lane. A lane's MinShare reserves that many slots
 // before the lanes above take the rest; with every MinShare 0 priority is strict.
+//
+// # Flow control
+//
+// [Config.LimitsFor] gives each user [duework.Limits], stored with its lane: a weight, an
+// in-flight cap and a rate. The index enforces the cap and the rate at Claim, across every
+// dispatcher sharing it, and a user they hold back is not ready until it may be served
+// again; the Dispatcher never counts slots itself. A user of weight w has fair and burst
+// caps of PerUserLimit × w and PerUserBurst × w, and the index moves its Turn back by less
+// after a serve, so that under contention it gets about w times a weight-1 user's share.
+// That share is exact over a long run when the lane hands out one item a cycle; with
+// more, the users one cycle serves share a Turn and UserID breaks their ties the same way
+// every cycle, so the first in UserID order gets more than its share. After an outage a
+// heavy user whose Turn lies far back catches up in a few serves (the index starts its
+// stride no earlier than now − 3w·(now − LastServed)), keeping the others within the wait
+// bound unless its weight is many times theirs.
+//
+// A lane with PerUserBurst above PerUserLimit is work-conserving: once every user it read
+// has had its fair part, its room left goes, one more item per user per round, to users
+// with more due work, and the global slots no lane's fair part wanted go to the bursts,
+// highest lane first. A lone tenant in an idle lane is then not held to PerUserLimit. The
+// lane reads max(PerUserLimit, PerUserBurst) × w entries per user to make that possible.
+//
+// A user whose own cap or rate cut what the read returned (Head.More with fewer Due than
+// the lane read) is counted in [LaneReport.Limited]. When it got all its Due it is not shed
+// and does not set WaitingSince: it waits on itself, not on its neighbours.
+// [LaneReport.OldestDue] and [LaneReport.Overdue] say how late the lane's work is, whoever
+// holds it back.
+//
+// [Dispatcher.DispatchAtMost] runs a cycle under lower caps — a total and per-lane counts
+// — by the same rules, for a feeder whose queue can take only so much. With every weight
+// 1, no caps or rates and no bursts, every cycle is what plain round robin gives.
 //
 // # Waiting and shedding
 //
@@ -44,12 +77,14 @@
 // # Routing and plan changes
 //
 // A user's first entry puts it in the unrouted queue; a cycle resolves its lane with
-// LaneFor and serves it in the same cycle. LaneFor is called only for the users a cycle
-// routes or serves, and the lane of each served user is resolved again, so plan changes
-// take effect by the user's next turn; [Dispatcher.Reroute] applies one at once. A user
-// whose LaneFor fails, panics ([ErrLaneForPanic]) or names a lane the Config does not hold
-// ([ErrUnknownLane]) is listed in [Batch.Unrouted] and set aside for RetryAfter: it never
-// blocks other new users. Users left in a lane a new Config no longer names are routed again.
+// LaneFor, then its limits with LimitsFor, and serves it in the same cycle. Both are called
+// only for the users a cycle routes or serves, and each served user's lane and limits are
+// resolved again, so plan changes take effect by the user's next turn;
+// [Dispatcher.Reroute] applies one at once. A user whose LaneFor fails, panics
+// ([ErrLaneForPanic]) or names a lane the Config does not hold ([ErrUnknownLane]), or whose
+// LimitsFor fails, panics ([ErrLimitsForPanic]) or returns invalid limits, is listed in
+// [Batch.Unrouted] and set aside for RetryAfter: it never blocks other new users. Users
+// left in a lane a new Config no longer names are routed again.
 //
 // # Several dispatchers
 //
@@ -57,7 +92,9 @@
 // HoldFor, so Dispatchers sharing one index — in one process or on several machines — read
 // disjoint users and rarely claim the same entry; an entry another dispatcher claimed first
 // counts in [LaneReport.LostClaims], is not refilled and does not shed its user. A claim
-// lasts ClaimFor: no entry is handed out twice while it lasts.
+// lasts ClaimFor: no entry is handed out twice while it lasts. Their clocks may disagree by
+// up to Config.MaxClockSkew: New refuses a HoldFor or ClaimFor not longer than it, and a
+// ClaimFor under [MinClaimFor].
 //
 // A cycle that fails before its claim hands back what it read at once, even when ctx has
 // ended, and returns the error. Once the claim succeeds it returns its Batch: a failure
@@ -68,7 +105,8 @@
 // # Cost
 //
 // A cycle costs what it reads: about GlobalBatchLimit users plus RouteLimit new ones, each
-// with at most its lane's PerUserLimit entries, a few Index calls per lane, and one LaneFor
-// per user routed or served. It does not grow with the number of users with due work, nor
-// with any user's backlog.
+// with at most max(PerUserLimit, PerUserBurst) × weight entries, a few Index calls per
+// lane, and one LaneFor and one LimitsFor per user routed or served. It does not grow with
+// the number of users with due work, nor with any user's backlog; limits cost the index,
+// not the cycle.
 package dispatch

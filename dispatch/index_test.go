@@ -81,12 +81,21 @@ func readyUsers(t rapid.TB, idx duework.Index, group Lane, now time.Time) []stri
 	return out
 }
 
+// The test doubles are whole Indexes: hookIndex forwards every call it does not record
+// to the Index it wraps, fixedIndex and stubIndex serve only what a Dispatcher calls.
+var (
+	_ duework.Index = (*hookIndex)(nil)
+	_ duework.Index = (*fixedIndex)(nil)
+	_ duework.Index = stubIndex{}
+)
+
 // call is one Index call a dispatcher made, as hookIndex records it.
 type call struct {
-	op    string // "Groups", "Ready", "Route", "Release", "Claim"
-	query duework.ReadyQuery
-	users []string // the users Ready returned, Release's, Route's (user>group), Claim's (user/key)
-	until time.Time
+	op     string // "Groups", "Ready", "Route", "Release", "Claim"
+	query  duework.ReadyQuery
+	users  []string // the users Ready returned, Release's, Route's (user>group), Claim's (user/key)
+	routes []duework.Route
+	until  time.Time
 }
 
 // hookIndex wraps an Index to record, disturb or fail the dispatcher's calls.
@@ -165,7 +174,7 @@ func (h *hookIndex) Ready(ctx context.Context, q duework.ReadyQuery) (duework.Re
 }
 
 func (h *hookIndex) Route(ctx context.Context, routes []duework.Route) error {
-	c := call{op: "Route"}
+	c := call{op: "Route", routes: slices.Clone(routes)}
 	for _, r := range routes {
 		c.users = append(c.users, r.UserID+">"+r.Group)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +157,8 @@ func (m *naive) dispatch(cfg Config, plans map[string]plan, now time.Time) naive
 		if n < 1 {
 			if len(q) > 0 {
 				out.lanes[li].WaitingSince = q[0].Turn
+				q[0].Due, _ = m.due(q[0].UserID, now, 1)
+				setOverdue(&out.lanes[li], q[:1]) // the peek counts in the lane's lateness
 			}
 			continue
 		}
@@ -163,19 +166,20 @@ func (m *naive) dispatch(cfg Config, plans map[string]plan, now time.Time) naive
 			out.lanes[li].WaitingSince = q[n].Turn
 			q = q[:n]
 		}
-		items := 0
+		fair := 0 // the lane's fair part: what the lanes below cannot have
 		for i := range q {
-			q[i].Due, q[i].More = m.due(q[i].UserID, now, lc.PerUserLimit)
+			q[i].Due, q[i].More = m.due(q[i].UserID, now, max(lc.PerUserLimit, lc.PerUserBurst))
 			in.LaneOf[q[i].UserID] = lc.Lane
-			items += len(q[i].Due)
+			fair += min(len(q[i].Due), lc.PerUserLimit)
 		}
 		read[li] = q
 		in.Heads = append(in.Heads, q...)
 		out.lanes[li].Users = len(q)
-		filled += min(items, lc.PerCycleLimit, cfg.GlobalBatchLimit)
+		setOverdue(&out.lanes[li], q)
+		filled += min(fair, lc.PerCycleLimit, cfg.GlobalBatchLimit)
 	}
 
-	sel := modelSelect(in)
+	sel := modelSelectFlow(in)
 	out.read = in
 	out.shed = sel.ShedUserIDs
 	got := map[string]int{}
@@ -225,6 +229,26 @@ func (m *naive) dispatch(cfg Config, plans map[string]plan, now time.Time) naive
 	slices.Sort(out.unrouted)
 	slices.Sort(out.calls)
 	return out
+}
+
+// setOverdue fills lane's OldestDue and Overdue from the heads: every head's oldest
+// visible entry, oldest first (ties by UserID), the first MaxOverdue of them.
+func setOverdue(lane *LaneReport, heads []duework.Head) {
+	var all []Overdue
+	for _, h := range heads {
+		if len(h.Due) > 0 {
+			all = append(all, Overdue{UserID: h.UserID, DueAt: h.Due[0].DueAt})
+		}
+	}
+	slices.SortFunc(all, func(a, b Overdue) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.UserID, b.UserID)
+	})
+	if len(all) > 0 {
+		lane.Overdue, lane.OldestDue = all[:min(len(all), MaxOverdue)], all[0].DueAt
+	}
 }
 
 // route is the cycle's routing: RouteLimit split between the unrouted group and the groups
@@ -389,7 +413,10 @@ func (w *modelWorld) dispatch() {
 	for _, it := range b.Items {
 		sel.Items = append(sel.Items, Selected{Entry: it.Claim.Entry, Lane: it.Lane})
 	}
-	checkSelection(w.t, want.read, sel)
+	checkFlowSelection(w.t, want.read, sel)
+	if !slices.ContainsFunc(w.cfgs[d].Lanes, func(lc LaneCapacity) bool { return lc.PerUserBurst > lc.PerUserLimit }) {
+		checkSelection(w.t, want.read, sel)
+	}
 	for _, it := range b.Items {
 		if !it.Claim.Until.Equal(w.now.Add(w.cfgs[d].ClaimFor)) {
 			w.t.Fatalf("%v claimed until %v, want now + ClaimFor", it.Claim.Entry.Key(), it.Claim.Until)
@@ -411,7 +438,7 @@ func (w *modelWorld) dispatch() {
 // holds so that routing holds lapse within a few cycles.
 func genModelConfig(t *rapid.T, w *modelWorld) Config {
 	global := rapid.IntRange(1, 30).Draw(t, "global")
-	lanes := genLanes(t, global)
+	lanes := genFlowLanes(t, global)
 	for i := range lanes {
 		lanes[i].PerCycleLimit = min(lanes[i].PerCycleLimit, 25)
 	}
@@ -422,6 +449,7 @@ func genModelConfig(t *rapid.T, w *modelWorld) Config {
 		LaneFor:          w.laneFor,
 		ClaimFor:         time.Duration(rapid.IntRange(1, 200).Draw(t, "claimFor")) * time.Second,
 		HoldFor:          time.Duration(rapid.IntRange(0, 20).Draw(t, "holdFor")) * time.Second,
+		MaxClockSkew:     time.Second / 2, // below the shortest ClaimFor and HoldFor drawn
 		RetryAfter:       time.Duration(rapid.IntRange(21, 200).Draw(t, "retryAfter")) * time.Second,
 		RouteLimit:       rapid.SampledFrom([]int{0, 1, 2, 3, 5}).Draw(t, "routeLimit"),
 	}

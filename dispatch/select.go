@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -10,7 +11,9 @@ import (
 
 // SelectInput is everything Select needs.
 type SelectInput struct {
-	// Heads are the users read, as duework.Index.Ready returns them, in any order.
+	// Heads are the users read, in any order, as duework.Index.Ready returns them for a
+	// lane read with PerUser max(PerUserLimit, PerUserBurst): each head's Due, Limits and
+	// More as the index gave them.
 	Heads []duework.Head
 	// LaneOf maps each user to its lane; a user missing from it, or mapped to a lane that
 	// Lanes does not hold, is not selected.
@@ -23,10 +26,12 @@ type SelectInput struct {
 
 // Selection is the fair batch Select chose, before any claim.
 type Selection struct {
-	// Items in dispatch order: highest lane first, each lane in its fair order.
+	// Items in dispatch order: highest lane first, each lane's fair part in its fair
+	// order, then its burst.
 	Items []Selected
 	// ShedUserIDs names, sorted and once each, every user of Heads left with visible work
-	// that was not selected.
+	// that was not selected, but for a user whose own limits alone held it back (see
+	// Select).
 	ShedUserIDs []string
 }
 
@@ -40,12 +45,27 @@ type Selected struct {
 // — the order of in.Heads does not matter — so fairness can be checked without an index;
 // a Dispatcher calls it between its reads and its claim.
 //
-// Each lane goes round by round over its users in (Turn, UserID) order: every user gets
-// one item, its entries in (DueAt, WorkKey) order, before any user gets a second, up to
-// PerUserLimit per user and PerCycleLimit per lane. GlobalBatchLimit then takes each lane's
-// MinShare first, in priority order, and the rest highest lane first: each lane dispatches
-// a prefix of its round-robin order. A user left with visible work (cut, capped, More, or
-// without a lane) is shed. Limits below 1 select nothing.
+// A user of weight w (its Limits.EffectiveWeight) has a fair cap of PerUserLimit × w and a
+// burst cap of PerUserBurst × w (PerUserBurst 0, or below PerUserLimit: no burst). Each
+// lane builds its order in two parts:
+//
+//   - its fair part goes round by round over its users in (Turn, UserID) order: every user
+//     gets one item, its entries in (DueAt, WorkKey) order, before any user gets a second,
+//     up to its fair cap, and stops at PerCycleLimit;
+//   - when every user has had its whole fair part, the lane's room left under
+//     PerCycleLimit goes on in rounds, again from the first user in turn order, one more
+//     item per user per round, to the users with more visible work, up to their burst caps:
+//     the burst.
+//
+// GlobalBatchLimit goes to the fair parts first — each lane's MinShare in priority order,
+// then the rest highest lane first — and what is left to the bursts, highest lane first;
+// each lane dispatches a prefix of its order. Limits below 1 select nothing.
+//
+// A user left with visible work (cut, capped, More, or without a lane) is shed, but for a
+// user held back by its own limits that got all its Due: one with a cap or a rate
+// (Limits.MaxInFlight or Limits.Every set), More, and fewer Due than the lane's read,
+// max(PerUserLimit, PerUserBurst) × w. It waits on itself, not on its neighbours. With
+// every weight 1, no caps or rates and no bursts, the rules are those of plain round robin.
 //
 // It costs O(H log H + I) for H heads holding I entries, and panics when two heads name
 // one user.
@@ -65,7 +85,7 @@ func Select(in SelectInput) Selection {
 		}
 	}
 	for li := range lanes {
-		sel.ShedUserIDs = ch.appendShed(sel.ShedUserIDs, lanes, li)
+		sel.ShedUserIDs = ch.appendShed(sel.ShedUserIDs, in.Lanes, lanes, li)
 	}
 	slices.Sort(sel.ShedUserIDs)
 	return sel
@@ -115,6 +135,53 @@ func bucket(in SelectInput) (lanes [][]duework.Head, unrouted []duework.Head) {
 	return lanes, unrouted
 }
 
+// laneCaps is what one lane lets a user of weight 1 have in a cycle.
+type laneCaps struct {
+	fair  int // PerUserLimit, or 0 when below 1
+	burst int // PerUserBurst when it is above the fair cap, else the fair cap
+	read  int // the PerUser the lane reads with: max(PerUserLimit, PerUserBurst)
+}
+
+func capsOf(lc LaneCapacity) laneCaps {
+	c := laneCaps{fair: max(lc.PerUserLimit, 0), read: max(lc.PerUserLimit, lc.PerUserBurst)}
+	c.burst = c.fair
+	if c.fair > 0 {
+		c.burst = max(lc.PerUserBurst, c.fair)
+	}
+	return c
+}
+
+// weightOf is h's weight, in [1, duework.MaxWeight].
+func weightOf(h *duework.Head) int { return min(h.Limits.EffectiveWeight(), duework.MaxWeight) }
+
+// scaled is n × w for n ≥ 0 and w in [1, duework.MaxWeight], saturating.
+func scaled(n, w int) int {
+	if n > math.MaxInt/w {
+		return math.MaxInt
+	}
+	return n * w
+}
+
+// fairWant is how many items h's fair part holds in a lane with caps c.
+func (c laneCaps) fairWant(h *duework.Head) int { return min(len(h.Due), scaled(c.fair, weightOf(h))) }
+
+// burstWant is how many items h may have in all, fair part and burst, in a lane with caps c.
+func (c laneCaps) burstWant(h *duework.Head) int {
+	return min(len(h.Due), scaled(c.burst, weightOf(h)))
+}
+
+// heldBack reports whether h's own limits held back visible work in a lane with caps c:
+// it has a cap or a rate, More, and fewer Due than the lane read (c.read × its weight).
+func (c laneCaps) heldBack(h *duework.Head) bool {
+	return h.More && (h.Limits.MaxInFlight > 0 || h.Limits.Every > 0) && len(h.Due) < scaled(max(c.read, 0), weightOf(h))
+}
+
+// shed reports whether h, given got items in a lane with caps c, is left with visible
+// work that waits on its neighbours.
+func (c laneCaps) shed(h *duework.Head, got int) bool {
+	return got < len(h.Due) || (h.More && !c.heldBack(h))
+}
+
 // choice is a fair batch before its entries are copied out: picks index the heads each
 // lane read, so a Dispatcher reads them in place.
 type choice struct {
@@ -133,98 +200,160 @@ func (ch *choice) entry(lanes [][]duework.Head, p pick) duework.Entry {
 // gotOf returns the number of items chosen for each of lane li's heads.
 func (ch *choice) gotOf(li int) []int { return ch.got[ch.off[li]:ch.off[li+1]] }
 
-// appendShed appends the users of lane li left with visible work that was not chosen.
-func (ch *choice) appendShed(shed []string, lanes [][]duework.Head, li int) []string {
+// appendShed appends the users of lane li left with visible work that was not chosen and
+// that their own limits alone do not explain.
+func (ch *choice) appendShed(shed []string, lanes []LaneCapacity, heads [][]duework.Head, li int) []string {
+	c := capsOf(lanes[li])
 	for h, n := range ch.gotOf(li) {
-		head := &lanes[li][h]
-		if head.More || n < len(head.Due) {
+		if head := &heads[li][h]; c.shed(head, n) {
 			shed = append(shed, head.UserID)
 		}
 	}
 	return shed
 }
 
-// choose makes the fair choice over lanes[li], lane li's heads in round order, each with
-// its Due in (DueAt, WorkKey) order: every lane's round-robin order, then its share of
-// the global limit.
+// laneOrder is one lane's order, as indexes into its heads, and how much of it the
+// global limit lets it take.
+type laneOrder struct {
+	fair, burst         []int
+	takeFair, takeBurst int
+}
+
+// choose makes the fair choice over heads[li], lane li's heads in round order, each with
+// its Due in (DueAt, WorkKey) order: every lane's fair part and burst, then their shares
+// of the global limit. It costs O(H + picks) for H heads, in a fixed number of allocations.
 func choose(lanes []LaneCapacity, heads [][]duework.Head, global int) choice {
 	global = max(global, 0)
-	orders := make([][]int, len(lanes))
 	ch := choice{off: make([]int, len(lanes)+1)}
-	for li, lc := range lanes {
-		orders[li] = fairOrder(heads[li], max(lc.PerUserLimit, 0), min(max(lc.PerCycleLimit, 0), global))
-		ch.off[li+1] = ch.off[li] + len(heads[li])
-	}
-	take := apportion(lanes, orders, global)
-	total := 0
-	for _, t := range take {
-		total += t
-	}
-	ch.picks = make([]pick, 0, total)
-	ch.got = make([]int, ch.off[len(lanes)])
+	most := 0 // the most heads one lane holds
 	for li := range lanes {
-		got := ch.gotOf(li)
-		for _, h := range orders[li][:take[li]] {
-			ch.picks = append(ch.picks, pick{lane: li, head: h, r: got[h]})
-			got[h]++
+		ch.off[li+1] = ch.off[li] + len(heads[li])
+		most = max(most, len(heads[li]))
+	}
+	n := ch.off[len(lanes)]
+	counts := make([]int, n+2*len(lanes))
+	// want holds each head's wants while the orders are built, and then becomes got.
+	want := counts[:n:n]
+	fairN, burstN := counts[n:n+len(lanes)], counts[n+len(lanes):]
+	orders := make([]laneOrder, len(lanes))
+
+	// Sizes first, so that every lane's orders share one backing array.
+	size := 0
+	for li, lc := range lanes {
+		c, limit := capsOf(lc), min(max(lc.PerCycleLimit, 0), global)
+		fair, burst := 0, 0
+		for h := range heads[li] {
+			head := &heads[li][h]
+			f := c.fairWant(head)
+			fair += f
+			burst += c.burstWant(head) - f
+		}
+		fairN[li] = min(fair, limit)
+		if fair < limit { // every user had its whole fair part
+			burstN[li] = min(burst, limit-fair)
+		}
+		size += fairN[li] + burstN[li]
+	}
+	backing := make([]int, 0, size)
+	active := make([]int, 0, most)
+	for li, lc := range lanes {
+		c, lw := capsOf(lc), want[ch.off[li]:ch.off[li+1]]
+		for h := range heads[li] {
+			lw[h] = c.fairWant(&heads[li][h])
+		}
+		o := &orders[li]
+		start := len(backing)
+		backing = appendRounds(backing, lw, fairN[li], active)
+		o.fair = backing[start:len(backing):len(backing)]
+		if burstN[li] > 0 {
+			for h := range heads[li] {
+				lw[h] = c.burstWant(&heads[li][h]) - lw[h]
+			}
+			start = len(backing)
+			backing = appendRounds(backing, lw, burstN[li], active)
+			o.burst = backing[start:len(backing):len(backing)]
+		}
+	}
+	total := apportion(lanes, orders, global)
+	ch.picks = make([]pick, 0, total)
+	ch.got = want
+	clear(ch.got)
+	for li := range orders {
+		lg, o := ch.gotOf(li), &orders[li]
+		for _, h := range o.fair[:o.takeFair] {
+			ch.picks = append(ch.picks, pick{lane: li, head: h, r: lg[h]})
+			lg[h]++
+		}
+		for _, h := range o.burst[:o.takeBurst] {
+			ch.picks = append(ch.picks, pick{lane: li, head: h, r: lg[h]})
+			lg[h]++
 		}
 	}
 	return ch
 }
 
-// apportion returns how many items of its order each lane takes under the global limit:
-// first each lane's MinShare, in priority order, as far as its order and the limit reach;
-// then what is left, highest lane first. A reservation a lane cannot use stays in the pool.
-func apportion(lanes []LaneCapacity, orders [][]int, global int) []int {
-	take := make([]int, len(lanes))
+// apportion sets how many items of its fair part and of its burst each lane takes under
+// the global limit, and returns their sum: first each lane's MinShare of its fair part, in
+// priority order, as far as its fair part and the limit reach; then the rest of the fair
+// parts, highest lane first; then the bursts, highest lane first. A reservation a lane
+// cannot use stays in the pool.
+func apportion(lanes []LaneCapacity, orders []laneOrder, global int) int {
 	left := global
 	for li, lc := range lanes {
-		take[li] = min(max(lc.MinShare, 0), len(orders[li]), left)
-		left -= take[li]
+		o := &orders[li]
+		o.takeFair = min(max(lc.MinShare, 0), len(o.fair), left)
+		left -= o.takeFair
 	}
-	for li := range lanes {
-		extra := min(len(orders[li])-take[li], left)
-		take[li] += extra
+	for li := range orders {
+		o := &orders[li]
+		extra := min(len(o.fair)-o.takeFair, left)
+		o.takeFair += extra
 		left -= extra
 	}
-	return take
+	for li := range orders {
+		o := &orders[li]
+		o.takeBurst = min(len(o.burst), left)
+		left -= o.takeBurst
+	}
+	return global - left
 }
 
-// fairLen is the length of fairOrder(heads, perUser, limit), computed without building it.
-func fairLen(heads []duework.Head, perUser, limit int) int {
+// fairLen is the length of a lane's fair part over heads (in round order) under caps c,
+// cut at limit, computed without building it.
+func fairLen(heads []duework.Head, c laneCaps, limit int) int {
 	n := 0
 	for i := range heads {
-		if n += min(len(heads[i].Due), perUser); n >= limit {
+		if n += c.fairWant(&heads[i]); n >= limit {
 			return limit
 		}
 	}
 	return n
 }
 
-// fairOrder returns a lane's round-robin order as indexes into heads (already in round
-// order): round r holds every user with more than r entries and a cap above r, and the
-// order stops at limit items. It costs O(len(heads) + limit).
-func fairOrder(heads []duework.Head, perUser, limit int) []int {
-	size := fairLen(heads, perUser, limit)
+// appendRounds appends to order the round-robin order over want, as indexes into it, and
+// stops after size items (at most the sum of want): round r holds, in index order, every
+// i with want[i] > r. active is scratch space of capacity len(want). It costs
+// O(len(want) + size).
+func appendRounds(order, want []int, size int, active []int) []int {
 	if size <= 0 {
-		return nil
+		return order
 	}
-	active := make([]int, 0, len(heads))
-	for h := range heads {
-		if min(len(heads[h].Due), perUser) > 0 {
-			active = append(active, h)
+	active = active[:0]
+	for i, n := range want {
+		if n > 0 {
+			active = append(active, i)
 		}
 	}
-	order := make([]int, 0, size)
-	for r := 0; len(order) < size; r++ {
+	end := len(order) + size
+	for r := 0; len(order) < end; r++ {
 		next := active[:0]
-		for _, h := range active {
-			if len(order) == size {
+		for _, i := range active {
+			if len(order) == end {
 				break
 			}
-			order = append(order, h)
-			if min(len(heads[h].Due), perUser) > r+1 {
-				next = append(next, h)
+			order = append(order, i)
+			if want[i] > r+1 {
+				next = append(next, i)
 			}
 		}
 		active = next
