@@ -70,8 +70,8 @@ func TestRunOnFakeClock(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 
-	if r := <-polls; !r.Now.Equal(start) || r.HeavyWinner() != "summary" || r.Err != nil {
-		t.Fatalf("rule: Run polls at once, at the clock's now: %v, winner %q, err %v", r.Now, r.HeavyWinner(), r.Err)
+	if r := <-polls; !r.Now.Equal(start) || heavyName(r.Result) != "summary" || r.Err != nil {
+		t.Fatalf("rule: Run polls at once, at the clock's now: %v, winner %q, err %v", r.Now, heavyName(r.Result), r.Err)
 	}
 	if at := <-started; !at.Equal(start) {
 		t.Fatalf("summary started at %v", at)
@@ -82,8 +82,8 @@ func TestRunOnFakeClock(t *testing.T) {
 		clk.Advance(time.Minute)
 		now := start.Add(time.Duration(m) * time.Minute)
 		if m%6 == 0 {
-			if r := <-polls; !r.Now.Equal(now) || r.Err != nil || r.HeavyWinner() != "" {
-				t.Fatalf("rule: one poll per tick, at the tick's now: at %v got poll at %v (winner %q, err %v)", now, r.Now, r.HeavyWinner(), r.Err)
+			if r := <-polls; !r.Now.Equal(now) || r.Err != nil || heavyName(r.Result) != "" {
+				t.Fatalf("rule: one poll per tick, at the tick's now: at %v got poll at %v (winner %q, err %v)", now, r.Now, heavyName(r.Result), r.Err)
 			}
 		}
 		if m%7 == 0 {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/rotaworks/rota/internal/clock"
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // Defaults for the zero fields of Config.
@@ -12,7 +15,7 @@ const (
 	// DefaultHolder names the scheduler on the lease. Schedulers of one fleet set
 	// distinct holders.
 	DefaultHolder = "maintenance"
-	// DefaultLeaseTTL is how long a grant lasts between renewals.
+	// DefaultLeaseTTL is how long a grant, or a run's claim, lasts between renewals.
 	DefaultLeaseTTL = 5 * time.Minute
 	// DefaultMaxHold is the longest one heavy run may hold the lease.
 	DefaultMaxHold = 2 * time.Hour
@@ -35,10 +38,13 @@ type Config struct {
 	// StateStore keeps the durable task states; nil means a MemoryStateStore, fenced
 	// with Lease when that is a *MemoryLease.
 	StateStore StateStore
-	// Holder names this scheduler on the lease (DefaultHolder); see ValidateName.
+	// Holder names this scheduler on the lease (DefaultHolder); it must be a valid name
+	// (see Names and times in the package documentation).
 	Holder string
 	// LeaseTTL is the grant length between renewals (DefaultLeaseTTL, or MaxHold if
-	// shorter); at most MaxHold.
+	// shorter); at most MaxHold. An off-lease run's claim lasts as long between its
+	// extensions, so a run whose scheduler stopped, or whose outcome could not be
+	// written, blocks its task for at most LeaseTTL.
 	LeaseTTL time.Duration
 	// MaxHold is the longest a heavy run may hold the lease (DefaultMaxHold): Run
 	// cancels a task's context at MaxHold.
@@ -98,7 +104,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real
 	}
 	return c
 }
@@ -123,8 +129,8 @@ func (c Config) validate() error {
 	if c.MaxHold > 0 && c.LeaseTTL > c.MaxHold {
 		bad("LeaseTTL", fmt.Sprintf("not exceed MaxHold %v", c.MaxHold), c.LeaseTTL)
 	}
-	if ValidateName("Holder", c.Holder) != nil {
-		bad("Holder", fmt.Sprintf("be 1 to %d bytes of UTF-8 without control characters", MaxNameLength), quote(c.Holder))
+	if !vocab.ValidName(c.Holder) {
+		bad("Holder", "be "+vocab.NameRule, quote(c.Holder))
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rotaworks/rota/internal/clock"
 )
 
 // The zero Config takes every default; a nil Logger is slog.Default() as it is when
@@ -25,7 +27,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	if c.Logger != custom {
 		t.Errorf("a nil Logger is slog.Default() at construction time")
 	}
-	if _, ok := c.Clock.(realClock); !ok {
+	if c.Clock != clock.Real {
 		t.Errorf("a nil Clock is the real clock: %T", c.Clock)
 	}
 	lease, ok1 := c.Lease.(*MemoryLease)
@@ -37,7 +39,7 @@ func TestConfigWithDefaults(t *testing.T) {
 		t.Errorf("LeaseTTL defaults to MaxHold when that is shorter: %v", c.LeaseTTL)
 	}
 	given := NewMemoryLease(time.Hour)
-	if c := (Config{Lease: given, Clock: realClock{}}).withDefaults(); c.Lease != given || c.StateStore.(*MemoryStateStore).lease != given {
+	if c := (Config{Lease: given, Clock: clock.Real}).withDefaults(); c.Lease != given || c.StateStore.(*MemoryStateStore).lease != given {
 		t.Errorf("a given Lease is kept and the default store is fenced with it")
 	}
 	if err := (Config{}).withDefaults().validate(); err != nil {
@@ -65,10 +67,12 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestFinished(t *testing.T) {
+// finishRun records the run's start as LastRunAt and the outcome its error gives, and
+// clears the flag; the states it writes are storable.
+func TestFinishRun(t *testing.T) {
 	task := Task{Name: "reindex", Class: OffLease, DataSafety: true}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	running := TaskState{Name: "reindex", Running: true, RunningSince: start, RunningBy: "a", RunningToken: 3, LastError: "old"}
+	running := TaskState{Name: "reindex", Running: true, RunningSince: start, RunningBy: "a", RunningUntil: start.Add(time.Minute), LastError: "old"}
 	for _, tt := range []struct {
 		err  error
 		want Outcome
@@ -80,13 +84,16 @@ func TestFinished(t *testing.T) {
 		{ErrNotHolder, OutcomeCancelled, ErrNotHolder.Error()},
 		{errors.New("bad \xff\x00"), OutcomeFailed, "bad \uFFFD\uFFFD"},
 	} {
-		st := finished(running, task, start, tt.err)
+		outcome, msg := outcomeOf(tt.err)
+		r := newRun(task, "a", 0, start, start.Add(time.Minute))
+		writes, raise, err := finishRun(r, outcome, msg)(0, []TaskState{running})
 		want := TaskState{Name: "reindex", Class: OffLease, Rank: RankDataSafety, LastRunAt: start, LastOutcome: tt.want, LastError: tt.msg}
-		if st != want {
-			t.Errorf("finished(%v) = %+v, want %+v", tt.err, st, want)
+		if err != nil || raise != 0 || len(writes) != 1 || writes[0] != want {
+			t.Errorf("finish(%v) = %+v, %d, %v, want %+v", tt.err, writes, raise, err, want)
+			continue
 		}
-		if err := st.Validate(); err != nil {
-			t.Errorf("finished(%v) is storable: %v", tt.err, err)
+		if err := writes[0].Validate(); err != nil {
+			t.Errorf("finish(%v) is storable: %v", tt.err, err)
 		}
 	}
 }

@@ -17,26 +17,30 @@
 //
 // The heavy winner yields to a better waiter of another scheduler sharing the state, or
 // acquires the Lease; a second pass then ranks the due OffLease tasks the same way and
-// dispatches up to AlsoDispatchLimit of them beside it. Every due task that does not start
-// is a Deferral with a Reason and its blocker, and starts or continues its durable
-// deferral streak. The Gauge, computed from the durable state, shows the lease holder,
-// every waiter and its wait, the deferral chain depth and a Posture.
+// dispatches up to AlsoDispatchLimit of them beside it. Every task that starts is claimed
+// in the StateStore first, so that it runs on one scheduler of the fleet at a time. Every
+// due task that does not start is a Deferral with a Reason and its blocker, and starts or
+// continues its durable deferral streak. The Gauge, computed from the durable state,
+// shows the lease holder, every waiter and its wait, the deferral chain depth and a
+// Posture.
 //
 // # Where to start
 //
 // Build the registry (a []Task, in priority order for ties), call NewScheduler with a
 // Config (zero values are defaults; nil Lease and StateStore mean in-memory ones) and call
-// Run. Hosts with their own loop call Poll, run what it dispatched, call Renew while the
-// heavy task runs and Complete when each task ends. Pick is pure and usable alone.
+// Run. Hosts with their own loop call Poll, run what it dispatched, call Renew while
+// tasks run and Complete when each task ends. Pick is pure and usable alone.
 //
 // # Running it
 //
 // Run polls every PollInterval and as soon as a task ends and runs each dispatched task in
-// its own goroutine. A heavy task runs exactly as long as a live grant covers it: Run
-// renews the grant every LeaseTTL/3, retries a failed renewal until the grant expires, and
-// cancels the task's context when the grant expires unrenewed — on a timer at ExpiresAt,
-// whatever a hung renewal is doing — when the lease is lost, and at MaxHold. Run reads
-// time only from Config.Clock; Poll, Renew and Complete take now.
+// its own goroutine. A task runs exactly as long as its claim covers it — a heavy task's
+// claim follows its lease grant: Run extends the claim every LeaseTTL/3 (renewing the
+// grant first), retries a failed extension until the claim would lapse, and cancels the
+// task's context when the claim lapses unextended — on a timer, whatever a hung call is
+// doing — when the grant or the claim is lost, and at MaxHold. It records each outcome,
+// retrying a failed write until the claim would lapse. Run reads time only from
+// Config.Clock; Poll, Renew and Complete take now.
 //
 // # Observing
 //
@@ -45,19 +49,36 @@
 // than DegradeAfter the gauge reads PostureDegraded: the report says so once
 // (PollReport.TurnedDegraded) with a Warn line naming the longest waiter, and once more
 // when it recovers. Because the gauge is computed from durable state, a stall that began
-// before a restart is reported at the first poll after it. The rota/otel module exports
-// the reports as metrics.
+// before a restart is reported at the first poll after it, and any process — an operator
+// page, a health check — reads it with ReadGauge from the StateStore (and the Lease, if it
+// has it) alone, without the task list. The rota/otel module exports the reports as
+// metrics.
 //
-// # Durable state and fencing
+// # Durable state, claims and fencing
 //
-// The StateStore keeps every task's TaskState. Its writes are fenced by the lease: a
-// holder whose grant was replaced can write nothing, from the moment of the new grant. A
-// heavy task's running flag counts only while the grant it runs under is live, so a
-// crashed holder blocks nobody past one LeaseTTL; an off-lease task's counts for MaxHold +
-// LeaseTTL. Names are at most MaxNameLength bytes of printable UTF-8 and stored times lie
-// in years 1 through 9999 UTC; every Lease and StateStore refuses anything else with
-// ErrInvalid, and maintenancetest holds every adapter to that and to the rest of the
-// contracts.
+// The StateStore keeps every task's TaskState, and every write the Scheduler makes is a
+// StateStore.Update: an atomic read-modify-write of a few states, so that schedulers
+// sharing a store never overwrite each other. A task starts only through a claim, a
+// compare-and-set that wins when no scheduler of the fleet runs the task nor a task it
+// DependsOn: two schedulers that poll at the same instant start it once, and DependsOn
+// holds across the fleet. A claim lapses on its own at RunningUntil, LeaseTTL after its
+// last extension and never past MaxHold from its start, so a scheduler that crashed, or
+// whose write of an outcome could not be made, blocks the task for at most one LeaseTTL.
+// Deferrals are recorded by every scheduler, holder of the lease or not, and never over
+// a task that runs elsewhere.
+//
+// Writes are fenced by the lease: a heavy run whose grant a later one replaced can claim,
+// extend or finish nothing (ErrStaleToken), and its running flag stops counting from the
+// moment of the new grant.
+//
+// # Names and times
+//
+// Task, holder and lease names are valid names by the rule every rota package uses
+// (tenancy.ValidateID's): 1 to 256 bytes of valid UTF-8, no control or format character
+// (Unicode Cc and Cf) anywhere and no white space at either end. Stored times, and every
+// now, lie in years 1 to 9999 UTC, both included; the zero time stands for "never". Every
+// Lease and StateStore refuses anything else with ErrInvalid, naming the field, and
+// maintenancetest holds every adapter to that and to the rest of the contracts.
 //
 // # Bounds
 //
@@ -70,9 +91,11 @@
 // # Performance
 //
 // Pick is O(candidates × (running + dependencies)) and allocates in proportion to its
-// input. A poll makes one StateStore Load, one Lease Current, at most one Acquire and one
-// Save, whatever the number of tasks; with a registry of tens of tasks those round trips
-// are the cost, not the ranking.
+// input. A poll makes one StateStore Load, one Lease Current, at most one Acquire and two
+// Updates (the heavy claim; the second pass's claims and the deferrals), whatever the
+// number of tasks; a run makes one Update per extension, every LeaseTTL/3, and one to
+// finish. With a registry of tens of tasks those round trips are the cost, not the
+// ranking.
 //
 // # Details
 //
@@ -95,10 +118,15 @@
 //   - An empty registry is valid and its gauge reads PostureDisabled; PostureUnknown is
 //     the posture of a poll that could not read the state.
 //   - A task's context has no Deadline, which would be meaningless on a fake Clock: at
-//     MaxHold it is cancelled with a cause wrapping ErrHoldExceeded, and when its grant
-//     expires unrenewed or is lost, with one wrapping ErrNotHolder.
-//   - A renewal error other than ErrNotHolder, ErrHoldExceeded or ErrInvalid is transient:
-//     Run retries it after LeaseTTL/64, doubling up to LeaseTTL/8, until the grant expires.
+//     MaxHold it is cancelled with a cause wrapping ErrHoldExceeded, and when its grant or
+//     claim lapses unextended or is lost, with one wrapping ErrNotHolder.
+//   - An error other than ErrNotHolder, ErrStaleToken, ErrHoldExceeded or ErrInvalid is
+//     transient: Run retries a renewal, an extension or the write of an outcome after
+//     LeaseTTL/64, doubling up to LeaseTTL/8, until the grant or the claim would lapse.
+//   - A claim whose write failed may have taken effect all the same: the scheduler's next
+//     poll does not count it as running and clears it, so the task waits one poll, not a
+//     LeaseTTL.
+//   - A claim that another scheduler took first is no Deferral: that task runs.
 //   - A task's error is stored as LastError with invalid UTF-8 and NUL replaced by U+FFFD,
 //     so that every store can hold it.
 package maintenance

@@ -18,8 +18,9 @@ var (
 
 	// ErrNotHolder is returned by Lease.Renew and Lease.Release for a grant that is not
 	// the lease's current one: a later grant replaced it, it was released, or (Renew
-	// only) it has expired. A task that Run cancels because its grant expired or was lost
-	// has a context cause that wraps it.
+	// only) it has expired; and by Scheduler.Renew and Scheduler.Complete for a run whose
+	// claim has lapsed or was taken by another run. A task that Run cancels because its
+	// grant or claim lapsed or was lost has a context cause that wraps it.
 	ErrNotHolder = errors.New("maintenance: not the lease holder")
 
 	// ErrHoldExceeded is returned by Lease.Renew once now − AcquiredAt ≥ the lease's
@@ -27,7 +28,8 @@ var (
 	ErrHoldExceeded = errors.New("maintenance: lease held for MaxHold")
 
 	// ErrStaleToken is returned by StateStore.Save when the write's fencing token is
-	// older than the store's fence; nothing is written.
+	// older than the store's fence, and by the Scheduler's writes of a heavy run whose
+	// grant a later one replaced (Poll, Renew, Complete); nothing is written.
 	ErrStaleToken = errors.New("maintenance: stale fencing token")
 
 	// ErrRunning is returned by Scheduler.Run when the scheduler is already running.

@@ -27,7 +27,7 @@ func ExampleObserver() {
 			fmt.Printf(", %s deferred (%s, %s)", d.Task, d.Reason, d.Blocker)
 		}
 		if rep.TurnedDegraded {
-			fmt.Printf(", STALLED: %s has waited %v", rep.Result.Gauge.Waiters[0].Task, rep.Result.Gauge.LongestWait())
+			fmt.Printf(", STALLED: %s has waited %v", rep.Result.Gauge.Waiters[0].Task, rep.Result.Gauge.Waiters[0].Wait)
 		}
 		fmt.Println()
 	})

@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,8 +19,8 @@ const (
 	// PostureDegraded: some waiter has waited longer than DegradeAfter — the chain is
 	// not draining to idle.
 	PostureDegraded
-	// PostureDisabled: the scheduler has no tasks (maintenance is off in this
-	// deployment).
+	// PostureDisabled: the scheduler has no tasks, or (ReadGauge) the store holds no
+	// task's state — maintenance is off in this deployment.
 	PostureDisabled
 )
 
@@ -72,12 +73,62 @@ type Gauge struct {
 	ChainDepth int
 }
 
-// LongestWait returns the longest current wait, 0 without waiters.
-func (g Gauge) LongestWait() time.Duration {
+// longestWait returns the longest current wait, 0 without waiters.
+func (g Gauge) longestWait() time.Duration {
 	if len(g.Waiters) == 0 {
 		return 0
 	}
 	return g.Waiters[0].Wait
+}
+
+// ReadGauge computes the stall gauge at now from store and lease alone, as every poll
+// computes it, for a process that runs no Scheduler: an operator page, a health check.
+// It needs no task list: every TaskState carries its Class and Rank. lease may be nil;
+// the holder is then the one whose heavy run's claim counts in the store, held since
+// that run started. degradeAfter 0 means DefaultDegradeAfter. The posture reads
+// PostureDisabled only when the store holds no state at all. A nil store or a negative
+// degradeAfter is ErrInvalid; a failed read returns the error with a Gauge whose posture
+// is PostureUnknown.
+//
+// Cost: one StateStore Load and, with a lease, one Lease Current; O(n log n) in the
+// number of tasks.
+func ReadGauge(ctx context.Context, store StateStore, lease Lease, now time.Time, degradeAfter time.Duration) (Gauge, error) {
+	switch {
+	case store == nil:
+		return Gauge{At: now}, fmt.Errorf("%w: read gauge: nil StateStore", ErrInvalid)
+	case degradeAfter < 0:
+		return Gauge{At: now}, fmt.Errorf("%w: read gauge: degradeAfter must not be negative, got %v", ErrInvalid, degradeAfter)
+	case degradeAfter == 0:
+		degradeAfter = DefaultDegradeAfter
+	}
+	return readGauge(ctx, store, lease, now, degradeAfter, func(states []TaskState) bool { return len(states) == 0 })
+}
+
+// readGauge reads the gauge; it reads PostureDisabled when disabled says so of the
+// store's states.
+func readGauge(ctx context.Context, store StateStore, lease Lease, now time.Time, degradeAfter time.Duration,
+	disabled func([]TaskState) bool) (Gauge, error) {
+	if err := validTime("gauge: now", now); err != nil {
+		return Gauge{At: now}, err
+	}
+	snap, err := store.Load(ctx)
+	if err != nil {
+		return Gauge{At: now}, fmt.Errorf("maintenance: gauge: load state: %w", err)
+	}
+	var cur Grant
+	var held bool
+	if lease != nil {
+		if cur, held, err = lease.Current(ctx, now); err != nil {
+			return Gauge{At: now}, fmt.Errorf("maintenance: gauge: read lease: %w", err)
+		}
+	} else {
+		for _, st := range snap.States {
+			if st.Class == Heavy && st.runningAt(now, snap.Token) {
+				cur, held = Grant{Holder: st.RunningBy, Token: st.RunningToken, AcquiredAt: st.RunningSince, ExpiresAt: st.RunningUntil}, true
+			}
+		}
+	}
+	return computeGauge(snap.States, cur, held, now, degradeAfter, disabled(snap.States)), nil
 }
 
 // computeGauge is pure: the gauge of states and the live grant (held false: free) at now.
@@ -97,7 +148,7 @@ func computeGauge(states []TaskState, grant Grant, held bool, now time.Time, deg
 	}
 	blockedBy := make(map[string]string)
 	for _, s := range states {
-		if !s.Waiting() {
+		if !s.waiting() {
 			continue
 		}
 		w := Waiter{Task: s.Name, Since: s.DeferredSince, Wait: now.Sub(s.DeferredSince),

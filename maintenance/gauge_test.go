@@ -1,6 +1,8 @@
 package maintenance_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,7 +36,7 @@ func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 		t.Errorf("gauge: holder %q task %q held for %v", g.Holder, g.HolderTask, g.HeldFor)
 	}
 	if len(g.Waiters) != 1 || g.Waiters[0].Task != "nightly" || g.Waiters[0].Wait != 61*time.Minute ||
-		g.Waiters[0].Reason != maintenance.ReasonHeavyBusy || g.ChainDepth != 1 || g.LongestWait() != 61*time.Minute {
+		g.Waiters[0].Reason != maintenance.ReasonHeavyBusy || g.ChainDepth != 1 {
 		t.Errorf("gauge: waiters %+v depth %d", g.Waiters, g.ChainDepth)
 	}
 
@@ -87,4 +89,55 @@ func TestGaugeChainDepth(t *testing.T) {
 		maintenance.PostureUnknown.String() != "unknown" || maintenance.PostureDisabled.String() != "disabled" {
 		t.Errorf("Posture strings: %v", g.Posture)
 	}
+}
+
+// ReadGauge needs no task list: from the StateStore and the Lease alone it reads the
+// gauge the scheduler's poll computed; without the Lease it finds the holder from the
+// heavy run's claim; it reads PostureDisabled only for a store that holds no state.
+func TestReadGauge(t *testing.T) {
+	store := maintenance.NewMemoryStateStore()
+	lease := maintenance.NewMemoryLease(2 * time.Hour)
+	store.FenceWith(lease)
+	tasks := []maintenance.Task{heavy("summary", 10*time.Minute), heavy("nightly", day), offLease("verify", time.Hour)}
+	seed(t, store, map[string]time.Time{"summary": t0.Add(-time.Hour), "nightly": t0.Add(-25 * time.Hour), "verify": t0})
+	if g, err := maintenance.ReadGauge(bg, store, lease, t0, 0); err != nil || g.Posture != maintenance.PostureHealthy {
+		t.Fatalf("rule: a store with states is not Disabled without a task list: %+v, %v", g, err)
+	}
+	s := newSched(t, tasks, maintenance.Config{StateStore: store, Lease: lease, MaxHold: 2 * time.Hour, LeaseTTL: 2 * time.Hour, Holder: "daemon-a"})
+	poll(t, s, t0)
+	at := t0.Add(61 * time.Minute)
+	want := poll(t, s, at).Gauge
+	if want.Posture != maintenance.PostureDegraded || want.HolderTask != "summary" {
+		t.Fatalf("the scheduler's gauge: %+v", want)
+	}
+	got, err := maintenance.ReadGauge(bg, store, lease, at, 0)
+	if err != nil || !reflectGauge(got, want) {
+		t.Errorf("rule: ReadGauge with the Lease reads the poll's gauge:\n got %+v, %v\nwant %+v", got, err, want)
+	}
+	got, err = maintenance.ReadGauge(bg, store, nil, at, 0)
+	if err != nil || !reflectGauge(got, want) {
+		t.Errorf("rule: ReadGauge without the Lease finds the holder from the heavy run's claim:\n got %+v, %v\nwant %+v", got, err, want)
+	}
+	if g, _ := maintenance.ReadGauge(bg, store, nil, at, 2*time.Hour); g.Posture != maintenance.PostureHealthy {
+		t.Errorf("rule: degradeAfter is the caller's: a 61m wait under 2h is Healthy: %v", g.Posture)
+	}
+	if g, err := maintenance.ReadGauge(bg, maintenance.NewMemoryStateStore(), nil, at, 0); err != nil || g.Posture != maintenance.PostureDisabled {
+		t.Errorf("rule: an empty store reads Disabled: %+v, %v", g, err)
+	}
+	if _, err := maintenance.ReadGauge(bg, nil, nil, at, 0); !errors.Is(err, maintenance.ErrInvalid) {
+		t.Errorf("a nil store is ErrInvalid: %v", err)
+	}
+	if _, err := maintenance.ReadGauge(bg, store, nil, at, -time.Second); !errors.Is(err, maintenance.ErrInvalid) {
+		t.Errorf("a negative degradeAfter is ErrInvalid: %v", err)
+	}
+	fs := &failingStore{MemoryStateStore: maintenance.NewMemoryStateStore(), failLoad: true}
+	if g, err := maintenance.ReadGauge(bg, fs, nil, at, 0); !errors.Is(err, errDisk) || g.Posture != maintenance.PostureUnknown {
+		t.Errorf("an unreadable store reads Unknown, with the error: %+v, %v", g, err)
+	}
+}
+
+// reflectGauge reports whether two gauges agree on everything an operator reads.
+func reflectGauge(a, b maintenance.Gauge) bool {
+	return a.At.Equal(b.At) && a.Posture == b.Posture && a.Holder == b.Holder && a.HolderTask == b.HolderTask &&
+		a.HeldFor == b.HeldFor && a.ChainDepth == b.ChainDepth && slices.Equal(a.Waiters, b.Waiters)
 }

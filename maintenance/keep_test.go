@@ -165,7 +165,8 @@ func TestRunRetriesTransientRenewalError(t *testing.T) {
 
 	f.clk.Advance(keepTTL / 3)
 	within(t, "the first renewal is sent", func() { <-lease.calls })
-	within(t, "the retry is scheduled on the clock", func() { f.clk.Wait(2, 3) })
+	// Two tickers; four timers: MaxHold, the claim's expiry, the retries' deadline, the backoff.
+	within(t, "the retry is scheduled on the clock", func() { f.clk.Wait(2, 4) })
 	if err := f.taskCtx.Err(); err != nil {
 		t.Fatalf("a transient renewal error cancelled the task: %v", context.Cause(f.taskCtx))
 	}
@@ -196,7 +197,8 @@ func TestRunStopsTaskAtExpiryWhenRenewalsKeepFailing(t *testing.T) {
 	defer f.stop()
 
 	f.clk.Advance(keepTTL / 3)
-	within(t, "the retry is scheduled on the clock", func() { f.clk.Wait(2, 3) })
+	// Two tickers; four timers: MaxHold, the claim's expiry, the retries' deadline, the backoff.
+	within(t, "the retry is scheduled on the clock", func() { f.clk.Wait(2, 4) })
 	f.clk.Advance(keepTTL / 64)
 	within(t, "the first renewal and its retry are sent", func() { <-lease.calls; <-lease.calls })
 	f.clk.Advance(t0.Add(keepTTL).Sub(f.clk.Now()) - time.Nanosecond)

@@ -31,8 +31,9 @@ type Grant struct {
 //     than now + ttl of the call that set it, so a stuck holder loses the lease within
 //     one TTL of its last renewal.
 //   - Time is the caller's now; the lease reads no clock.
-//   - Bad input wraps ErrInvalid and changes nothing: a holder ValidateName refuses,
-//     ttl ≤ 0, a now or an expiry ValidateTime refuses.
+//   - Bad input wraps ErrInvalid and changes nothing: a holder that is not a valid name,
+//     ttl ≤ 0, a now or an expiry outside years 1 to 9999 UTC (see Names and times in
+//     the package documentation).
 //   - A call that fails changes nothing. Implementations are safe for concurrent use.
 type Lease interface {
 	// Acquire grants the lease to holder until now+ttl (or earlier, at MaxHold) with a
@@ -75,23 +76,23 @@ func NewMemoryLease(maxHold time.Duration) *MemoryLease {
 
 // checkLeaseCall checks the arguments of Acquire or Renew.
 func checkLeaseCall(op, holder string, ttl time.Duration, now time.Time) error {
-	if err := ValidateName(op+": holder", holder); err != nil {
+	if err := validName(op+": holder", holder); err != nil {
 		return err
 	}
 	if ttl <= 0 {
 		return fmt.Errorf("%w: %s: ttl must be positive, got %v", ErrInvalid, op, ttl)
 	}
-	return ValidateTime(op+": now", now)
+	return validTime(op+": now", now)
 }
 
-// expiry returns now + ttl capped at acquired + MaxHold, or ErrInvalid when that is a
-// time ValidateTime refuses.
+// expiry returns now + ttl capped at acquired + MaxHold, or ErrInvalid when that is
+// outside years 1 to 9999 UTC.
 func (l *MemoryLease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, error) {
 	exp := now.Add(ttl)
 	if capAt := acquired.Add(l.maxHold); exp.After(capAt) {
 		exp = capAt
 	}
-	if err := ValidateTime("expiry now + ttl", exp); err != nil {
+	if err := validTime("expiry now + ttl", exp); err != nil {
 		return time.Time{}, err
 	}
 	return exp, nil
@@ -165,7 +166,7 @@ func (l *MemoryLease) Release(ctx context.Context, g Grant) error {
 
 // Current implements Lease.
 func (l *MemoryLease) Current(ctx context.Context, now time.Time) (Grant, bool, error) {
-	if err := ValidateTime("current: now", now); err != nil {
+	if err := validTime("current: now", now); err != nil {
 		return Grant{}, false, err
 	}
 	if err := ctx.Err(); err != nil {

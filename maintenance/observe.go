@@ -44,22 +44,22 @@ type PollReport struct {
 	Recovered bool
 }
 
-// HeavyWinner returns the name of the heavy task that won the lease at this poll, "" if
+// heavyWinner returns the name of the heavy task that won the lease at the poll, "" if
 // none did.
-func (r PollReport) HeavyWinner() string {
-	if w := r.Result.Winner; w != nil && w.Task.Class == Heavy {
+func heavyWinner(r PollResult) string {
+	if w := r.Winner; w != nil && w.Task.Class == Heavy {
 		return w.Task.Name
 	}
 	return ""
 }
 
-// SecondPass returns the off-lease tasks the poll's second pass dispatched: Winner when
-// it is off-lease, then AlsoDispatched.
-func (r PollReport) SecondPass() []Candidate {
-	if w := r.Result.Winner; w != nil && w.Task.Class == OffLease {
-		return append([]Candidate{*w}, r.Result.AlsoDispatched...)
+// offLeaseCount returns how many off-lease tasks the poll's second pass dispatched.
+func offLeaseCount(r PollResult) int {
+	n := len(r.AlsoDispatched)
+	if w := r.Winner; w != nil && w.Task.Class == OffLease {
+		n++
 	}
-	return r.Result.AlsoDispatched
+	return n
 }
 
 // postureSeen is the latest known posture a poll reported, and its instant.
@@ -125,14 +125,14 @@ func (s *Scheduler) log(rep PollReport) {
 	attrs := []slog.Attr{
 		slog.Time("now", rep.Now),
 		slog.String("winner", winner),
-		slog.String("heavy", rep.HeavyWinner()),
-		slog.Int("second_pass", len(rep.SecondPass())),
+		slog.String("heavy", heavyWinner(rep.Result)),
+		slog.Int("second_pass", offLeaseCount(rep.Result)),
 		slog.Int("deferred", len(rep.Result.Deferred)),
 		slog.String("posture", g.Posture.String()),
 		slog.String("holder", g.Holder),
 		slog.Duration("held_for", g.HeldFor),
 		slog.Int("waiters", len(g.Waiters)),
-		slog.Duration("longest_wait", g.LongestWait()),
+		slog.Duration("longest_wait", g.longestWait()),
 		slog.Int("chain_depth", g.ChainDepth),
 	}
 	if rep.Err != nil {

@@ -74,7 +74,7 @@ func renderReport(rep maintenance.PollReport, base time.Time) []string {
 	}
 	return []string{
 		fmt.Sprintf("now %s err %v degraded %v recovered %v", rel(rep.Now), rep.Err, rep.TurnedDegraded, rep.Recovered),
-		fmt.Sprintf("winner %s heavy %q second pass %s also %s", winner, rep.HeavyWinner(), cand(rep.SecondPass()), cand(rep.Result.AlsoDispatched)),
+		fmt.Sprintf("winner %s heavy %q second pass %s also %s", winner, heavyName(rep.Result), cand(offLeaseRuns(rep.Result)), cand(rep.Result.AlsoDispatched)),
 		"deferred: " + strings.Join(deferred, "; "),
 		fmt.Sprintf("gauge at %s %s holder %q task %q held %v depth %d", rel(g.At), g.Posture, g.Holder, g.HolderTask, g.HeldFor, g.ChainDepth),
 		"waiters: " + strings.Join(waiters, "; "),
@@ -251,7 +251,7 @@ func TestObserverStallFoundAtStartup(t *testing.T) {
 	if len(rec.reps) != 2 || !rec.reps[0].TurnedDegraded || rec.reps[1].TurnedDegraded {
 		t.Fatalf("want the stall reported at the first poll only, got %+v", rec.reps)
 	}
-	if g := rec.reps[0].Result.Gauge; g.Posture != maintenance.PostureDegraded || g.LongestWait() != 3*time.Hour {
+	if g := rec.reps[0].Result.Gauge; g.Posture != maintenance.PostureDegraded || len(g.Waiters) == 0 || g.Waiters[0].Wait != 3*time.Hour {
 		t.Errorf("gauge %+v", g)
 	}
 }

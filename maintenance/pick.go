@@ -66,9 +66,9 @@ type loss struct {
 	blocker string
 }
 
-// Ratio returns c's staleness ratio at now: (now − LastRunAt) / Cadence, +Inf when it
+// ratio returns c's staleness ratio at now: (now − LastRunAt) / Cadence, +Inf when it
 // never ran, 0 when it has no cadence.
-func (c Candidate) Ratio(now time.Time) float64 {
+func (c Candidate) ratio(now time.Time) float64 {
 	if c.Task.Cadence <= 0 {
 		return 0
 	}
@@ -130,7 +130,7 @@ func screen(in PickInput) (cons []Consideration, losses []loss, eligible []int) 
 	n := len(in.Candidates)
 	losses, cons, eligible = make([]loss, n), make([]Consideration, n), make([]int, 0, n)
 	for i, c := range in.Candidates {
-		cons[i] = Consideration{Name: c.Task.Name, Ratio: c.Ratio(in.Now)}
+		cons[i] = Consideration{Name: c.Task.Name, Ratio: c.ratio(in.Now)}
 		switch dep := firstRunning(c.Task.DependsOn, running); {
 		case running[c.Task.Name]:
 			losses[i] = loss{lossRunning, c.Task.Name}

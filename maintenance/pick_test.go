@@ -308,14 +308,19 @@ func TestPick(t *testing.T) {
 	}
 }
 
+// ratio is c's staleness ratio at now, as Pick explains it.
+func ratio(c maintenance.Candidate, now time.Time) float64 {
+	return maintenance.Pick(maintenance.PickInput{Candidates: []maintenance.Candidate{c}, Now: now}).Considered[0].Ratio
+}
+
 func TestCandidateRatio(t *testing.T) {
-	if r := cand(heavy("a", time.Hour), 0).Ratio(t0); !math.IsInf(r, 1) {
+	if r := ratio(cand(heavy("a", time.Hour), 0), t0); !math.IsInf(r, 1) {
 		t.Errorf("never-run ratio %v, want +Inf", r)
 	}
-	if r := cand(heavy("a", time.Hour), 90*time.Minute).Ratio(t0); r != 1.5 {
+	if r := ratio(cand(heavy("a", time.Hour), 90*time.Minute), t0); r != 1.5 {
 		t.Errorf("ratio %v, want 1.5 = 90m / 1h", r)
 	}
-	if r := cand(maintenance.Task{Name: "a", Due: always}, time.Hour).Ratio(t0); r != 0 {
+	if r := ratio(cand(maintenance.Task{Name: "a", Due: always}, time.Hour), t0); r != 0 {
 		t.Errorf("cadence-less ratio %v, want 0", r)
 	}
 }

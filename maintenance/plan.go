@@ -11,28 +11,29 @@ import (
 // policy is what a poll's decisions depend on: the registry and the knobs of Config. Its
 // methods are the phases of a poll; they read no clock and do no Lease or StateStore I/O.
 type policy struct {
-	tasks  []Task
-	byName map[string]int
-	holder string
-	// offLeaseLive is how long an off-lease task's running flag counts: MaxHold + LeaseTTL.
-	offLeaseLive time.Duration
-	yieldAfter   time.Duration
-	limit        int
+	tasks      []Task
+	byName     map[string]int
+	holder     string
+	yieldAfter time.Duration
+	limit      int
 }
 
 // view is what a poll read before deciding: the durable states, the lease's live grant
-// (held false: free) and the tasks this process runs.
+// (held false: free), the tasks this process runs, and the claims it may have left
+// behind (see Scheduler.orphans).
 type view struct {
-	now    time.Time
-	states []TaskState // ordered by name
-	byName map[string]TaskState
-	cur    Grant
-	held   bool
-	local  map[string]bool
+	now     time.Time
+	states  []TaskState // ordered by name
+	byName  map[string]TaskState
+	cur     Grant
+	held    bool
+	local   map[string]bool
+	orphans map[string]run
 }
 
-func newView(now time.Time, snap Snapshot, cur Grant, held bool, local map[string]bool) view {
-	v := view{now: now, states: snap.States, byName: make(map[string]TaskState, len(snap.States)), cur: cur, held: held, local: local}
+func newView(now time.Time, snap Snapshot, cur Grant, held bool, local map[string]bool, orphans map[string]run) view {
+	v := view{now: now, states: snap.States, byName: make(map[string]TaskState, len(snap.States)), cur: cur, held: held,
+		local: local, orphans: orphans}
 	for _, st := range snap.States {
 		v.byName[st.Name] = st
 	}
@@ -47,7 +48,9 @@ type deferral struct {
 
 // plan is what a poll decided before it touched the lease.
 type plan struct {
-	live, failed map[string]bool
+	// live run at the poll's instant; failed are those whose Due func failed; tried are
+	// those the poll tried to claim, whether it won or not.
+	live, failed, tried map[string]bool
 	// running are the running tasks, in name order, this process's unrecorded ones last.
 	running []Task
 	// off are the due off-lease candidates that no gate holds back.
@@ -62,7 +65,7 @@ type plan struct {
 // decide runs every phase before the lease: what runs, what is due, the gates, the heavy
 // pick and the fleet yield. It calls the tasks' Due funcs and nothing else outside it.
 func (p *policy) decide(ctx context.Context, v view) plan {
-	var pl plan
+	pl := plan{tried: make(map[string]bool)}
 	pl.live, pl.running = p.liveTasks(v)
 	due, failed, errs := p.dueTasks(ctx, v, pl.live)
 	pl.failed, pl.errs = failed, errs
@@ -90,20 +93,22 @@ func (p *policy) task(st TaskState) Task {
 }
 
 // liveTasks returns the tasks running at v.now and the running tasks in name order, this
-// process's unrecorded ones last. A heavy task's running flag counts while the grant it
-// runs under is the live one, an off-lease task's for offLeaseLive.
+// process's unrecorded ones last. A running flag counts until its claim lapses
+// (RunningUntil), and a heavy task's only while the grant it runs under is the live one;
+// a claim this process left behind does not count (the poll's write drops it).
 func (p *policy) liveTasks(v view) (map[string]bool, []Task) {
 	live := make(map[string]bool)
 	var running []Task
 	for _, st := range v.states {
 		t := p.task(st)
 		ok := v.local[st.Name]
+		orphan, isOrphan := v.orphans[st.Name]
 		switch {
-		case ok || !st.Running:
+		case ok || !st.Running || (isOrphan && orphan.heldBy(st)):
 		case t.Class == Heavy:
-			ok = v.held && st.RunningToken == v.cur.Token
+			ok = v.held && st.RunningToken == v.cur.Token && v.now.Before(st.RunningUntil)
 		default:
-			ok = v.now.Sub(st.RunningSince) < p.offLeaseLive
+			ok = v.now.Before(st.RunningUntil)
 		}
 		if ok {
 			live[st.Name] = true
@@ -187,14 +192,14 @@ func (p *policy) heavyPass(heavy []Candidate, running []Task, now time.Time) (*C
 // YieldAfter and longer than w. Waiters of this scheduler's own tasks were ranked by Pick;
 // a waiter record not refreshed within YieldAfter is presumed abandoned.
 func (p *policy) yieldTo(w Candidate, states []TaskState, now time.Time) (string, bool) {
-	wRank := w.Task.Rank()
+	wRank := rankOf(w.Task)
 	var wWait time.Duration
 	if !w.WaitingSince.IsZero() {
 		wWait = now.Sub(w.WaitingSince)
 	}
 	best := -1
 	for i, st := range states {
-		if _, mine := p.byName[st.Name]; mine || st.Class != Heavy || !st.Waiting() || st.Running {
+		if _, mine := p.byName[st.Name]; mine || st.Class != Heavy || !st.waiting() || st.Running {
 			continue
 		}
 		if now.Sub(st.DeferredAt) > p.yieldAfter {
@@ -264,44 +269,30 @@ func (p *policy) secondPass(off []Candidate, running []Task, heavy *Candidate, n
 	return also, considered, deferred
 }
 
-// writes returns the states to save after a poll that dispatched dispatched (with grant,
-// for the heavy one) and deferred deferred — only those that changed — and the
-// Deferrals, in registry order. A dispatched task is marked running and ends its streak;
-// a deferred one starts or continues its streak; a task that runs, or whose Due failed,
-// keeps its state; any other task ends its streak.
-func (p *policy) writes(v view, pl plan, dispatched map[string]bool, grant Grant) ([]TaskState, []Deferral) {
-	var writes []TaskState
+// marks returns what a poll records of the tasks it did not try to start, and the
+// Deferrals, in registry order: a deferred task starts or continues its streak; a task
+// that runs, or whose Due failed, is left alone; any other task with a stored state ends
+// its streak (and has its Class and Rank brought up to date).
+func (p *policy) marks(v view, pl plan) ([]mark, []Deferral) {
+	var marks []mark
 	var out []Deferral
 	for _, t := range p.tasks {
-		old, ok := v.byName[t.Name]
-		st := old
-		st.Name, st.Class, st.Rank = t.Name, t.Class, t.Rank()
-		d, isDeferred := pl.deferred[t.Name]
+		st, stored := v.byName[t.Name]
+		d, deferred := pl.deferred[t.Name]
+		m := mark{task: t.Name, class: t.Class, rank: rankOf(t)}
 		switch {
-		case dispatched[t.Name]:
-			st.Running, st.RunningSince, st.RunningBy, st.RunningToken = true, v.now, p.holder, 0
-			if t.Class == Heavy {
-				st.RunningToken = grant.Token
+		case pl.tried[t.Name] || pl.live[t.Name] || pl.failed[t.Name]:
+		case deferred:
+			m.reason, m.blocker = d.reason, d.blocker
+			marks = append(marks, m)
+			since := st.DeferredSince
+			if !st.waiting() {
+				since = v.now
 			}
-			clearStreak(&st)
-		case isDeferred:
-			if !st.Waiting() {
-				st.DeferredSince, st.Deferrals = v.now, 0
-			}
-			st.DeferredAt, st.Deferrals, st.DeferReason, st.DeferBlocker = v.now, st.Deferrals+1, d.reason, d.blocker
-			out = append(out, Deferral{Task: t.Name, Reason: d.reason, Blocker: d.blocker, Since: st.DeferredSince})
-		case pl.live[t.Name] || pl.failed[t.Name]:
-			continue
-		default:
-			clearStreak(&st)
-		}
-		if !ok || st != old {
-			writes = append(writes, st)
+			out = append(out, Deferral{Task: t.Name, Reason: d.reason, Blocker: d.blocker, Since: since})
+		case stored && (st.waiting() || st.Class != m.class || st.Rank != m.rank):
+			marks = append(marks, m)
 		}
 	}
-	return writes, out
-}
-
-func clearStreak(st *TaskState) {
-	st.DeferredSince, st.DeferredAt, st.Deferrals, st.DeferReason, st.DeferBlocker = time.Time{}, time.Time{}, 0, "", ""
+	return marks, out
 }

@@ -20,8 +20,7 @@ func ptask(name string, class Class, cadence time.Duration) Task {
 
 // testPolicy is the policy of a scheduler over tasks with the default knobs.
 func testPolicy(tasks ...Task) policy {
-	p := policy{byName: map[string]int{}, holder: "me", offLeaseLive: DefaultMaxHold + DefaultLeaseTTL,
-		yieldAfter: DefaultYieldAfter, limit: DefaultAlsoDispatchLimit}
+	p := policy{byName: map[string]int{}, holder: "me", yieldAfter: DefaultYieldAfter, limit: DefaultAlsoDispatchLimit}
 	for i, t := range tasks {
 		p.tasks = append(p.tasks, t)
 		p.byName[t.Name] = i
@@ -34,7 +33,7 @@ func testView(states []TaskState, cur Grant, held bool, local ...string) view {
 	for _, n := range local {
 		l[n] = true
 	}
-	return newView(pt0, Snapshot{States: states}, cur, held, l)
+	return newView(pt0, Snapshot{States: states}, cur, held, l, nil)
 }
 
 func names(ts []Task) []string {
@@ -53,22 +52,25 @@ func cnames(cs []Candidate) []string {
 	return out
 }
 
-// liveTasks: a heavy running flag counts under the live grant only, an off-lease one for
-// MaxHold + LeaseTTL, this process's runs always; this process's unrecorded runs come last.
+// liveTasks: a running flag counts until its claim lapses, a heavy one only under the
+// live grant; this process's runs always count; its unrecorded runs come last.
 func TestLiveTasks(t *testing.T) {
-	p := testPolicy(ptask("h1", Heavy, time.Hour), ptask("h2", Heavy, time.Hour), ptask("o1", OffLease, time.Hour), ptask("o2", OffLease, time.Hour), ptask("mine", OffLease, time.Hour))
+	p := testPolicy(ptask("h1", Heavy, time.Hour), ptask("h2", Heavy, time.Hour), ptask("h3", Heavy, time.Hour),
+		ptask("o1", OffLease, time.Hour), ptask("o2", OffLease, time.Hour), ptask("mine", OffLease, time.Hour))
+	later, lapsed := pt0.Add(time.Second), pt0
 	states := []TaskState{
-		{Name: "foreign", Class: Heavy, Running: true, RunningToken: 7},
-		{Name: "h1", Class: Heavy, Running: true, RunningToken: 7},
-		{Name: "h2", Class: Heavy, Running: true, RunningToken: 6},
-		{Name: "o1", Class: OffLease, Running: true, RunningSince: pt0.Add(-p.offLeaseLive + time.Second)},
-		{Name: "o2", Class: OffLease, Running: true, RunningSince: pt0.Add(-p.offLeaseLive)},
+		{Name: "foreign", Class: Heavy, Running: true, RunningToken: 7, RunningUntil: later},
+		{Name: "h1", Class: Heavy, Running: true, RunningToken: 7, RunningUntil: later},
+		{Name: "h2", Class: Heavy, Running: true, RunningToken: 6, RunningUntil: later},
+		{Name: "h3", Class: Heavy, Running: true, RunningToken: 7, RunningUntil: lapsed},
+		{Name: "o1", Class: OffLease, Running: true, RunningSince: pt0.Add(-24 * time.Hour), RunningUntil: later},
+		{Name: "o2", Class: OffLease, Running: true, RunningSince: pt0.Add(-time.Second), RunningUntil: lapsed},
 	}
 	live, running := p.liveTasks(testView(states, Grant{Token: 7}, true, "mine", "h2"))
 	if want := []string{"foreign", "h1", "h2", "o1", "mine"}; !slices.Equal(names(running), want) {
 		t.Errorf("running %v, want %v", names(running), want)
 	}
-	if !live["h2"] || live["o2"] || !live["foreign"] {
+	if !live["h2"] || live["h3"] || live["o2"] || !live["foreign"] {
 		t.Errorf("live %v", live)
 	}
 	if running[0].Class != Heavy {
@@ -198,32 +200,33 @@ func TestSecondPass(t *testing.T) {
 	}
 }
 
-// writes: a dispatched task runs (under the grant's token if heavy) and ends its streak;
-// a deferred one starts or continues its streak; a running or failed task is untouched;
-// any other ends its streak; unchanged states are not written.
-func TestWrites(t *testing.T) {
-	p := testPolicy(ptask("h", Heavy, time.Hour), ptask("o", OffLease, time.Hour), ptask("new-wait", Heavy, time.Hour),
+// marks: a deferred task starts or continues its streak; a task tried, running or
+// failed is left alone; any other stored task ends its streak, or has its Class and Rank
+// brought up to date; a task without state and without a deferral is not written.
+func TestMarks(t *testing.T) {
+	safe := ptask("safe", Heavy, time.Hour)
+	safe.DataSafety = true
+	p := testPolicy(ptask("tried", Heavy, time.Hour), ptask("new-wait", Heavy, time.Hour),
 		ptask("old-wait", Heavy, time.Hour), ptask("runs", Heavy, time.Hour), ptask("failed", Heavy, time.Hour),
-		ptask("settled", Heavy, time.Hour), ptask("idle", Heavy, time.Hour))
+		ptask("settled", Heavy, time.Hour), ptask("idle", Heavy, time.Hour), ptask("unknown", Heavy, time.Hour), safe)
 	streak := func(name string) TaskState {
 		return TaskState{Name: name, DeferredSince: pt0.Add(-time.Hour), DeferredAt: pt0.Add(-time.Minute), Deferrals: 4, DeferReason: ReasonGate, DeferBlocker: "x"}
 	}
 	settled := TaskState{Name: "settled", LastRunAt: pt0.Add(-time.Hour)}
-	v := testView([]TaskState{streak("h"), streak("old-wait"), streak("runs"), streak("failed"), settled, streak("idle")}, Grant{}, false)
+	v := testView([]TaskState{streak("tried"), streak("old-wait"), streak("runs"), streak("failed"), settled, streak("idle"), {Name: "safe"}}, Grant{}, false)
 	pl := plan{
-		live: map[string]bool{"runs": true}, failed: map[string]bool{"failed": true},
+		live: map[string]bool{"runs": true}, failed: map[string]bool{"failed": true}, tried: map[string]bool{"tried": true},
 		deferred: map[string]deferral{"new-wait": {ReasonOutranked, "h"}, "old-wait": {ReasonLeaseHeld, "other"}},
 	}
-	writes, out := p.writes(v, pl, map[string]bool{"h": true, "o": true}, Grant{Token: 9})
-	want := []TaskState{
-		{Name: "h", Running: true, RunningSince: pt0, RunningBy: "me", RunningToken: 9},
-		{Name: "o", Class: OffLease, Running: true, RunningSince: pt0, RunningBy: "me"},
-		{Name: "new-wait", DeferredSince: pt0, DeferredAt: pt0, Deferrals: 1, DeferReason: ReasonOutranked, DeferBlocker: "h"},
-		{Name: "old-wait", DeferredSince: pt0.Add(-time.Hour), DeferredAt: pt0, Deferrals: 5, DeferReason: ReasonLeaseHeld, DeferBlocker: "other"},
-		{Name: "idle"},
+	marks, out := p.marks(v, pl)
+	want := []mark{
+		{task: "new-wait", reason: ReasonOutranked, blocker: "h"},
+		{task: "old-wait", reason: ReasonLeaseHeld, blocker: "other"},
+		{task: "idle"},
+		{task: "safe", rank: RankDataSafety},
 	}
-	if diff := cmp.Diff(want, writes); diff != "" {
-		t.Errorf("writes (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, marks, cmp.AllowUnexported(mark{})); diff != "" {
+		t.Errorf("marks (-want +got):\n%s", diff)
 	}
 	wantOut := []Deferral{{Task: "new-wait", Reason: ReasonOutranked, Blocker: "h", Since: pt0}, {Task: "old-wait", Reason: ReasonLeaseHeld, Blocker: "other", Since: pt0.Add(-time.Hour)}}
 	if diff := cmp.Diff(wantOut, out); diff != "" {

@@ -90,7 +90,7 @@ func refPick(in maintenance.PickInput) string {
 			slices.ContainsFunc(c.Task.DependsOn, func(d string) bool { return running[d] }) {
 			continue
 		}
-		el = append(el, row{i, c, c.Ratio(in.Now)})
+		el = append(el, row{i, c, ratio(c, in.Now)})
 	}
 	if len(el) == 0 {
 		return ""
@@ -199,7 +199,7 @@ func TestPickMaxRatio(t *testing.T) {
 				(in.YieldAfter > 0 && !c.WaitingSince.IsZero() && t0.Sub(c.WaitingSince) >= in.YieldAfter) {
 				return // outside the property's premise
 			}
-			if r := c.Ratio(t0); r > bestRatio {
+			if r := ratio(c, t0); r > bestRatio {
 				best, bestRatio = c.Task.Name, r
 			}
 		}
@@ -213,6 +213,18 @@ func TestPickMaxRatio(t *testing.T) {
 	})
 }
 
+// rankOf is the rank a task's state records: data-safety, then bootstrap, then ordinary.
+func rankOf(t maintenance.Task) maintenance.Rank {
+	switch {
+	case t.DataSafety:
+		return maintenance.RankDataSafety
+	case t.Bootstrap:
+		return maintenance.RankBootstrap
+	default:
+		return maintenance.RankOrdinary
+	}
+}
+
 // TestPollSecondPassProperties: AlsoDispatched never holds a heavy task, never exceeds
 // its bound, and no dispatched task is running or has a running dependency.
 func TestPollSecondPassProperties(t *testing.T) {
@@ -224,7 +236,7 @@ func TestPollSecondPassProperties(t *testing.T) {
 		var heavyRunning *maintenance.Grant
 		running := map[string]bool{}
 		for _, task := range tasks {
-			st := maintenance.TaskState{Name: task.Name, Class: task.Class, Rank: task.Rank()}
+			st := maintenance.TaskState{Name: task.Name, Class: task.Class, Rank: rankOf(task)}
 			if !rapid.Bool().Draw(t, "neverRan") {
 				st.LastRunAt = t0.Add(-time.Duration(rapid.Int64Range(0, int64(10*day)).Draw(t, "ago")))
 			}
@@ -240,7 +252,7 @@ func TestPollSecondPassProperties(t *testing.T) {
 					heavyRunning = &g
 					st.RunningToken = g.Token
 				}
-				st.Running, st.RunningSince, st.RunningBy = true, t0.Add(-time.Minute), "other"
+				st.Running, st.RunningSince, st.RunningBy, st.RunningUntil = true, t0.Add(-time.Minute), "other", t0.Add(time.Hour)
 				running[task.Name] = true
 			}
 			if err := store.Save(bg, 0, st); err != nil {

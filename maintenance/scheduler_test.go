@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rotaworks/rota/maintenance"
@@ -55,6 +56,19 @@ func winnerName(r maintenance.PollResult) string {
 		return ""
 	}
 	return r.Winner.Task.Name
+}
+
+// heavyName returns the heavy task that won the lease at the poll r, "" if none did.
+func heavyName(r maintenance.PollResult) string {
+	if w := r.Winner; w != nil && w.Task.Class == maintenance.Heavy {
+		return w.Task.Name
+	}
+	return ""
+}
+
+// offLeaseRuns returns the off-lease tasks the poll r's second pass dispatched.
+func offLeaseRuns(r maintenance.PollResult) []maintenance.Candidate {
+	return slices.DeleteFunc(r.Dispatched(), func(c maintenance.Candidate) bool { return c.Task.Class != maintenance.OffLease })
 }
 
 func deferral(r maintenance.PollResult, task string) (maintenance.Deferral, bool) {
@@ -221,7 +235,7 @@ func TestPollSoftGate(t *testing.T) {
 	if winnerName(res) != "summary" {
 		t.Fatalf("rule: a gate is re-checked every poll and opens once the producer ran: winner %q, deferred %+v", winnerName(res), res.Deferred)
 	}
-	if st := stateOf(t, store, "summary"); st.Waiting() {
+	if st := stateOf(t, store, "summary"); !st.DeferredSince.IsZero() {
 		t.Fatalf("rule: dispatching ends the deferral streak: %+v", st)
 	}
 }
@@ -468,7 +482,7 @@ func TestNewSchedulerValidates(t *testing.T) {
 	badGate := heavy("c", time.Hour)
 	badGate.Gates = []maintenance.Gate{{Producer: "c"}}
 	noRun := maintenance.Task{Name: "d", Cadence: time.Hour}
-	long := strings.Repeat("n", maintenance.MaxNameLength+1)
+	long := strings.Repeat("n", 257)
 	tests := []struct {
 		name  string
 		tasks []maintenance.Task
@@ -520,17 +534,20 @@ func TestNewSchedulerValidates(t *testing.T) {
 	}
 }
 
-// validName is the name rule, written independently of ValidateName.
+// validName is the name rule, written independently of the package's: 1 to 256 bytes of
+// UTF-8, no control or format character, no white space at either end.
 func validName(s string) bool {
 	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) || unicode.Is(unicode.Cf, r) {
 			return false
 		}
 	}
-	return true
+	first, _ := utf8.DecodeRuneInString(s)
+	last, _ := utf8.DecodeLastRuneInString(s)
+	return !unicode.IsSpace(first) && !unicode.IsSpace(last)
 }
 
 func FuzzValidateTasks(f *testing.F) {
@@ -605,6 +622,13 @@ func (f *failingStore) Save(ctx context.Context, token uint64, states ...mainten
 		return errDisk
 	}
 	return f.MemoryStateStore.Save(ctx, token, states...)
+}
+
+func (f *failingStore) Update(ctx context.Context, names []string, fn maintenance.UpdateFunc) error {
+	if f.failSave {
+		return errDisk
+	}
+	return f.MemoryStateStore.Update(ctx, names, fn)
 }
 
 // TestPollStoreFailures: an unreadable store reads Unknown and dispatches nothing; an

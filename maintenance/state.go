@@ -50,10 +50,14 @@ type TaskState struct {
 	// Running is set while a scheduler runs the task, since RunningSince, on holder
 	// RunningBy. For a heavy task RunningToken is the token of the lease grant it runs
 	// under, and the flag counts only while that grant is the lease's current one.
+	// RunningUntil is the run's claim: the flag counts only before it. The scheduler that
+	// runs the task moves it forward while the run lasts (see Scheduler.Run), so a flag
+	// whose scheduler stopped, or whose outcome could not be written, lapses on its own.
 	Running      bool
 	RunningSince time.Time
 	RunningBy    string
 	RunningToken uint64
+	RunningUntil time.Time
 
 	// DeferredSince is the start of the task's current deferral streak (zero: not a
 	// waiter). DeferredAt is the latest poll that deferred it, Deferrals how many polls
@@ -65,16 +69,17 @@ type TaskState struct {
 	DeferBlocker  string
 }
 
-// Waiting reports whether the task is in a deferral streak.
-func (s TaskState) Waiting() bool { return !s.DeferredSince.IsZero() }
+// waiting reports whether the task is in a deferral streak.
+func (s TaskState) waiting() bool { return !s.DeferredSince.IsZero() }
 
 // Validate reports, each wrapping ErrInvalid, every field of s that a StateStore refuses:
-// a Name ValidateName refuses; an unknown Class, Rank or LastOutcome; a time ValidateTime
-// refuses; RunningBy or DeferBlocker neither empty nor a valid name; a DeferReason or
+// a Name that is not a valid name; an unknown Class, Rank or LastOutcome; a time outside
+// years 1 to 9999 UTC; RunningBy or DeferBlocker neither empty nor a valid name (see Names
+// and times in the package documentation); a DeferReason or
 // LastError that is not valid UTF-8 or holds NUL; a RunningToken above math.MaxInt64; a
 // negative Deferrals. StateStore adapters call it before they send a state.
 func (s TaskState) Validate() error {
-	errs := []error{ValidateName("Name", s.Name)}
+	errs := []error{validName("Name", s.Name)}
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
 	}
@@ -96,12 +101,13 @@ func (s TaskState) Validate() error {
 	for _, f := range []struct {
 		name string
 		t    time.Time
-	}{{"LastRunAt", s.LastRunAt}, {"RunningSince", s.RunningSince}, {"DeferredSince", s.DeferredSince}, {"DeferredAt", s.DeferredAt}} {
-		errs = append(errs, ValidateTime(f.name, f.t))
+	}{{"LastRunAt", s.LastRunAt}, {"RunningSince", s.RunningSince}, {"RunningUntil", s.RunningUntil},
+		{"DeferredSince", s.DeferredSince}, {"DeferredAt", s.DeferredAt}} {
+		errs = append(errs, validTime(f.name, f.t))
 	}
 	for _, f := range []struct{ name, v string }{{"RunningBy", s.RunningBy}, {"DeferBlocker", s.DeferBlocker}} {
 		if f.v != "" {
-			errs = append(errs, ValidateName(f.name, f.v))
+			errs = append(errs, validName(f.name, f.v))
 		}
 	}
 	errs = append(errs, validateText("DeferReason", string(s.DeferReason), true), validateText("LastError", s.LastError, false))
@@ -116,23 +122,45 @@ type Snapshot struct {
 	States []TaskState
 }
 
-// StateStore keeps TaskStates durably, fenced by the lease token.
+// UpdateFunc computes the writes of a StateStore.Update from the store's fence and the
+// current states of the names the Update was given, in their order (a task the store
+// holds no state for is the zero TaskState with its Name). It returns the states to
+// write, each of one of those names (one written twice keeps the later state), and a
+// token to raise the fence to (0, or any token not above the fence, leaves it). An error
+// writes nothing; Update returns it.
 //
-// Fencing: every Save carries a token, and the store refuses with ErrStaleToken, writing
-// nothing, a Save whose token is below its fence: the highest token of a Save that
-// succeeded, or the latest token the lease that fences the store has granted, whichever
-// is higher. So once a new grant exists, the holder it replaced can write nothing, even
-// before the new holder's first write. A scheduler writes the state of the heavy task it
-// runs with the token of the grant it runs under; other writes carry the newest token it
-// has seen, which is refused only when a newer grant exists.
+// An UpdateFunc must depend on its arguments alone: a store may call it more than once
+// for one Update (an optimistic store calls it again after a conflict) and writes what
+// its last call returned. The states slice belongs to the function.
+type UpdateFunc func(fence uint64, states []TaskState) (writes []TaskState, raise uint64, err error)
+
+// StateStore keeps TaskStates durably, shared by every scheduler of a fleet.
+//
+// Update is what the Scheduler writes with: a read-modify-write of a few tasks' states
+// that is atomic with respect to every other Update and Save of the store — no write
+// takes effect between its read and its write — so that the Scheduler can claim a task
+// for one run across the whole fleet (a compare-and-set on the task's running flag and on
+// the flags of the tasks it depends on), extend and end that claim, and record the
+// deferrals of any scheduler, holder of the lease or not, without losing another's write.
+//
+// Fencing: the fence is the highest token of a write that succeeded, or the latest
+// token the lease that fences the store has granted, whichever is higher. Save carries a
+// token and the store refuses with ErrStaleToken, writing nothing, a Save whose token is
+// below the fence: once a new grant exists, the holder it replaced can Save nothing,
+// even before the new holder's first write. Update hands the fence to its UpdateFunc;
+// the Scheduler's UpdateFuncs refuse every write of a heavy run whose grant was
+// replaced, with ErrStaleToken, and a heavy run's claim raises the fence to its grant's
+// token.
 //
 // Validity: a Save whose token is above math.MaxInt64, or with a state that
-// TaskState.Validate refuses, wraps ErrInvalid and writes nothing, so every store keeps
-// the same states.
+// TaskState.Validate refuses, wraps ErrInvalid and writes nothing; so does an Update
+// given names that are not valid names or that repeat (its UpdateFunc is not called), or
+// whose UpdateFunc returns such a state, a state of a name it was not given, or a token
+// above math.MaxInt64. So every store keeps the same states.
 //
-// Ownership: Load returns new slices that belong to the caller; Save keeps neither the
-// slice nor the states it is given. Times round-trip with microsecond precision and
-// compare with time.Time.Equal (the location may change).
+// Ownership: Load returns new slices that belong to the caller; Save and Update keep
+// neither the slices nor the states they are given or returned. Times round-trip with
+// microsecond precision and compare with time.Time.Equal (the location may change).
 //
 // Implementations are safe for concurrent use by several schedulers (and machines);
 // maintenancetest.RunStateStore checks all of this.
@@ -141,8 +169,13 @@ type StateStore interface {
 	Load(ctx context.Context) (Snapshot, error)
 	// Save inserts or replaces (by Name) each of states, all or none, fenced by token:
 	// ErrStaleToken when token is below the fence, else the fence rises to token. A
-	// Save that names one task twice keeps the later state.
+	// Save that names one task twice keeps the later state. Tools and tests seed or
+	// repair state with it; the Scheduler writes with Update.
 	Save(ctx context.Context, token uint64, states ...TaskState) error
+	// Update reads the fence and the states of names, calls f with them, and writes
+	// what f returns, all or nothing, atomically with respect to every other Update and
+	// Save: see UpdateFunc.
+	Update(ctx context.Context, names []string, f UpdateFunc) error
 }
 
 // checkSave checks a Save's token and states.
@@ -153,6 +186,37 @@ func checkSave(token uint64, states []TaskState) error {
 	for i, s := range states {
 		if err := s.Validate(); err != nil {
 			return fmt.Errorf("save: states[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkNames checks the names of an Update: valid and distinct.
+func checkNames(names []string) error {
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		if err := validName(fmt.Sprintf("update: names[%d]", i), n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return fmt.Errorf("%w: update: names[%d] %s repeats", ErrInvalid, i, quote(n))
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// checkWrites checks what an UpdateFunc given names returned.
+func checkWrites(names []string, raise uint64, writes []TaskState) error {
+	if raise > math.MaxInt64 {
+		return fmt.Errorf("%w: update: raise must be at most %d, got %d", ErrInvalid, int64(math.MaxInt64), raise)
+	}
+	for i, s := range writes {
+		if !slices.Contains(names, s.Name) {
+			return fmt.Errorf("%w: update: writes[%d] is of task %s, which the update was not given", ErrInvalid, i, quote(s.Name))
+		}
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("update: writes[%d]: %w", i, err)
 		}
 	}
 	return nil
@@ -226,5 +290,37 @@ func (m *MemoryStateStore) Save(ctx context.Context, token uint64, states ...Tas
 	for _, s := range states {
 		m.states[s.Name] = s
 	}
+	return nil
+}
+
+// Update implements StateStore. It holds the store's lock while f runs.
+func (m *MemoryStateStore) Update(ctx context.Context, names []string, f UpdateFunc) error {
+	if err := checkNames(names); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := make([]TaskState, len(names))
+	for i, n := range names {
+		st, ok := m.states[n]
+		if !ok {
+			st = TaskState{Name: n}
+		}
+		cur[i] = st
+	}
+	writes, raise, err := f(m.fence(), cur)
+	if err != nil {
+		return err
+	}
+	if err := checkWrites(names, raise, writes); err != nil {
+		return err
+	}
+	for _, s := range writes {
+		m.states[s.Name] = s
+	}
+	m.token = max(m.token, raise)
 	return nil
 }

@@ -34,7 +34,9 @@ func (c Class) String() string {
 }
 
 // Rank orders tasks for fleet fairness: a heavy task about to acquire the lease yields at
-// once to a waiter of higher rank (see Scheduler).
+// once to a waiter of higher rank (see Scheduler). A task's rank follows from its
+// DataSafety and Bootstrap fields; TaskState records it, so that schedulers that do not
+// know the task can rank its waiter.
 type Rank int
 
 const (
@@ -105,8 +107,8 @@ type Task struct {
 	Run RunFunc
 }
 
-// Rank returns the task's fleet-fairness rank.
-func (t Task) Rank() Rank {
+// rankOf returns t's fleet-fairness rank, the one its TaskState records.
+func rankOf(t Task) Rank {
 	switch {
 	case t.DataSafety:
 		return RankDataSafety
@@ -129,9 +131,10 @@ func (t Task) isDue(ctx context.Context, now time.Time, st TaskState) (bool, err
 }
 
 // ValidateTasks checks a registry the way NewScheduler does and reports every violation at
-// once, each wrapping ErrInvalid and naming the task and field: a unique Name (see
-// ValidateName), a known Class, Cadence >= 0 and either Cadence > 0 or a Due func, a Run
-// func, DependsOn and gate producers that name other tasks of the list.
+// once, each wrapping ErrInvalid and naming the task and field: a unique, valid Name (see
+// Names and times in the package documentation), a known Class, Cadence >= 0 and either
+// Cadence > 0 or a Due func, a Run func, DependsOn and gate producers that name other
+// tasks of the list.
 func ValidateTasks(tasks []Task) error {
 	var errs []error
 	bad := func(i int, name, field, format string, args ...any) {
@@ -140,7 +143,7 @@ func ValidateTasks(tasks []Task) error {
 	}
 	names := make(map[string]int, len(tasks))
 	for i, t := range tasks {
-		if err := ValidateName("Name", t.Name); err != nil {
+		if err := validName("Name", t.Name); err != nil {
 			errs = append(errs, fmt.Errorf("task %d: %w", i, err))
 		} else if j, dup := names[t.Name]; dup {
 			bad(i, t.Name, "Name", "duplicates task %d", j)

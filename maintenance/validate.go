@@ -6,32 +6,18 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
-// MaxNameLength is the longest task, holder or lease name, in bytes, that this package and
-// its adapters accept.
-const MaxNameLength = 256
+// validName checks a task, holder or lease name by the package's name rule (see Names
+// and times in the package documentation). what names the field in the error, which
+// wraps ErrInvalid.
+func validName(what, name string) error { return vocab.Name(ErrInvalid, what, name) }
 
-// The range of times a Lease or StateStore stores: years 1 through 9999 UTC. The zero
-// time, "never" in TaskState, is its first instant.
-var (
-	minTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // exclusive
-)
-
-// ValidateName checks a task, holder or lease name: non-empty, at most MaxNameLength
-// bytes, valid UTF-8, free of control characters. what names the field in the error,
-// which wraps ErrInvalid. Lease and StateStore adapters call it before they send a name,
-// so that every store refuses the same names.
-func ValidateName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
-	case len(name) > MaxNameLength:
-		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalid, what, len(name), MaxNameLength)
-	}
-	return validateText(what, name, true)
-}
+// validTime checks that a store can hold t: years 1 to 9999 UTC, the zero time included.
+// what names the field in the error, which wraps ErrInvalid.
+func validTime(what string, t time.Time) error { return vocab.Time(ErrInvalid, what, t) }
 
 // validateText checks text that a store keeps: valid UTF-8 without NUL and, when
 // noControl, without any control character.
@@ -59,15 +45,4 @@ func quote(s string) string {
 // sanitizeText makes s storable text: invalid UTF-8 and NUL become U+FFFD.
 func sanitizeText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// ValidateTime checks that a store can hold t: years 1 through 9999 UTC, the zero time
-// included. what names the field in the error, which wraps ErrInvalid. Adapters call it
-// before they send a time, so a time outside the range is refused rather than stored as
-// another one.
-func ValidateTime(what string, t time.Time) error {
-	if t.Before(minTime) || !t.Before(maxTime) {
-		return fmt.Errorf("%w: %s %v is outside years 1 through 9999 UTC", ErrInvalid, what, t)
-	}
-	return nil
 }

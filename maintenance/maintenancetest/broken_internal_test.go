@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
 
@@ -51,7 +52,7 @@ type brokenLease struct {
 
 // holder returns h as the broken lease passes it on.
 func (b *brokenLease) holder(h string) string {
-	if b.looseNames && maintenance.ValidateName("holder", h) != nil {
+	if b.looseNames && !vocab.ValidName(h) {
 		return "repaired"
 	}
 	if b.noValidation && h == "" {
@@ -110,6 +111,62 @@ func (b *brokenLease) Release(ctx context.Context, g maintenance.Grant) error {
 type brokenStore struct {
 	*maintenance.MemoryStateStore
 	noFence, unsorted, partialBatch, noToken, dropsFields, lagsLease, wrapsValues, clampsTokens bool
+	// Update: read and write apart (a racy read-modify-write), ignore the raise, pass zero
+	// states, write what the UpdateFunc returned with its error, skip the check of writes.
+	racyUpdate, noRaise, blindUpdate, writesOnError, uncheckedWrites bool
+}
+
+func (b *brokenStore) Update(ctx context.Context, names []string, f maintenance.UpdateFunc) error {
+	if !b.racyUpdate && !b.noRaise && !b.blindUpdate && !b.writesOnError && !b.uncheckedWrites {
+		return b.MemoryStateStore.Update(ctx, names, f)
+	}
+	var fence uint64
+	states := make([]maintenance.TaskState, len(names))
+	for i, n := range names {
+		states[i].Name = n
+	}
+	if !b.blindUpdate {
+		var cur map[string]maintenance.TaskState
+		if err := b.MemoryStateStore.Update(ctx, names, func(fc uint64, sts []maintenance.TaskState) ([]maintenance.TaskState, uint64, error) {
+			fence, cur = fc, map[string]maintenance.TaskState{}
+			for _, st := range sts {
+				cur[st.Name] = st
+			}
+			return nil, 0, nil
+		}); err != nil {
+			return err
+		}
+		for i, n := range names {
+			states[i] = cur[n]
+		}
+	}
+	if b.racyUpdate {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	writes, raise, err := f(fence, states)
+	if err != nil && !b.writesOnError {
+		return err
+	}
+	if b.noRaise {
+		raise = 0
+	}
+	if b.uncheckedWrites {
+		writes = slices.DeleteFunc(slices.Clone(writes), func(st maintenance.TaskState) bool { return st.Validate() != nil })
+	}
+	if raise > math.MaxInt64 {
+		raise = 0
+	}
+	if err := b.MemoryStateStore.Update(ctx, nil, func(uint64, []maintenance.TaskState) ([]maintenance.TaskState, uint64, error) {
+		return nil, raise, nil
+	}); err != nil {
+		return err
+	}
+	snap, err := b.MemoryStateStore.Load(ctx)
+	if err != nil {
+		return err
+	}
+	return b.MemoryStateStore.Save(ctx, snap.Token, writes...) // no check of the names
 }
 
 func (b *brokenStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
@@ -183,15 +240,20 @@ func TestSuitesCatchBrokenImplementations(t *testing.T) {
 		"wraps times":   {wrapsTimes: true},
 	}
 	stores := map[string]brokenStore{
-		"correct":        {},
-		"no fence":       {noFence: true},
-		"unsorted":       {unsorted: true},
-		"partial batch":  {partialBatch: true},
-		"no token":       {noToken: true},
-		"drops fields":   {dropsFields: true},
-		"lags the lease": {lagsLease: true},
-		"wraps values":   {wrapsValues: true},
-		"clamps tokens":  {clampsTokens: true},
+		"correct":          {},
+		"no fence":         {noFence: true},
+		"unsorted":         {unsorted: true},
+		"partial batch":    {partialBatch: true},
+		"no token":         {noToken: true},
+		"drops fields":     {dropsFields: true},
+		"lags the lease":   {lagsLease: true},
+		"wraps values":     {wrapsValues: true},
+		"clamps tokens":    {clampsTokens: true},
+		"racy update":      {racyUpdate: true},
+		"no raise":         {noRaise: true},
+		"blind update":     {blindUpdate: true},
+		"writes on error":  {writesOnError: true},
+		"unchecked writes": {uncheckedWrites: true},
 	}
 	type implementation struct {
 		name      string

@@ -41,4 +41,11 @@
 //   - StateStore: round trips of every field (at the edges of the time range too),
 //     replacement, order, fencing by saved tokens and by the lease's grants, validity of
 //     states and tokens, duplicate names, ownership of slices, and concurrent saves.
+//   - StateStore.Update: what it reads and writes, the fence it passes and raises, its
+//     errors and bad input, and that it is atomic — concurrent increments lose nothing,
+//     exactly one of many concurrent compare-and-set claims wins — and, with
+//     maintenance.Schedulers over the store and the lease, that schedulers polling at one
+//     instant start each task once, and that a scheduler whose read predates another's
+//     poll starts neither that poll's task nor one depending on it, yet records its own
+//     deferrals.
 package maintenancetest

@@ -20,5 +20,5 @@ func ExampleLeaseRules() {
 	}
 	// Output:
 	// FreeLease AcquireGrants HeldRefusesAll OneConcurrentWinner TokensGrow LapseAtExpiry RenewExtends MaxHold StaleGrant RenewExpired Release BadInput BadHolder TimeRange
-	// Empty RoundTrip Replace Order StaleToken FenceRises FenceFollowsLease InvalidState TokenRange DuplicateName Ownership ConcurrentSaves
+	// Empty RoundTrip Replace Order StaleToken FenceRises FenceFollowsLease InvalidState TokenRange DuplicateName Ownership ConcurrentSaves UpdateReads UpdateWrites UpdateRaisesFence UpdateFenceFollowsLease UpdateError UpdateInvalid UpdateOwnership UpdateAtomic OneClaimWins OneRunAcrossSchedulers ClaimAfterStaleRead
 }

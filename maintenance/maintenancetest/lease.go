@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
 
@@ -24,7 +25,7 @@ var leaseRules = []rule{
 	{"RenewExpired", "Renew of an expired grant is ErrNotHolder", renewExpired},
 	{"Release", "Release frees the lease; releasing or renewing a released grant is ErrNotHolder", release},
 	{"BadInput", "an empty holder or a ttl ≤ 0 is ErrInvalid and changes nothing", leaseBadInput},
-	{"BadHolder", "a holder longer than maintenance.MaxNameLength bytes, not valid UTF-8 or with a control character is ErrInvalid and changes nothing", badHolder},
+	{"BadHolder", "a holder that is not a valid name — longer than 256 bytes, not valid UTF-8, with a control or format character, or with white space at either end — is ErrInvalid and changes nothing", badHolder},
 	{"TimeRange", "a now or an expiry outside years 1 through 9999 UTC is ErrInvalid and changes nothing; times at the edges of the range are held", leaseTimeRange},
 }
 
@@ -245,11 +246,14 @@ func leaseBadInput(s *suite) {
 
 // badNames are holders every store refuses.
 var badNames = map[string]string{
-	"overlong":        strings.Repeat("h", maintenance.MaxNameLength+1),
-	"a megabyte long": strings.Repeat("h", 1<<20),
-	"invalid UTF-8":   "daemon-\xff",
-	"NUL":             "daemon\x00a",
-	"newline":         "daemon\na",
+	"overlong":               strings.Repeat("h", vocab.MaxNameLength+1),
+	"a megabyte long":        strings.Repeat("h", 1<<20),
+	"invalid UTF-8":          "daemon-\xff",
+	"NUL":                    "daemon\x00a",
+	"newline":                "daemon\na",
+	"zero-width space":       "daemon\u200ba",
+	"trailing white space":   "daemon ",
+	"leading no-break space": "\u00a0daemon",
 }
 
 func badHolder(s *suite) {
@@ -259,10 +263,10 @@ func badHolder(s *suite) {
 		s.wantRefused("Acquire with a holder "+what, err)
 	}
 	s.wantFree(l, base)
-	longest := strings.Repeat("h", maintenance.MaxNameLength)
+	longest := strings.Repeat("h", vocab.MaxNameLength)
 	g := s.acquire(l, longest, base)
 	if g.Holder != longest {
-		s.fatalf("a holder of MaxNameLength bytes comes back as %d bytes", len(g.Holder))
+		s.fatalf("a holder of 256 bytes comes back as %d bytes", len(g.Holder))
 	}
 	g.Holder = badNames["NUL"]
 	_, err := l.Renew(bg, g, leaseTTL, base)

@@ -10,10 +10,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
 
-var storeRules = []rule{
+var storeRules = append([]rule{
 	{"Empty", "a new store holds no state and its fence is 0", storeEmpty},
 	{"RoundTrip", "Save then Load round-trips every field, at the edges of the time, name and token ranges too", roundTrip},
 	{"Replace", "Save replaces a state by Name", replace},
@@ -26,7 +27,7 @@ var storeRules = []rule{
 	{"DuplicateName", "a Save that names one task twice keeps the later state", duplicateName},
 	{"Ownership", "the store keeps neither the slice it was given nor the one it returned", ownership},
 	{"ConcurrentSaves", "concurrent Saves keep the highest token as the fence and exactly the accepted states", concurrentSaves},
-}
+}, updateRules...)
 
 func (s *suite) load(st maintenance.StateStore) maintenance.Snapshot {
 	s.t.Helper()
@@ -68,14 +69,14 @@ func roundTrip(s *suite) {
 		Name: "rollup", Class: maintenance.OffLease, Rank: maintenance.RankDataSafety,
 		LastRunAt: base.Add(-time.Hour + 123456*time.Microsecond), LastOutcome: maintenance.OutcomeFailed,
 		LastError: "boom: \"quoted\" ünïcode\nsecond line\ttab",
-		Running:   true, RunningSince: base.Add(-time.Minute), RunningBy: "daemon-a", RunningToken: 1 << 40,
+		Running:   true, RunningSince: base.Add(-time.Minute), RunningBy: "daemon-a", RunningToken: 1 << 40, RunningUntil: base.Add(time.Minute),
 		DeferredSince: base.Add(-2 * time.Hour), DeferredAt: base.Add(-time.Second), Deferrals: 17,
 		DeferReason: maintenance.ReasonGate, DeferBlocker: "compact",
 	}
 	edges := maintenance.TaskState{
-		Name: strings.Repeat("é", maintenance.MaxNameLength/2), Class: maintenance.Heavy, Rank: maintenance.RankBootstrap,
+		Name: strings.Repeat("é", vocab.MaxNameLength/2), Class: maintenance.Heavy, Rank: maintenance.RankBootstrap,
 		LastRunAt: lastMicro, LastOutcome: maintenance.OutcomeCancelled, Running: true, RunningSince: firstMicro,
-		RunningBy: strings.Repeat("h", maintenance.MaxNameLength), RunningToken: math.MaxInt64,
+		RunningBy: strings.Repeat("h", vocab.MaxNameLength), RunningToken: math.MaxInt64, RunningUntil: lastMicro,
 		DeferredSince: firstMicro, DeferredAt: lastMicro, Deferrals: math.MaxInt32,
 	}
 	s.save(st, 7, full, edges)
@@ -163,7 +164,7 @@ func invalidStates() map[string]maintenance.TaskState {
 		"invalid UTF-8 LastError":            with(func(st *maintenance.TaskState) { st.LastError = "a\xffb" }),
 		"a control character in DeferReason": with(func(st *maintenance.TaskState) { st.DeferReason = "gate\n" }),
 		"a RunningBy name with NUL":          with(func(st *maintenance.TaskState) { st.RunningBy = "d\x00" }),
-		"an overlong DeferBlocker":           with(func(st *maintenance.TaskState) { st.DeferBlocker = strings.Repeat("b", maintenance.MaxNameLength+1) }),
+		"an overlong DeferBlocker":           with(func(st *maintenance.TaskState) { st.DeferBlocker = strings.Repeat("b", vocab.MaxNameLength+1) }),
 	}
 	for what, name := range badNames {
 		out["a name "+what] = with(func(st *maintenance.TaskState) { st.Name = name })
@@ -173,6 +174,7 @@ func invalidStates() map[string]maintenance.TaskState {
 		out["DeferredAt "+what] = with(func(st *maintenance.TaskState) { st.DeferredAt = at })
 	}
 	out["RunningSince past 9999"] = with(func(st *maintenance.TaskState) { st.RunningSince = lastMicro.Add(time.Microsecond) })
+	out["RunningUntil past 9999"] = with(func(st *maintenance.TaskState) { st.RunningUntil = lastMicro.Add(time.Microsecond) })
 	out["DeferredSince in year 0"] = with(func(st *maintenance.TaskState) { st.DeferredSince = firstMicro.Add(-time.Hour) })
 	return out
 }
