@@ -26,6 +26,10 @@ type scriptedDispatcher struct {
 	n       int
 }
 
+func (s *scriptedDispatcher) Config() dispatch.Config {
+	return dispatch.Config{ClaimFor: time.Hour, MaxClockSkew: dispatch.DefaultMaxClockSkew}
+}
+
 func (s *scriptedDispatcher) Dispatch(ctx context.Context, now time.Time) (dispatch.Batch, error) {
 	i := s.n
 	s.n++

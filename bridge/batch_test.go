@@ -17,8 +17,9 @@ import (
 )
 
 // TestRunnerCompletesInBatchesOfFlushItems: seven items of a second each on one worker
-// with FlushItems 3 (and a FlushInterval longer than the cycle) are written in CompleteMany calls of 3, 3 and, when the cycle's last
-// item ends, 1 — never one Complete each.
+// with FlushItems 3 (and a FlushInterval longer than the cycle) are written in
+// CompleteMany calls of 3, 3 and, when the cycle's last item ends, 1 — never one Complete
+// each.
 func TestRunnerCompletesInBatchesOfFlushItems(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		idx := newCountingIndex()
@@ -29,7 +30,7 @@ func TestRunnerCompletesInBatchesOfFlushItems(t *testing.T) {
 		for i := range 7 {
 			w.add(t, "u1", tenancy.PlanFree, fmt.Sprintf("s%d", i), "hot", t0)
 		}
-		r := w.runner(t, bridge.RunnerConfig{Workers: 1, FlushItems: 3, FlushInterval: time.Hour})
+		r := w.runner(t, bridge.RunnerConfig{Workers: 1, FlushItems: 3, FlushInterval: 30 * time.Second, ClaimMargin: time.Minute})
 		rep, err := r.Cycle(context.Background(), t0)
 		if err != nil || rep.Hits != 7 {
 			t.Fatalf("Cycle = %d hits, %v; want 7", rep.Hits, err)

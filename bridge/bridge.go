@@ -15,10 +15,9 @@ import (
 // [Bridge.RetryDelay] is zero.
 const DefaultRetryDelay = time.Minute
 
-// SyncJitterFraction is the share of a tier's base interval over which [Bridge.SyncWatchlist]
-// spreads new entries: 1 means a new entry comes due anywhere in [now, now + base), so that
-// many sources added at once do not all come due in the same second.
-const SyncJitterFraction = 1.0
+// syncJitterFraction is the share of a tier's base interval over which new entries are
+// spread: 1, so that a new entry comes due anywhere in [now, now + base).
+const syncJitterFraction = 1.0
 
 // presets resolves tiers for a Bridge whose Tiers is nil. It is never registered into.
 var presets = cadence.NewRegistry()
@@ -29,9 +28,7 @@ var presets = cadence.NewRegistry()
 // to [NewRunner] and call only SyncWatchlist themselves. A Bridge is safe for concurrent
 // use when its collaborators are; do not change its fields while it is in use.
 type Bridge struct {
-	// Index holds the due-work entries. Required. An Index that implements
-	// duework.MissingScheduler and duework.ClaimGuard gets the stronger guarantees
-	// described at SyncWatchlist and RunDueItem.
+	// Index holds the due-work entries. Required.
 	Index duework.Index
 	// Watchlist holds what each tenant watches. Required.
 	Watchlist tenancy.Watchlist
@@ -44,6 +41,12 @@ type Bridge struct {
 	// RetryDelay is how long after a failed run the entry comes due again. Zero means
 	// DefaultRetryDelay; it must not be negative.
 	RetryDelay time.Duration
+	// ClaimMargin is RunDueItem's claim margin: how much of its claim an item must have
+	// left to start, and how long before the claim's end its pipeline's context ends.
+	// Zero means DefaultClaimMargin; it must not be negative. It must cover the skew
+	// between the caller's clock and the dispatcher's and the completion write. Workers
+	// and Runners have their own (WorkerConfig.ClaimMargin, RunnerConfig.ClaimMargin).
+	ClaimMargin time.Duration
 }
 
 // check reports what keeps b from syncing, and from running items too when run is set.
@@ -64,6 +67,9 @@ func (b *Bridge) check(run bool) error {
 	if b.RetryDelay < 0 {
 		errs = append(errs, fmt.Errorf("%w: Bridge.RetryDelay must not be negative, got %v", ErrInvalidConfig, b.RetryDelay))
 	}
+	if b.ClaimMargin < 0 {
+		errs = append(errs, fmt.Errorf("%w: Bridge.ClaimMargin must not be negative, got %v", ErrInvalidConfig, b.ClaimMargin))
+	}
 	return errors.Join(errs...)
 }
 
@@ -72,6 +78,13 @@ func (b *Bridge) tiers() *cadence.Registry {
 		return presets
 	}
 	return b.Tiers
+}
+
+func (b *Bridge) claimMargin() time.Duration {
+	if b.ClaimMargin == 0 {
+		return DefaultClaimMargin
+	}
+	return b.ClaimMargin
 }
 
 func (b *Bridge) retryDelay() time.Duration {
@@ -90,20 +103,21 @@ func (b *Bridge) newEntry(tc tenancy.Context, we tenancy.WatchlistEntry, now tim
 		return duework.Entry{}, err
 	}
 	base := p.NextInterval(0)
-	jitter := cadence.Jitter(tc.UserID()+"\x00"+we.Slug, now, base, SyncJitterFraction)
+	jitter := cadence.Jitter(tc.UserID()+"\x00"+we.Slug, now, base, syncJitterFraction)
 	return duework.Entry{UserID: tc.UserID(), WorkKey: we.Slug, Tier: we.Tier, DueAt: now.Add(jitter)}, nil
 }
 
 // SyncWatchlist makes sure every watchlist entry of the tenant has a due-work entry and
 // returns how many it added. It never replaces an existing entry — its cadence and any
 // claim on it stay as they are — so a host can call it on every watchlist change. A new
-// entry comes due within its tier's base interval, spread by cadence.Jitter.
+// entry comes due anywhere in [now, now + its tier's base interval), spread by
+// cadence.Jitter over the whole interval, so that many sources added at once do not all
+// come due in the same second.
 //
-// With a duework.MissingScheduler it costs one Index call and is safe against concurrent
-// syncs and runs. Otherwise it reads each entry and schedules the missing ones, and an
-// entry that appears between the two (a concurrent sync) is replaced, ending its claim.
-// An unknown tier or a failed write is returned, joined with the others and naming the
-// entry; the rest is still synced, and calling it again retries what failed.
+// It costs one Watchlist.List and one Index.ScheduleMissing, and is safe against
+// concurrent syncs and runs: an entry that appears meanwhile is left as it is. An unknown
+// tier or a failed write is returned, joined with the others and naming the entry; the
+// rest is still synced, and calling it again retries what failed.
 func (b *Bridge) SyncWatchlist(ctx context.Context, tc tenancy.Context, now time.Time) (added int, err error) {
 	if err := b.check(false); err != nil {
 		return 0, err
@@ -141,11 +155,7 @@ func (b *Bridge) scheduleMissing(ctx context.Context, tc tenancy.Context, entrie
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	ms, ok := b.Index.(duework.MissingScheduler)
-	if !ok {
-		return b.getThenSchedule(ctx, tc, entries)
-	}
-	added, err := ms.ScheduleMissing(ctx, tc, entries)
+	added, err := b.Index.ScheduleMissing(ctx, tc, entries)
 	if err == nil {
 		return added, nil
 	}
@@ -156,27 +166,8 @@ func (b *Bridge) scheduleMissing(ctx context.Context, tc tenancy.Context, entrie
 	var errs []error
 	added = 0
 	for _, e := range entries {
-		n, err := ms.ScheduleMissing(ctx, tc, []duework.Entry{e})
+		n, err := b.Index.ScheduleMissing(ctx, tc, []duework.Entry{e})
 		added += n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("bridge: sync user %q entry %q: %w", tc.UserID(), e.WorkKey, err))
-		}
-	}
-	return added, errors.Join(errs...)
-}
-
-// getThenSchedule is scheduleMissing for an Index without MissingScheduler.
-func (b *Bridge) getThenSchedule(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
-	added := 0
-	var errs []error
-	for _, e := range entries {
-		_, err := b.Index.Get(ctx, tc, e.WorkKey)
-		if errors.Is(err, duework.ErrNotFound) {
-			err = b.Index.Schedule(ctx, tc, e)
-			if err == nil {
-				added++
-			}
-		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("bridge: sync user %q entry %q: %w", tc.UserID(), e.WorkKey, err))
 		}
@@ -204,4 +195,111 @@ func (b *Bridge) SyncTenants(ctx context.Context, tcs []tenancy.Context, now tim
 		}
 	}
 	return added, errors.Join(errs...)
+}
+
+// syncAllPage is how many tenants SyncAll lists per Watchlist.Tenants call.
+const syncAllPage = 1000
+
+// SyncAll calls SyncWatchlist for every tenant with a watchlist entry, listing them with
+// Watchlist.Tenants a page at a time, as a host does at start-up, and returns how many
+// entries it added in all and every tenant's errors, joined. It costs one Tenants call
+// per thousand tenants and one sync per tenant. It stops early, with ctx's error, when
+// ctx ends.
+func (b *Bridge) SyncAll(ctx context.Context, now time.Time) (added int, err error) {
+	if err := b.check(false); err != nil {
+		return 0, err
+	}
+	var errs []error
+	for after := ""; ; {
+		ids, err := b.Watchlist.Tenants(ctx, after, syncAllPage)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bridge: sync all: list tenants after %q: %w", after, err))
+			break
+		}
+		tcs := make([]tenancy.Context, 0, len(ids))
+		for _, id := range ids {
+			tc, err := tenancy.NewContext(id)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("bridge: sync all: Watchlist.Tenants listed %q: %w", id, err))
+				continue
+			}
+			tcs = append(tcs, tc)
+		}
+		n, err := b.SyncTenants(ctx, tcs, now)
+		added += n
+		if err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if len(ids) < syncAllPage {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	return added, errors.Join(errs...)
+}
+
+// Watch adds entries to tc's watchlist and schedules their due work, in one step, and
+// returns how many due-work entries it added. Each entry's tier is checked against the
+// Bridge's Tiers first: an unknown tier refuses the call, naming every such entry and
+// wrapping cadence.ErrUnknownTier, and nothing is written. So do an entry that
+// tenancy.WatchlistEntry.Validate refuses and a now outside the Index's range. A zero AddedAt becomes now; a slug
+// given twice is written once, the last one winning. Entries already scheduled keep their
+// due work as it is, as with SyncWatchlist; new ones come due within their tier's base
+// interval, spread by cadence.Jitter.
+//
+// It costs one Watchlist.AddMany and one Index.ScheduleMissing. Should the second fail
+// after the first, the error says so: the entries are watched, and the next SyncWatchlist
+// of the tenant schedules them.
+func (b *Bridge) Watch(ctx context.Context, tc tenancy.Context, entries []tenancy.WatchlistEntry, now time.Time) (added int, err error) {
+	if err := b.check(false); err != nil {
+		return 0, err
+	}
+	if err := tc.Check(); err != nil {
+		return 0, err
+	}
+	last := make(map[string]int, len(entries))
+	for i, we := range entries {
+		last[we.Slug] = i
+	}
+	list := make([]tenancy.WatchlistEntry, 0, len(last))
+	due := make([]duework.Entry, 0, len(last))
+	var errs []error
+	for i, we := range entries {
+		if last[we.Slug] != i {
+			continue
+		}
+		if we.AddedAt.IsZero() {
+			we.AddedAt = now
+		}
+		if err := we.Validate(tc); err != nil {
+			errs = append(errs, fmt.Errorf("bridge: watch user %q: entries[%d]: %w", tc.UserID(), i, err))
+			continue
+		}
+		e, err := b.newEntry(tc, we, now)
+		if err == nil {
+			err = e.Validate(tc)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bridge: watch user %q entry %q: %w", tc.UserID(), we.Slug, err))
+			continue
+		}
+		list, due = append(list, we), append(due, e)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	if err := b.Watchlist.AddMany(ctx, tc, list); err != nil {
+		return 0, fmt.Errorf("bridge: watch user %q: add %d entries: %w", tc.UserID(), len(list), err)
+	}
+	if len(due) == 0 {
+		return 0, nil
+	}
+	added, err = b.Index.ScheduleMissing(ctx, tc, due)
+	if err != nil {
+		return 0, fmt.Errorf("bridge: watch user %q: %d entries watched, not scheduled (SyncWatchlist schedules them): %w", tc.UserID(), len(due), err)
+	}
+	return added, nil
 }

@@ -224,9 +224,9 @@ func TestSyncWatchlistNeedsNoPipeline(t *testing.T) {
 	get(t, f.idx, "u1", "a")
 }
 
-// TestSyncWatchlistUsesMissingScheduler: with an Index that has it, a sync is one
-// ScheduleMissing per tenant and no per-entry read or write.
-func TestSyncWatchlistUsesMissingScheduler(t *testing.T) {
+// TestSyncWatchlistIsOneScheduleMissing: a sync is one ScheduleMissing per tenant and no
+// per-entry read or write.
+func TestSyncWatchlistIsOneScheduleMissing(t *testing.T) {
 	idx := newCountingIndex()
 	wl := tenancy.NewMemoryWatchlist()
 	b := &bridge.Bridge{Index: idx, Watchlist: wl}

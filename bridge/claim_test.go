@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/internal/fakeclock"
 	"github.com/rotaworks/rota/tenancy"
 )
@@ -162,4 +163,121 @@ func TestSlowPipelineNeverRunsTwiceAtOnce(t *testing.T) {
 			t.Fatalf("%d runs, %d late items: the scenario did not load the Runners", probe.runs, late)
 		}
 	})
+}
+
+// TestRunDueItemNeverStartsALateItem: an item whose claim has ended, or ends within the
+// margin at the now it is given, runs nothing: its claim is handed back with Unclaim, so
+// the entry is due at once and otherwise unchanged, and the error wraps ErrClaimEnded.
+func TestRunDueItemNeverStartsALateItem(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		margin time.Duration
+		now    time.Duration // after the claim's start; the claim lasts ten minutes
+	}{
+		{"at the margin", 0, 10*time.Minute - bridge.DefaultClaimMargin},
+		{"within its own margin", time.Minute, 9 * time.Minute},
+		{"at the claim's end", 0, 10 * time.Minute},
+		{"long after the claim", 0, 3 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			idx, pipe := newCountingIndex(), newStub()
+			wl := tenancy.NewMemoryWatchlist()
+			b := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: pipe, ClaimMargin: tc.margin}
+			watch(t, wl, "u1", "a", "hot")
+			before := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "hot", DueAt: t0, MissStreak: 2}
+			schedule(t, idx.Memory, before)
+			item := claim(t, idx, "u1", "a", t0)
+			now := t0.Add(tc.now)
+			res, err := b.RunDueItem(context.Background(), item, now)
+			if res != nil || !errors.Is(err, bridge.ErrClaimEnded) || pipe.ncalls() != 0 {
+				t.Fatalf("RunDueItem = %v, %v with %d runs; want nothing run and ErrClaimEnded", res, err, pipe.ncalls())
+			}
+			if got := get(t, idx.Memory, "u1", "a"); got != before {
+				t.Fatalf("the late item changed its entry: %+v, want %+v", got, before)
+			}
+			if n, m := idx.n("Unclaim"), idx.n("Complete")+idx.n("CompleteMany")+idx.n("CheckClaim"); n != 1 || m != 0 {
+				t.Fatalf("%d Unclaims and %d other calls, want the claim handed back and nothing else", n, m)
+			}
+			// The entry is due at once: visible and claimable within the claim's old term.
+			at := t0.Add(time.Minute)
+			if due, _ := idx.DueBefore(context.Background(), at, 10); len(due) != 1 {
+				t.Fatalf("after the hand-back %d entries are due at +1m, want a", len(due))
+			}
+			claim(t, idx, "u1", "a", at)
+		})
+	}
+}
+
+// TestRunDueItemEndsThePipelineBeforeTheClaim: the pipeline's context ends Until − margin
+// − now after the call, on the real clock, with ErrClaimEnded as its cause.
+func TestRunDueItemEndsThePipelineBeforeTheClaim(t *testing.T) {
+	f := newFixture()
+	f.dueEntry(t, "a", "hot", 0)
+	item := claim(t, f.idx, "u1", "a", t0) // until t0+10m
+	const left = 50 * time.Millisecond
+	var deadline time.Time
+	var cause error
+	f.b.Pipeline = bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+		deadline, _ = ctx.Deadline()
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return bridge.Result{}, ctx.Err()
+	})
+	called := time.Now()
+	_, err := f.b.RunDueItem(context.Background(), item, item.Claim.Until.Add(-bridge.DefaultClaimMargin-left))
+	ended := time.Since(called)
+	if !errors.Is(cause, bridge.ErrClaimEnded) || !errors.Is(err, bridge.ErrClaimEnded) {
+		t.Fatalf("the pipeline's context ended with %v and RunDueItem returned %v; want ErrClaimEnded", cause, err)
+	}
+	if d := deadline.Sub(called); d < left || d > left+ended-left {
+		t.Errorf("the pipeline's deadline was %v after the call, want %v (the call took %v)", d, left, ended)
+	}
+	if ended < left {
+		t.Errorf("the run ended %v after the call, before its %v", ended, left)
+	}
+	// Its retry counts from the time the run ended.
+	if e := get(t, f.idx, "u1", "a"); e.DueAt.Before(item.Claim.Until.Add(-bridge.DefaultClaimMargin).Add(bridge.DefaultRetryDelay)) {
+		t.Errorf("retry due at %v, before the run ended plus the retry delay", e.DueAt)
+	}
+}
+
+// TestAStaleItemNeverOverlapsItsRedispatch is the queue's defect: an item that sat in a
+// host's queue past its claim is delivered while the entry, dispatched again, runs
+// elsewhere. It must not run, nor disturb the running claim.
+func TestAStaleItemNeverOverlapsItsRedispatch(t *testing.T) {
+	probe := newOverlapProbe(t)
+	w := newWorld(t, worldConfig{pipe: probe, claimFor: time.Minute})
+	w.add(t, "u1", tenancy.PlanFree, "a", "hot", t0)
+	ctx := context.Background()
+	first, err := w.d.Dispatch(ctx, t0)
+	if err != nil || len(first.Items) != 1 {
+		t.Fatalf("first dispatch: %v, %v", first.Items, err)
+	}
+	stale := first.Items[0] // sits in the queue
+	again := t0.Add(time.Minute)
+	second, err := w.d.Dispatch(ctx, again)
+	if err != nil || len(second.Items) != 1 {
+		t.Fatalf("the entry was not dispatched again once its claim ended: %v, %v", second.Items, err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() {
+		_, err := w.b.RunDueItem(runCtx, second.Items[0], again)
+		done <- err
+	}()
+	recv(t, probe.started, "the redispatched item to run")
+	res, err := w.b.RunDueItem(ctx, stale, again.Add(time.Second))
+	if res != nil || !errors.Is(err, bridge.ErrClaimEnded) {
+		t.Fatalf("the stale item: %v, %v; want it refused with ErrClaimEnded", res, err)
+	}
+	stop() // the running item ends (its pipeline honours ctx) and records its retry
+	if err := recv(t, done, "the running item"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the running item: %v", err)
+	}
+	if probe.runs != 1 {
+		t.Fatalf("%d runs, want the redispatched item's alone", probe.runs)
+	}
+	if e := get(t, w.idx, "u1", "a"); e.DueAt.Before(again.Add(bridge.DefaultRetryDelay)) {
+		t.Fatalf("the running item's write was disturbed: %+v", e)
+	}
 }

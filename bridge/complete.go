@@ -5,152 +5,183 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
-	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/clock"
 )
 
-// pending is item i of a cycle whose claim is still to be completed with ir.next.
-type pending struct {
-	i    int
-	item dispatch.Item
-	ir   itemRun
-}
+// The backoff of a failed write's retries: it starts at retryBackoffMin and doubles up to
+// retryBackoffMax, for as long as a claim the write carries lasts.
+const (
+	retryBackoffMin = 50 * time.Millisecond
+	retryBackoffMax = 5 * time.Second
+)
 
-// batcher gathers a cycle's completions and writes them with Index.CompleteMany, one call
-// in flight at a time: a write starts once FlushItems wait, FlushInterval after the first,
-// or when flush is called, and what comes while it is in flight goes in the next, all of
-// it. Writes run on a goroutine of their own, so that no worker waits for one.
-type batcher struct {
-	c         *cycle
+// writer gathers a Worker's writes — completions for Index.CompleteMany, hand-backs for
+// Index.Unclaim — and makes them one batch at a time: a batch starts once FlushItems wait,
+// FlushInterval after the first, or when flush is called, and what comes while it is in
+// flight goes in the next, all of it. Batches are written on a goroutine of their own, so
+// that no worker waits for one.
+type writer struct {
+	w         *Worker
 	mu        sync.Mutex
-	pending   []pending
+	pending   []*job
 	stopTimer func() bool
-	writing   bool // a write is in flight
+	writing   bool // a batch is in flight
 	flushed   bool // flush was called while it was
 }
 
-// add queues p's write.
-func (bt *batcher) add(p pending) {
-	cfg := &bt.c.r.cfg
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	bt.pending = append(bt.pending, p)
-	if len(bt.pending) == 1 && cfg.FlushItems > 1 {
-		bt.stopTimer = cfg.Clock.AfterFunc(cfg.FlushInterval, bt.flush)
+// add queues j's write.
+func (wr *writer) add(j *job) {
+	cfg := &wr.w.cfg
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	wr.pending = append(wr.pending, j)
+	if len(wr.pending) == 1 && cfg.FlushItems > 1 {
+		wr.stopTimer = cfg.Clock.AfterFunc(cfg.FlushInterval, wr.flush)
 	}
-	bt.startWrite(len(bt.pending) >= cfg.FlushItems)
+	wr.startWrite(len(wr.pending) >= cfg.FlushItems)
 }
 
-// flush writes whatever waits: now, or right after the write in flight.
-func (bt *batcher) flush() {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	bt.flushed = true
-	bt.startWrite(true)
+// flush writes whatever waits: now, or right after the batch in flight.
+func (wr *writer) flush() {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	wr.flushed = true
+	wr.startWrite(true)
 }
 
-// startWrite starts writing what waits when ready is set, something waits and no write is
-// in flight. bt.mu must be held.
-func (bt *batcher) startWrite(ready bool) {
-	if !ready || bt.writing || len(bt.pending) == 0 {
+// startWrite starts writing what waits when ready is set, something waits and no batch is
+// in flight. wr.mu must be held.
+func (wr *writer) startWrite(ready bool) {
+	if !ready || wr.writing || len(wr.pending) == 0 {
 		return
 	}
-	bt.writing, bt.flushed = true, false
-	go bt.write(bt.take())
+	wr.writing, wr.flushed = true, false
+	go wr.loop(wr.take())
 }
 
-// take empties the batch; bt.mu must be held.
-func (bt *batcher) take() []pending {
-	ps := bt.pending
-	bt.pending = nil
-	if bt.stopTimer != nil {
-		bt.stopTimer()
-		bt.stopTimer = nil
+// take empties the batch; wr.mu must be held.
+func (wr *writer) take() []*job {
+	js := wr.pending
+	wr.pending = nil
+	if wr.stopTimer != nil {
+		wr.stopTimer()
+		wr.stopTimer = nil
 	}
-	return ps
+	return js
 }
 
-// write writes ps, then what came meanwhile for as long as that is a full batch or a flush
-// came.
-func (bt *batcher) write(ps []pending) {
+// loop writes js, then what came meanwhile for as long as that is a full batch or a
+// flush came.
+func (wr *writer) loop(js []*job) {
 	for {
-		bt.c.write(ps)
-		bt.mu.Lock()
-		if len(bt.pending) == 0 || (len(bt.pending) < bt.c.r.cfg.FlushItems && !bt.flushed) {
-			bt.writing, bt.flushed = false, false
-			bt.mu.Unlock()
+		wr.write(js)
+		wr.mu.Lock()
+		if len(wr.pending) == 0 || (len(wr.pending) < wr.w.cfg.FlushItems && !wr.flushed) {
+			wr.writing, wr.flushed = false, false
+			wr.mu.Unlock()
 			return
 		}
-		ps, bt.flushed = bt.take(), false
-		bt.mu.Unlock()
+		js, wr.flushed = wr.take(), false
+		wr.mu.Unlock()
 	}
 }
 
-// write completes the claims of ps in one Index.CompleteMany and settles each item.
-func (c *cycle) write(ps []pending) {
-	dones := make([]duework.Done, 0, len(ps))
-	todo := ps[:0:0]
-	for _, p := range ps {
-		if !p.ir.write {
-			c.settle(p)
-			continue
+// write hands back the unrun items of js in one Index.Unclaim, completes the others in
+// one Index.CompleteMany, and settles each.
+func (wr *writer) write(js []*job) {
+	ctx, cancel := writeContext(js)
+	defer cancel()
+	idx := wr.w.b.Index
+	var back, done []*job
+	for _, j := range js {
+		if j.ir.write == writeUnclaim {
+			back = append(back, j)
+		} else {
+			done = append(done, j)
 		}
-		dones = append(dones, duework.Done{Tenant: p.ir.tc, Claim: p.item.Claim, Next: p.ir.next})
-		todo = append(todo, p)
 	}
-	if len(todo) == 0 {
-		return
+	if len(back) > 0 {
+		claims := make([]duework.Unclaim, len(back))
+		for k, j := range back {
+			claims[k] = duework.Unclaim{Tenant: j.tc, Claim: j.item.Claim}
+		}
+		errs, _ := wr.call(ctx, "Unclaim", back, func(ctx context.Context) ([]error, error) { return idx.Unclaim(ctx, claims) })
+		for k, j := range back {
+			j.ir = j.ir.unclaimed(j.item.Claim, errs[k])
+		}
 	}
-	errs := c.completeMany(dones)
-	for k, p := range todo {
-		p.ir = p.ir.written(p.item.Claim, errs[k])
-		c.settle(p)
+	if len(done) > 0 {
+		dones := make([]duework.Done, len(done))
+		for k, j := range done {
+			dones[k] = duework.Done{Tenant: j.tc, Claim: j.item.Claim, Next: j.ir.next}
+		}
+		errs, failed := wr.call(ctx, "CompleteMany", done, func(ctx context.Context) ([]error, error) { return idx.CompleteMany(ctx, dones) })
+		if failed != nil {
+			wr.resolve(ctx, dones, errs, failed)
+		}
+		for k, j := range done {
+			j.ir = j.ir.completed(j.item.Claim, errs[k])
+		}
+	}
+	for _, j := range js {
+		wr.w.settle(j)
 	}
 }
 
-// completeMany writes dones and returns each one's outcome. A call that fails as a whole
-// is reported and tried once more; an item the retry finds already completed was written
-// by the failed call when the entry is exactly its Next. If the retry fails too, every
-// item gets its error, and the claims are left to end.
-func (c *cycle) completeMany(dones []duework.Done) []error {
-	ctx, idx := c.st.write, c.r.b.Index
-	var failed error
-	for attempt := range 2 {
-		errs, err := idx.CompleteMany(ctx, dones)
-		if err == nil && len(errs) != len(dones) {
-			err = fmt.Errorf("Index.CompleteMany returned %d outcomes for %d items", len(errs), len(dones))
+// call makes one batch's call (method, an Index method taking js's items) and returns
+// each item's outcome. A call that fails as a whole is logged and reported to the jobs'
+// owners, then retried after a backoff that doubles from retryBackoffMin to
+// retryBackoffMax, for as long as any of js's claims lasts and ctx does; failed is the
+// last failure, nil if there was none. When the call never succeeds, every outcome is
+// that failure and the claims are left to end.
+func (wr *writer) call(ctx context.Context, method string, js []*job, f func(context.Context) ([]error, error)) (errs []error, failed error) {
+	clk := wr.w.cfg.Clock
+	end := claimsEnd(js)
+	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
+		errs, err := f(ctx)
+		if err == nil && len(errs) != len(js) {
+			err = fmt.Errorf("Index.%s returned %d outcomes for %d items", method, len(errs), len(js))
 		}
 		if err == nil {
-			if failed != nil {
-				c.resolve(ctx, dones, errs, failed)
-			}
-			return errs
+			return errs, failed
 		}
-		failed = fmt.Errorf("bridge: complete %d items: %w", len(dones), err)
-		retry := attempt == 0 && ctx.Err() == nil
-		c.flushFailed(failed, len(dones), retry)
-		if !retry {
+		failed = fmt.Errorf("bridge: %s of %d items: %w", method, len(js), err)
+		for _, o := range owners(js) {
+			o.flushFailed(failed)
+		}
+		retry := ctx.Err() == nil && clk.Now().Add(backoff).Before(end)
+		attrs := []slog.Attr{slog.String("call", method), slog.Int("items", len(js)), slog.Bool("retry", retry)}
+		if retry {
+			attrs = append(attrs, slog.Duration("backoff", backoff))
+		}
+		wr.w.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: write failed", append(attrs, slog.Any("error", failed))...)
+		if !retry || !clock.Sleep(ctx, clk, backoff) {
 			break
 		}
 	}
-	errs := make([]error, len(dones))
+	errs = make([]error, len(js))
 	for k := range errs {
 		errs[k] = failed
 	}
-	return errs
+	return errs, failed
 }
 
-// resolve clears the ErrClaimLost of each item whose entry is exactly its Next: the
-// failed call wrote it. The others keep their outcome, joined with that call's error.
-func (c *cycle) resolve(ctx context.Context, dones []duework.Done, errs []error, failed error) {
+// resolve clears the ErrClaimLost of each item whose entry is exactly its Next: a failed
+// call wrote it. The others keep their outcome, joined with that call's error; when the
+// retries never succeeded, every outcome is failed itself and stays so.
+func (wr *writer) resolve(ctx context.Context, dones []duework.Done, errs []error, failed error) {
 	for k, d := range dones {
-		if errs[k] == nil {
+		if errs[k] == nil || errs[k] == failed {
 			continue
 		}
 		if errors.Is(errs[k], duework.ErrClaimLost) {
-			e, err := c.r.b.Index.Get(ctx, d.Tenant, d.Next.WorkKey)
+			e, err := wr.w.b.Index.Get(ctx, d.Tenant, d.Next.WorkKey)
 			if err == nil && sameEntry(e, d.Next) {
 				errs[k] = nil
 				continue
@@ -160,18 +191,62 @@ func (c *cycle) resolve(ctx context.Context, dones []duework.Done, errs []error,
 	}
 }
 
-// flushFailed reports a failed CompleteMany in the cycle's report and in one log line.
-func (c *cycle) flushFailed(err error, items int, retry bool) {
-	c.mu.Lock()
-	c.report.FlushErrs = append(c.report.FlushErrs, err)
-	c.mu.Unlock()
-	c.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "rota: complete failed",
-		slog.Int("items", items), slog.Bool("retry", retry), slog.Any("error", err))
+// claimsEnd is the latest instant, on the Worker's Clock, at which a claim of js ends.
+func claimsEnd(js []*job) time.Time {
+	var end time.Time
+	for _, j := range js {
+		if t := j.span.clockAt(j.item.Claim.Until); t.After(end) {
+			end = t
+		}
+	}
+	return end
+}
+
+// owners returns the distinct owners of js.
+func owners(js []*job) []owner {
+	var out []owner
+	for _, j := range js {
+		if !slices.Contains(out, j.owner) {
+			out = append(out, j.owner)
+		}
+	}
+	return out
+}
+
+// writeContext returns the context of one batch's write: it ends once the write context
+// of every job of js has ended, so that one owner's stop does not cut another's writes.
+func writeContext(js []*job) (context.Context, context.CancelFunc) {
+	var distinct []context.Context
+	for _, j := range js {
+		if !slices.Contains(distinct, j.write) {
+			distinct = append(distinct, j.write)
+		}
+	}
+	if len(distinct) == 1 {
+		return context.WithCancel(distinct[0])
+	}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(distinct[0]))
+	var left atomic.Int64
+	left.Store(int64(len(distinct)))
+	stops := make([]func() bool, len(distinct))
+	for i, c := range distinct {
+		stops[i] = context.AfterFunc(c, func() {
+			if left.Add(-1) == 0 {
+				cancel(context.Cause(c))
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(context.Canceled)
+	}
 }
 
 // stopper turns the end of a Run's or Cycle's context into a bounded stop: drain, the
-// parent of the dispatch and the items, ends ShutdownTimeout after it; write, under which
-// completions are written, ShutdownTimeout later.
+// parent of the dispatch and the items, ends t after it; write, under which completions
+// and hand-backs are written, t later.
 type stopper struct {
 	drain, write             context.Context
 	cancelDrain, cancelWrite context.CancelCauseFunc
@@ -182,12 +257,11 @@ type stopper struct {
 	timers []func() bool
 }
 
-func (r *Runner) newStopper(ctx context.Context) *stopper {
+func newStopper(ctx context.Context, clk Clock, t time.Duration) *stopper {
 	base := context.WithoutCancel(ctx)
 	s := &stopper{}
 	s.drain, s.cancelDrain = context.WithCancelCause(base)
 	s.write, s.cancelWrite = context.WithCancelCause(base)
-	t, clock := r.cfg.ShutdownTimeout, r.cfg.Clock
 	s.stopWatch = context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -195,8 +269,8 @@ func (r *Runner) newStopper(ctx context.Context) *stopper {
 			return
 		}
 		s.timers = append(s.timers,
-			clock.AfterFunc(t, func() { s.cancelDrain(ErrShutdownTimeout) }),
-			clock.AfterFunc(2*t, func() { s.cancelWrite(ErrShutdownTimeout) }))
+			clk.AfterFunc(t, func() { s.cancelDrain(ErrShutdownTimeout) }),
+			clk.AfterFunc(2*t, func() { s.cancelWrite(ErrShutdownTimeout) }))
 	})
 	return s
 }

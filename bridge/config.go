@@ -5,17 +5,28 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/internal/clock"
 )
 
-// ErrInvalidConfig is returned by NewRunner, PlanLanes, SyncWatchlist, SyncTenants and
-// RunDueItem when a Bridge, a RunnerConfig or a plan table cannot work; the wrapping error
-// names the field and its value. Every problem is reported at once, joined.
+// ErrInvalidConfig is returned by NewRunner, NewWorker, NewFeeder, PlanLanes, PlanLimits
+// and the Bridge's methods when a Bridge, a config or a plan table cannot work; the
+// wrapping error names the field and its value. Every problem is reported at once, joined.
 var ErrInvalidConfig = errors.New("bridge: invalid config")
 
 // Runner defaults, used for the zero values of [RunnerConfig].
 const (
 	// DefaultInterval is how often Run starts a cycle.
 	DefaultInterval = time.Minute
+	// DefaultMinInterval is the least time from one cycle's start to the next when Run
+	// drains a backlog or is woken (see RunnerConfig.MinInterval).
+	DefaultMinInterval = MinCycleInterval
+	// MinCycleInterval is the floor of RunnerConfig.Interval, RunnerConfig.MinInterval
+	// and FeederConfig.Interval: a dispatch costs a few index calls per lane even when
+	// nothing is due, and more than a hundred a second buy no promptness that
+	// Runner.Wake and draining do not.
+	MinCycleInterval = 10 * time.Millisecond
 	// DefaultWorkers is how many pipelines run at once. Pipelines usually wait on the
 	// network, so this is not tied to the number of CPUs.
 	DefaultWorkers = 8
@@ -27,7 +38,8 @@ const (
 	DefaultFlushInterval = 100 * time.Millisecond
 	// DefaultClaimMargin is how long before its claim ends an item's context ends: time
 	// for the pipeline to return and its completion to be written, and for the clocks of
-	// replicas to disagree, before another dispatch may take the entry.
+	// replicas to disagree, before another dispatch may take the entry. It is the margin
+	// of a zero Bridge.ClaimMargin, WorkerConfig.ClaimMargin and RunnerConfig.ClaimMargin.
 	DefaultClaimMargin = 5 * time.Second
 	// DefaultShutdownTimeout is how long the items in flight may run on after Run's
 	// context ends, and then how long the last writes may take.
@@ -39,8 +51,14 @@ const (
 
 // RunnerConfig holds the Runner's knobs; the zero value means the defaults.
 type RunnerConfig struct {
-	// Interval is how often Run starts a cycle; zero means DefaultInterval.
+	// Interval is how often Run starts a cycle; zero means DefaultInterval. It must be at
+	// least MinCycleInterval.
 	Interval time.Duration
+	// MinInterval is the least time from one cycle's start to the next when Run starts
+	// one before Interval has passed: after a cycle that left ready work it could not
+	// dispatch (a backlog drains at the speed of the workers), or after Runner.Wake. Zero
+	// means DefaultMinInterval; it must lie in [MinCycleInterval, Interval].
+	MinInterval time.Duration
 	// Workers bounds how many items run at once, across all cycles of the Runner; zero
 	// means DefaultWorkers.
 	Workers int
@@ -50,18 +68,22 @@ type RunnerConfig struct {
 	// together right after it. Zero means DefaultFlushItems and DefaultFlushInterval.
 	FlushItems    int
 	FlushInterval time.Duration
-	// ClaimMargin is how long before its claim ends an item's context is cancelled, and
-	// how much of its claim an item must have left to start. Zero means
-	// DefaultClaimMargin. The margin applied is at most a quarter of the item's claim,
-	// so that a short ClaimFor still leaves items most of it.
+	// ClaimMargin bounds the claim margin: how long before its claim ends an item's
+	// context is cancelled, and how much of its claim an item must have left to start.
+	// Zero means DefaultClaimMargin. The margin applied is min(ClaimMargin, ClaimFor/4),
+	// ClaimFor being the Dispatcher's, so that a short ClaimFor still leaves items most of
+	// it; it must cover the Dispatcher's MaxClockSkew plus FlushInterval (the wait for the
+	// completion write), or NewRunner refuses the configuration: past the claim's end on
+	// the fastest clock of the fleet another replica may dispatch the entry again, so a
+	// run must have ended and its completion been written by then.
 	ClaimMargin time.Duration
 	// ShutdownTimeout bounds a stop: when the context of Run or Cycle ends, items in
 	// flight run on for at most ShutdownTimeout and are then cancelled, and the writes
 	// that follow get ShutdownTimeout more. Zero means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
-	// AlarmAfter is the noisy-neighbour alarm's threshold: how long a lane may keep a
-	// ready user waiting (see WaitAlarm). Zero means DefaultAlarmIntervals × Interval; a
-	// negative value turns the alarm off.
+	// AlarmAfter is the threshold of the alarms: how long a lane may keep a ready user
+	// waiting (see WaitAlarm), and how late a tenant's work may be (see LateAlarm). Zero
+	// means DefaultAlarmIntervals × Interval; a negative value turns both off.
 	AlarmAfter time.Duration
 	// Clock is the Runner's clock; nil means the real clock.
 	Clock Clock
@@ -75,13 +97,14 @@ type RunnerConfig struct {
 // withDefaults returns c with every zero knob set to its default.
 func (c RunnerConfig) withDefaults() RunnerConfig {
 	orDefault(&c.Interval, DefaultInterval)
+	orDefault(&c.MinInterval, DefaultMinInterval)
 	orDefault(&c.Workers, DefaultWorkers)
 	orDefault(&c.FlushItems, DefaultFlushItems)
 	orDefault(&c.FlushInterval, DefaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	orDefault(&c.AlarmAfter, DefaultAlarmIntervals*c.Interval)
-	orDefault[Clock](&c.Clock, realClock{})
+	orDefault[Clock](&c.Clock, clock.Real)
 	orDefault(&c.Logger, slog.Default())
 	return c
 }
@@ -96,22 +119,103 @@ func orDefault[T comparable](v *T, d T) {
 
 // validate reports every knob of c that is out of range, joined.
 func (c RunnerConfig) validate() error {
+	errs := []error{negatives("RunnerConfig", []knob{
+		{"Interval", c.Interval}, {"MinInterval", c.MinInterval}, {"Workers", c.Workers}, {"FlushItems", c.FlushItems},
+		{"FlushInterval", c.FlushInterval}, {"ClaimMargin", c.ClaimMargin}, {"ShutdownTimeout", c.ShutdownTimeout},
+	})}
+	d := c.withDefaults()
+	if c.Interval > 0 && c.Interval < MinCycleInterval {
+		errs = append(errs, fmt.Errorf("%w: RunnerConfig.Interval must be at least %v, got %v", ErrInvalidConfig, MinCycleInterval, c.Interval))
+	}
+	if c.MinInterval > 0 && c.MinInterval < MinCycleInterval {
+		errs = append(errs, fmt.Errorf("%w: RunnerConfig.MinInterval must be at least %v, got %v", ErrInvalidConfig, MinCycleInterval, c.MinInterval))
+	}
+	if d.MinInterval > d.Interval && c.Interval >= 0 && c.MinInterval >= 0 {
+		errs = append(errs, fmt.Errorf("%w: RunnerConfig.MinInterval must not exceed Interval %v, got %v", ErrInvalidConfig, d.Interval, d.MinInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// knob is one config field, by name, for negatives.
+type knob struct {
+	name  string
+	value any // an int or a time.Duration
+}
+
+// negatives reports every knob of the config named what that is negative, joined.
+func negatives(what string, knobs []knob) error {
 	var errs []error
-	for _, f := range []struct {
-		name     string
-		negative bool
-		value    any
-	}{
-		{"Interval", c.Interval < 0, c.Interval},
-		{"Workers", c.Workers < 0, c.Workers},
-		{"FlushItems", c.FlushItems < 0, c.FlushItems},
-		{"FlushInterval", c.FlushInterval < 0, c.FlushInterval},
-		{"ClaimMargin", c.ClaimMargin < 0, c.ClaimMargin},
-		{"ShutdownTimeout", c.ShutdownTimeout < 0, c.ShutdownTimeout},
-	} {
-		if f.negative {
-			errs = append(errs, fmt.Errorf("%w: RunnerConfig.%s must not be negative, got %v", ErrInvalidConfig, f.name, f.value))
+	for _, k := range knobs {
+		neg := false
+		switch v := k.value.(type) {
+		case int:
+			neg = v < 0
+		case time.Duration:
+			neg = v < 0
+		}
+		if neg {
+			errs = append(errs, fmt.Errorf("%w: %s.%s must not be negative, got %v", ErrInvalidConfig, what, k.name, k.value))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// claimMargin is the margin a Runner applies: min(ClaimMargin, ClaimFor/4). It refuses
+// one that cannot cover the dispatcher's MaxClockSkew and the wait for the completion
+// write.
+func (c RunnerConfig) claimMargin(dc dispatch.Config) (time.Duration, error) {
+	d := c.withDefaults()
+	margin := min(d.ClaimMargin, dc.ClaimFor/4)
+	if need := dc.MaxClockSkew + d.FlushInterval; margin < need {
+		return 0, fmt.Errorf("%w: RunnerConfig.ClaimMargin: the margin min(ClaimMargin %v, ClaimFor/4 %v) = %v must cover the "+
+			"Dispatcher's MaxClockSkew %v plus FlushInterval %v = %v: raise ClaimFor, or lower MaxClockSkew or FlushInterval",
+			ErrInvalidConfig, d.ClaimMargin, dc.ClaimFor/4, margin, dc.MaxClockSkew, d.FlushInterval, need)
+	}
+	return margin, nil
+}
+
+// WorkerConfig holds a Worker's knobs; the zero value means the Runner's defaults.
+type WorkerConfig struct {
+	// Workers bounds how many items run at once; zero means DefaultWorkers.
+	Workers int
+	// FlushItems and FlushInterval batch completions as RunnerConfig's do: the Worker
+	// writes them in one Index.CompleteMany once FlushItems are waiting, FlushInterval
+	// after the first one waits, and whenever no item is left running. Zero means
+	// DefaultFlushItems and DefaultFlushInterval.
+	FlushItems    int
+	FlushInterval time.Duration
+	// ClaimMargin is how long before its claim ends an item's context is cancelled, and
+	// how much of its claim an item must have left to start. Zero means
+	// DefaultClaimMargin. It must exceed FlushInterval, and it must cover the skew
+	// between this process's clock and the dispatcher's (dispatch.Config.MaxClockSkew).
+	ClaimMargin time.Duration
+	// Clock is the Worker's clock: items' start times move on it; nil means the real
+	// clock.
+	Clock Clock
+	// Logger receives one line per failed call; nil means slog.Default() at the time
+	// NewWorker is called.
+	Logger *slog.Logger
+}
+
+func (c WorkerConfig) withDefaults() WorkerConfig {
+	orDefault(&c.Workers, DefaultWorkers)
+	orDefault(&c.FlushItems, DefaultFlushItems)
+	orDefault(&c.FlushInterval, DefaultFlushInterval)
+	orDefault(&c.ClaimMargin, DefaultClaimMargin)
+	orDefault[Clock](&c.Clock, clock.Real)
+	orDefault(&c.Logger, slog.Default())
+	return c
+}
+
+func (c WorkerConfig) validate() error {
+	err := negatives("WorkerConfig", []knob{
+		{"Workers", c.Workers}, {"FlushItems", c.FlushItems}, {"FlushInterval", c.FlushInterval}, {"ClaimMargin", c.ClaimMargin},
+	})
+	if err != nil {
+		return err
+	}
+	if d := c.withDefaults(); d.ClaimMargin <= d.FlushInterval {
+		return fmt.Errorf("%w: WorkerConfig.ClaimMargin must exceed FlushInterval %v, got %v", ErrInvalidConfig, d.FlushInterval, d.ClaimMargin)
+	}
+	return nil
 }

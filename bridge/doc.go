@@ -4,7 +4,7 @@
 //
 // # The cycle
 //
-//	watchlist add ─► Bridge.SyncWatchlist ─► Index.ScheduleMissing (or Get, Schedule)
+//	Bridge.Watch ─► Watchlist.AddMany, Index.ScheduleMissing (or SyncWatchlist after a change)
 //	      … time passes …
 //	Runner, every Interval: Dispatcher.Dispatch(now) ─► Batch
 //	worker, per item: Pipeline.Run ─► duework.Advance ─► completions, batched ─► Index.CompleteMany
@@ -18,19 +18,61 @@
 // # Where to start
 //
 // Build a [Bridge] from an Index, a Watchlist, your [Pipeline] and a cadence.Registry.
-// At start-up call [Bridge.SyncTenants] with every tenant, and [Bridge.SyncWatchlist]
-// whenever a tenant's watchlist changes: it schedules what is new and never touches what
-// is scheduled, so calling it too often is harmless. Route tenants with [PlanLanes], given
-// the lanes of the dispatch.Config it is for, build the dispatch.Dispatcher, and hand both
-// to [NewRunner]:
+// Add sources with [Bridge.Watch], which refuses an unknown tier at once and otherwise
+// writes the watchlist entries and schedules their due work in one step. At start-up call
+// [Bridge.SyncAll], which syncs every tenant the watchlist lists, and call
+// [Bridge.SyncWatchlist] whenever a tenant's watchlist changes behind the Bridge's back:
+// it schedules what is new and never touches what is scheduled, so calling it too often
+// is harmless. Route tenants with [PlanLanes], given
+// the lanes of the dispatch.Config it is for, give them their plan's flow-control limits
+// with [PlanLimits], build the dispatch.Dispatcher, and hand both to [NewRunner]:
 //
-//	cfg.LaneFor, err = bridge.PlanLanes(entitlements, table, cfg.Lanes)
+//	cfg.LaneFor, err = bridge.PlanLanes(entitlements, lanes, cfg.Lanes)
+//	cfg.LimitsFor, err = bridge.PlanLimits(entitlements, limits)
 //	d, err := dispatch.New(idx, cfg)
 //	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{})
 //	err = r.Run(ctx) // until ctx ends; nil after a clean stop
 //
-// A serverless handler on a timer calls [Runner.Cycle] once per invocation instead. A host
-// with its own worker pool calls Dispatch and [Bridge.RunDueItem] itself.
+// A serverless handler on a timer calls [Runner.Cycle] once per invocation instead. The
+// plans are the host's: the tables map whatever plans its Entitlements names. [RunAll]
+// runs a service's loops — the Runner, a maintenance Scheduler, a listener that calls
+// [Runner.Wake] — under one context with one clean stop.
+//
+// # Backlogs and wake-ups
+//
+// Run starts a cycle every [RunnerConfig.Interval]. A cycle that handed out all its lanes
+// could give while ready work was left waiting (a user shed, a lane keeping a ready user
+// waiting) is followed by the next as soon as its items have all started on a worker, at
+// least [RunnerConfig.MinInterval] after it began: a backlog — a tenant adding a thousand
+// sources — drains at the speed of the workers, not one batch per Interval. A host that
+// schedules work due now calls [Runner.Wake] to have it dispatched within MinInterval.
+//
+// # Workers anywhere
+//
+// A host whose workers run elsewhere puts its own queue between the dispatcher and them:
+// a [Feeder] dispatches into a [Sink] (one subject or stream per lane) in the items' wire
+// form ([EncodeItem]), and each consumer decodes a message ([DecodeItem]), runs it with
+// [Worker.Do] and acknowledges it once Do returns, whatever the status:
+//
+//	f, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{})
+//	go f.Run(ctx)
+//	w, err := bridge.NewWorker(b, bridge.WorkerConfig{})
+//	for msg := range messages { // a consumer
+//		item, err := bridge.DecodeItem(msg.Data())
+//		if err == nil {
+//			w.Do(ctx, item, time.Now())
+//		}
+//		msg.Ack()
+//	}
+//
+// Backpressure is the Sink's Room: before each dispatch the Feeder asks how many more
+// items the consumers can start before their claims end, less what is sent and not yet
+// acknowledged, and claims no more (dispatch.Dispatcher.DispatchAtMost, by the
+// dispatcher's fairness rules and lane priority). So when the workers stop, the claiming
+// stops instead of filling the queue with copies that will go stale; a Sink that drops
+// the stale items it holds before it answers never holds an entry twice. Items a Send
+// fails are handed back with Index.Unclaim. Per-user limits hold across the whole fleet,
+// since they live in the index.
 //
 // # Hits, misses and removals
 //
@@ -48,64 +90,89 @@
 // entry after [Bridge.RetryDelay] with its streak and LastRunAt unchanged. Every write
 // completes the item's claim, so a run whose claim was replaced — the host rescheduled
 // the entry, or the run outlived its claim and the entry was dispatched again — writes
-// nothing and the newer state wins. If a write fails, or a worker dies, the entry stays
-// claimed until its claim ends and is then dispatched again.
+// nothing and the newer state wins. An item that is not run is handed back with
+// Index.Unclaim: its entry is due at once, otherwise unchanged. If a write fails, or a
+// worker dies, the entry stays claimed until its claim ends and is then dispatched again.
 //
-// The Runner writes a cycle's completions in batches with Index.CompleteMany, one call in
-// flight at a time: a call starts once [RunnerConfig.FlushItems] completions wait,
-// [RunnerConfig.FlushInterval] after the first, or when the cycle's last item ends, and
-// what comes while it is in flight goes in the next call, all of it. So a fast cycle
-// writes in a few large calls that never contend with each other for the same tenants'
-// rows. A batch whose call fails is reported ([CycleReport.FlushErrs], one Warn line)
-// and tried once more; what the retry cannot write is left to its claim's end.
-//
-// # What the Runner reads
-//
-// The Runner runs only items its own Dispatcher has just claimed. They cannot be forged,
-// so it does not check their claims before running them, as RunDueItem does for the items
-// a host hands in: a claim lost since the dispatch — the host rescheduled the entry — is
-// found when the item is completed, which then writes nothing, and an item whose claim
-// ends before a worker is free is handed back unstarted (see below). A source found gone
-// is removed only under the item's claim, as by RunDueItem.
-//
-// When the Bridge's Watchlist implements tenancy.BatchGetter, as the in-memory and the
-// postgres ones do, the watchlist entries of a cycle's items are read in one GetMany
-// right after the dispatch, each under its own tenant, and each item runs with the entry
-// read for it; otherwise each item reads its own with a Get as it starts. A source
-// removed, or moved to another tier, after that read runs once more as it was read —
-// within its claim, which bounds how late an item starts — and its next dispatch sees the
-// change. If GetMany fails as a whole, one Warn line says so and the items read their
-// entries one by one.
+// A Worker, and so a Runner, writes completions in batches with Index.CompleteMany and
+// hand-backs with Index.Unclaim, one call in flight at a time: a call starts once
+// FlushItems writes wait, FlushInterval after the first, or as soon as no item is left
+// running (for a Runner, when a cycle's last item ends), and what comes while it is in
+// flight goes in the next call, all of it. So a fast cycle writes in a few large calls
+// that never contend with each other for the same tenants' rows. A call that fails is
+// logged (a Warn line "rota: write failed" saying whether and after what backoff it is
+// retried) and, for a Runner, reported ([CycleReport.FlushErrs]); it is retried after a
+// backoff that doubles from 50 ms to 5 s, for as long as a claim it carries lasts. What
+// it cannot write by then is left to its claims' end.
 //
 // # Items end with their claims
 //
-// An item's context ends [RunnerConfig.ClaimMargin] before its claim does, measured on the
-// Runner's [Clock], so that a pipeline that honours its context never runs on while the
-// entry is dispatched again. An item whose claim would end before a worker is free is not
-// started: its claim is handed back at once ([StatusLate]). Claims are not extended: the
-// Index has no renewal, and ClaimFor stays the one bound on how long a source is held —
-// a hung pipeline cannot keep a source from being polled. Choose ClaimFor longer than a
-// run takes, and Workers enough for a batch within ClaimFor.
+// One rule, applied by RunDueItem, Worker and Runner alike, keeps a run from overlapping
+// the entry's next dispatch: an item claimed until Until may start at now only while now
+// is before Until − margin, and its pipeline's context ends at Until − margin, with cause
+// [ErrClaimEnded]. An item that may not start is not run: its claim is handed back at
+// once ([StatusLate]). now is the item's time on the dispatcher's time line — the now it
+// was given, plus the time it has since waited, measured on the real clock by RunDueItem
+// and on the Worker's or Runner's [Clock] by those. The margin is [Bridge.ClaimMargin] for
+// RunDueItem, [WorkerConfig.ClaimMargin] for a Worker and min([RunnerConfig.ClaimMargin],
+// ClaimFor/4) for a Runner, [DefaultClaimMargin] when zero. It must cover the clock skew
+// between the processes sharing the index and the completion write, since past the
+// claim's end, on the fastest clock, another dispatcher may take the entry again.
+//
+// Claims are not extended: the Index has no renewal, and ClaimFor stays the one bound on
+// how long a source is held — a hung pipeline cannot keep a source from being polled.
+// Choose ClaimFor longer than a run takes, and Workers enough for a batch within ClaimFor.
+//
+// # What is read before an item runs
+//
+// RunDueItem checks the item's claim with Index.CheckClaim and reads its watchlist entry
+// with Watchlist.Get. A Worker does the same for the items that reach it together in one
+// Index.CheckClaims and one Watchlist.GetMany: one call of each in flight at a time, and
+// the items that arrive meanwhile go in the next. So an item decoded from a queue, or
+// forged, runs nothing unless its claim is current ([StatusLostClaim]).
+//
+// The Runner runs only items its own Dispatcher has just claimed. They cannot be forged,
+// so it does not check their claims: a claim lost since the dispatch — the host
+// rescheduled the entry — is found when the item is completed, which then writes nothing.
+// The watchlist entries of a cycle's items are read in one GetMany right after the
+// dispatch. A source removed, or moved to another tier, after that read runs once more as
+// it was read — within its claim, which bounds how late an item starts — and its next
+// dispatch sees the change. A source found gone is removed only under the item's claim
+// (Index.UnscheduleClaimed). If a read fails as a whole, one Warn line says so and its
+// items are retried after the retry delay, unrun.
+//
+// # Time
+//
+// RunDueItem and Worker.Do advance an entry from the time its run ended: the now they
+// were given plus the time the run took. A Runner's cycle advances its items from the
+// cycle's now, so that a simulation can drive [Runner.Cycle] on simulated time.
+//
+// # Wire form
+//
+// [EncodeItem] writes a dispatched item as one JSON object, version 1:
+//
+//	{"v":1,"lane":"pro","token":"18446744073709551615","until":"2026-11-30T12:01:30.000000007Z",
+//	 "entry":{"user_id":"ann","work_key":"jobs","tier":"hot","due_at":"2026-11-30T11:59:00.000000000Z",
+//	          "last_run_at":0,"miss_streak":3}}
+//
+// The token is a decimal string, since a JSON number cannot hold every uint64. Times are
+// RFC 3339 in UTC with all nine digits of nanoseconds, and the zero time is the number 0.
+// Every field is required, names match exactly, and [DecodeItem] refuses, wrapping
+// duework.ErrInvalid, anything else: another version, an unknown or missing field,
+// anything but white space after the object, a time or token in another form, a zero
+// Until, an entry that fails duework.Entry.Validate. A decoded item equals the encoded
+// one field by field, times under time.Time.Equal, and is trusted no more than a forged
+// one: a Worker checks its claim before it runs anything.
 //
 // # Stopping
 //
 // When the context of [Runner.Run] ends, a dispatch under way finishes its claim on a
-// context of its own, items waiting for a worker are handed back in one CompleteMany
+// context of its own, items waiting for a worker are handed back at once in one Unclaim
 // ([StatusReleased]), and items in flight run on. Those still running
 // [RunnerConfig.ShutdownTimeout] later are cancelled; their writes get ShutdownTimeout
 // more. A clean stop logs no warning and Run returns nil. Cycle stops the same way when
-// its context ends.
-//
-// # Index capabilities
-//
-// With an Index that implements duework.MissingScheduler, a sync costs one call and never
-// replaces an entry, even one a concurrent sync or dispatch has just written. With
-// duework.ClaimGuard, RunDueItem checks the item's claim before it runs anything, and an
-// entry is removed only under its item's claim, so a forged or stale item can neither run
-// a tenant's pipeline nor remove its entry. duework.Memory and the postgres Index have
-// both. Without them the bridge falls back to Get and Schedule: a sync can then replace an
-// entry written between the two, and a claim can be checked only as far as the entry is
-// still the one claimed, not that the claim is real.
+// its context ends. [Worker.Stop] refuses new items, waits for those admitted and their
+// writes, and cancels both when its context ends first.
 //
 // # Observing
 //
@@ -124,12 +191,29 @@
 // line "rota: noisy neighbour recovered" follows when the wait is back within the
 // threshold. One alarm per episode.
 //
+// Lateness is how late a lane's most overdue work is: the cycle's now less the oldest
+// visible DueAt among the users the lane read (dispatch.LaneReport.OldestDue). The cycle's
+// line carries each lane's as lateness.LANE. When a tenant's oldest visible work is later
+// than AlarmAfter, whatever the reason — its neighbours, its own limits, too few workers
+// — a Warn line "rota: work late" names it with its lane, once per episode ([LateAlarm]),
+// and an Info line "rota: work late recovered" follows when its work is within the
+// threshold again.
+//
+// A replica whose clock lags the others' can find every user it could serve already
+// served by another at a later now, or held by another, and its claims lose: it
+// dispatches nothing while work is due. After three such cycles a Warn line
+// "rota: dispatching nothing" says so once, with what it saw and the likely cause
+// ([Starvation]), and an Info line "rota: dispatching again" ends it.
+//
 // # Cost
 //
-// Per Runner item: the pipeline, a share of its cycle's one Watchlist.GetMany (a
-// Watchlist.Get of its own without it) and a share of the cycle's CompleteMany calls, a
-// few per cycle when items are quick; nothing else is read or written, except to remove
-// a gone source. Per RunDueItem: one claim check (an Index.Get without ClaimGuard), one
-// Watchlist.Get, the pipeline and one Complete. Per sync: one Watchlist.List and one
-// ScheduleMissing (a Get per entry and a Schedule per new one without it).
+// Per Runner item: the pipeline, a share of its cycle's one Watchlist.GetMany and a share
+// of the cycle's CompleteMany calls, a few per cycle when items are quick; nothing else
+// is read or written, except to remove a gone source or hand back an unrun item. Per
+// Worker item: the same, plus a share of one CheckClaims. Per RunDueItem: one
+// Index.CheckClaim, one Watchlist.Get, the pipeline and one Complete. Per sync: one
+// Watchlist.List and one ScheduleMissing; per Watch, one AddMany and one ScheduleMissing.
+// A Runner's cycle that dispatches nothing, and
+// loses no claim, costs one Index.DueBefore of one entry more, and an Index.User when that
+// finds one: the probe behind the Starvation report.
 package bridge

@@ -26,10 +26,9 @@ func (e *injectedError) Error() string {
 	return fmt.Sprintf("injected failure of index call %d (%s)", e.call, e.method)
 }
 
-// faultyIndex fails the call at names (see fault). With at.after set, a write is made
-// first and only its answer is lost (a write that happened although the caller hears it
-// failed). It hides the optional capabilities of the Index it wraps; faultyGuardedIndex
-// keeps them.
+// faultyIndex fails the call at names (see fault), whichever of the Index's methods it
+// is. With at.after set, a write is made first and only its answer is lost (a write that
+// happened although the caller hears it failed).
 type faultyIndex struct {
 	duework.Index
 	mu          sync.Mutex
@@ -38,6 +37,8 @@ type faultyIndex struct {
 	methodCalls int // calls of at.method
 	injected    *injectedError
 }
+
+var _ duework.Index = (*faultyIndex)(nil)
 
 func (f *faultyIndex) fault(method string) (*injectedError, bool) {
 	f.mu.Lock()
@@ -83,6 +84,11 @@ func (f *faultyIndex) Schedule(ctx context.Context, tc tenancy.Context, e duewor
 	return f.write("Schedule", func() error { return f.Index.Schedule(ctx, tc, e) })
 }
 
+func (f *faultyIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (n int, err error) {
+	err = f.write("ScheduleMissing", func() error { n, err = f.Index.ScheduleMissing(ctx, tc, es); return err })
+	return n, err
+}
+
 func (f *faultyIndex) Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error {
 	return f.write("Unschedule", func() error { return f.Index.Unschedule(ctx, tc, workKey) })
 }
@@ -98,6 +104,27 @@ func (f *faultyIndex) Complete(ctx context.Context, tc tenancy.Context, c duewor
 
 func (f *faultyIndex) CompleteMany(ctx context.Context, done []duework.Done) (errs []error, err error) {
 	err = f.write("CompleteMany", func() error { errs, err = f.Index.CompleteMany(ctx, done); return err })
+	if err != nil {
+		errs = nil
+	}
+	return errs, err
+}
+
+func (f *faultyIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	return f.read("CheckClaim", func() error { return f.Index.CheckClaim(ctx, tc, c) })
+}
+
+func (f *faultyIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) (errs []error, err error) {
+	err = f.read("CheckClaims", func() error { errs, err = f.Index.CheckClaims(ctx, claims); return err })
+	return errs, err
+}
+
+func (f *faultyIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+	return f.write("UnscheduleClaimed", func() error { return f.Index.UnscheduleClaimed(ctx, tc, c) })
+}
+
+func (f *faultyIndex) Unclaim(ctx context.Context, claims []duework.Unclaim) (errs []error, err error) {
+	err = f.write("Unclaim", func() error { errs, err = f.Index.Unclaim(ctx, claims); return err })
 	if err != nil {
 		errs = nil
 	}
@@ -135,26 +162,14 @@ func (f *faultyIndex) Claim(ctx context.Context, keys []duework.Key, now, until 
 	return cs, err
 }
 
-// faultyGuardedIndex is a faultyIndex that keeps the optional capabilities of its Index.
-type faultyGuardedIndex struct {
-	*faultyIndex
-	full interface {
-		duework.MissingScheduler
-		duework.ClaimGuard
-	}
+func (f *faultyIndex) User(ctx context.Context, userID string, now time.Time) (st duework.UserState, err error) {
+	err = f.read("User", func() error { st, err = f.Index.User(ctx, userID, now); return err })
+	return st, err
 }
 
-func (f faultyGuardedIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (n int, err error) {
-	err = f.write("ScheduleMissing", func() error { n, err = f.full.ScheduleMissing(ctx, tc, es); return err })
-	return n, err
-}
-
-func (f faultyGuardedIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	return f.read("CheckClaim", func() error { return f.full.CheckClaim(ctx, tc, c) })
-}
-
-func (f faultyGuardedIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	return f.write("UnscheduleClaimed", func() error { return f.full.UnscheduleClaimed(ctx, tc, c) })
+func (f *faultyIndex) Entries(ctx context.Context, userID, after string, limit int) (es []duework.EntryState, err error) {
+	err = f.read("Entries", func() error { es, err = f.Index.Entries(ctx, userID, after, limit); return err })
+	return es, err
 }
 
 // injectedIn returns every injectedError in err's tree (wrapped and joined errors).
@@ -217,16 +232,8 @@ type faultRun struct {
 	errs    []error
 }
 
-// newFaulty returns a faultyIndex over a new Index, and the Index the bridge is to use:
-// the faultyIndex itself, or with guarded a faultyGuardedIndex over it.
-func newFaulty(guarded bool) (*faultyIndex, duework.Index) {
-	mem := duework.NewMemory()
-	fi := &faultyIndex{Index: mem}
-	if guarded {
-		return fi, faultyGuardedIndex{faultyIndex: fi, full: mem}
-	}
-	return fi, fi
-}
+// newFaulty returns a faultyIndex over a new Index.
+func newFaulty() *faultyIndex { return &faultyIndex{Index: duework.NewMemory()} }
 
 // fault is the call runFaulty fails: the n-th index call of the cycles, or with method
 // set the n-th call of that method; with after set, after its write. n 0 fails nothing.
@@ -245,10 +252,10 @@ func (f fault) String() string {
 
 // runFaulty sets up many tenants without faults, then runs several cycles with the index
 // call at failing, and returns what it saw.
-func runFaulty(t *testing.T, at fault, guarded bool) *faultRun {
+func runFaulty(t *testing.T, at fault) *faultRun {
 	t.Helper()
-	fi, idx := newFaulty(guarded)
-	w := newWorld(t, worldConfig{idx: idx, pipe: &seededPipeline{runs: map[string]int{}}, global: 18, lanes: []dispatch.LaneCapacity{
+	fi := newFaulty()
+	w := newWorld(t, worldConfig{idx: fi, pipe: &seededPipeline{runs: map[string]int{}}, global: 18, lanes: []dispatch.LaneCapacity{
 		{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 8},
 		{Lane: "plus", PerUserLimit: 2, PerCycleLimit: 8},
 		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 4, MinShare: 3},
@@ -371,22 +378,13 @@ func cmpString(a, b string) int {
 }
 
 // TestFaultInjectionLosesNothing fails the n-th index call of several cycles, for every
-// n, before and after the call's write, with and without the optional capabilities:
-// every failure is reported, no watched source is lost or scheduled twice, and fault-free
-// cycles afterwards leave exactly the watched sources. Items run on several workers, so
-// which method the n-th call is varies from run to run; every method the Runner calls is
-// then failed by name as well, so that each is certain to be failed at least once.
+// n, before and after the call's write: every failure is reported, no watched source is
+// lost or scheduled twice, and fault-free cycles afterwards leave exactly the watched
+// sources. Items run on several workers, so which method the n-th call is varies from run
+// to run; every method the Runner calls is then failed by name as well, so that each is
+// certain to be failed at least once.
 func TestFaultInjectionLosesNothing(t *testing.T) {
-	for _, guarded := range []bool{false, true} {
-		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
-			t.Parallel()
-			faultEveryCall(t, guarded)
-		})
-	}
-}
-
-func faultEveryCall(t *testing.T, guarded bool) {
-	clean := runFaulty(t, fault{}, guarded)
+	clean := runFaulty(t, fault{})
 	total := clean.fi.calls
 	if total < 5*faultCycles {
 		t.Fatalf("the clean run made only %d index calls", total)
@@ -399,17 +397,14 @@ func faultEveryCall(t *testing.T, guarded bool) {
 	clean.check(t, "clean run")
 
 	// The Runner checks no claim of its own items; it removes a gone source under its
-	// claim: with UnscheduleClaimed, or after a Get without a ClaimGuard.
-	methods := []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "Get", "Unschedule"}
-	if guarded {
-		methods = []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "UnscheduleClaimed"}
-	}
+	// claim.
+	methods := []string{"CompleteMany", "Claim", "Ready", "Release", "Groups", "UnscheduleClaimed"}
 	for _, after := range []bool{false, true} {
 		for n := 1; n <= total; n++ {
-			faultOnce(t, fault{n: n, after: after}, guarded)
+			faultOnce(t, fault{n: n, after: after})
 		}
 		for _, m := range methods {
-			if !faultOnce(t, fault{n: 1, method: m, after: after}, guarded) {
+			if !faultOnce(t, fault{n: 1, method: m, after: after}) {
 				t.Errorf("no %s call was failed: the run does not exercise it", m)
 			}
 		}
@@ -418,10 +413,10 @@ func faultEveryCall(t *testing.T, guarded bool) {
 
 // faultOnce runs the cycles failing the call at and checks that the failure was reported
 // and nothing was lost. It reports false when the run made no such call.
-func faultOnce(t *testing.T, at fault, guarded bool) bool {
+func faultOnce(t *testing.T, at fault) bool {
 	t.Helper()
 	label := at.String()
-	fr := runFaulty(t, at, guarded)
+	fr := runFaulty(t, at)
 	if fr.fi.injected == nil {
 		if at.method == "" && fr.fi.calls >= at.n {
 			t.Fatalf("%s: not injected in %d calls", label, fr.fi.calls)
@@ -444,48 +439,45 @@ func faultOnce(t *testing.T, at fault, guarded bool) bool {
 	return true
 }
 
+// TestSyncWatchlistUnderFaults fails each index call of a sync, before and after its
+// write: the failure is returned, and a second sync adds what the first did not.
 func TestSyncWatchlistUnderFaults(t *testing.T) {
 	ctx := context.Background()
-	for _, guarded := range []bool{false, true} {
-		for _, after := range []bool{false, true} {
-			for n := 1; n <= 20; n++ {
-				fi, idx := newFaulty(guarded)
-				fi.at = fault{n: n, after: after}
-				wl := tenancy.NewMemoryWatchlist()
-				b := &bridge.Bridge{Index: idx, Watchlist: wl}
-				for s := range 10 {
-					watch(t, wl, "u1", fmt.Sprintf("s%d", s), "hot")
+	for _, after := range []bool{false, true} {
+		for n := 1; n <= 20; n++ {
+			fi := newFaulty()
+			fi.at = fault{n: n, after: after}
+			wl := tenancy.NewMemoryWatchlist()
+			b := &bridge.Bridge{Index: fi, Watchlist: wl}
+			for s := range 10 {
+				watch(t, wl, "u1", fmt.Sprintf("s%d", s), "hot")
+			}
+			tc := mustTC(t, "u1")
+			added, err := b.SyncWatchlist(ctx, tc, t0)
+			if fi.injected == nil {
+				if n > 1 {
+					break // one call per sync
 				}
-				tc := mustTC(t, "u1")
-				added, err := b.SyncWatchlist(ctx, tc, t0)
-				if fi.injected == nil {
-					if guarded && n > 1 {
-						break // one call per sync
-					}
-					t.Fatalf("n=%d: no call failed", n)
-				}
-				label := fmt.Sprintf("guarded=%v n=%d after=%v", guarded, n, after)
-				if got := injectedIn(err); len(got) != 1 || got[0] != fi.injected {
-					t.Fatalf("%s: err = %v, want the injected failure", label, err)
-				}
-				fi.at = fault{}
-				more, err := b.SyncWatchlist(ctx, tc, t0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				unreported := 0
-				switch {
-				case after && fi.injected.method == "Schedule":
-					unreported = 1
-				case after && fi.injected.method == "ScheduleMissing":
-					unreported = 10
-				}
-				if added+more+unreported != 10 {
-					t.Fatalf("%s: added %d then %d (+%d unreported), want 10 in all", label, added, more, unreported)
-				}
-				for s := range 10 {
-					get(t, fi.Index, "u1", fmt.Sprintf("s%d", s))
-				}
+				t.Fatalf("n=%d: no call failed", n)
+			}
+			label := fmt.Sprintf("n=%d after=%v", n, after)
+			if got := injectedIn(err); len(got) != 1 || got[0] != fi.injected {
+				t.Fatalf("%s: err = %v, want the injected failure", label, err)
+			}
+			fi.at = fault{}
+			more, err := b.SyncWatchlist(ctx, tc, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unreported := 0
+			if after {
+				unreported = 10 // the failed ScheduleMissing wrote them all
+			}
+			if added+more+unreported != 10 {
+				t.Fatalf("%s: added %d then %d (+%d unreported), want 10 in all", label, added, more, unreported)
+			}
+			for s := range 10 {
+				get(t, fi.Index, "u1", fmt.Sprintf("s%d", s))
 			}
 		}
 	}

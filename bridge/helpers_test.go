@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
@@ -21,28 +23,18 @@ var _ bridge.Clock = (*fakeclock.Clock)(nil)
 // t0 is the fixed instant the tests count from.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// newIndex returns the Index the tests run against: it has every optional capability.
+// newIndex returns the Index the tests run against.
 func newIndex() duework.Index { return duework.NewMemory() }
 
-// plainIndex hides an Index's optional capabilities (duework.MissingScheduler,
-// duework.ClaimGuard): the bridge sees only the plain contract.
-type plainIndex struct{ duework.Index }
-
-// withAndWithoutCapabilities runs f against an Index with every optional capability and
-// against the same hidden behind the plain contract.
-func withAndWithoutCapabilities(t *testing.T, f func(t *testing.T, wrap func(duework.Index) duework.Index)) {
-	t.Run("capabilities", func(t *testing.T) { f(t, func(x duework.Index) duework.Index { return x }) })
-	t.Run("plain", func(t *testing.T) { f(t, func(x duework.Index) duework.Index { return plainIndex{x} }) })
-}
-
 // countingIndex counts the calls of each method and records the size of every
-// CompleteMany; it keeps the capabilities of the Index it wraps.
+// CompleteMany.
 type countingIndex struct {
 	*duework.Memory
 	mu        sync.Mutex
 	calls     map[string]int
 	sizes     []int
 	completed chan int // when not nil, receives the size of every CompleteMany
+	unclaimed chan int // when not nil, receives the size of every Unclaim
 }
 
 func newCountingIndex() *countingIndex {
@@ -104,6 +96,20 @@ func (x *countingIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c du
 	return x.Memory.CheckClaim(ctx, tc, c)
 }
 
+func (x *countingIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	x.count("CheckClaims")
+	return x.Memory.CheckClaims(ctx, claims)
+}
+
+func (x *countingIndex) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	x.count("Unclaim")
+	errs, err := x.Memory.Unclaim(ctx, claims)
+	if x.unclaimed != nil {
+		x.unclaimed <- len(claims)
+	}
+	return errs, err
+}
+
 func (x *countingIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
 	x.count("UnscheduleClaimed")
 	return x.Memory.UnscheduleClaimed(ctx, tc, c)
@@ -144,9 +150,6 @@ func (w *countingWatchlist) reads() (gets int, batches []int) {
 	return w.gets, slices.Clone(w.batches)
 }
 
-// plainWatchlist hides a Watchlist's optional capability (tenancy.BatchGetter).
-type plainWatchlist struct{ tenancy.Watchlist }
-
 // recv returns the next value from ch, failing the test if none comes within ten seconds
 // of real time (a bound on a hang, not a wait: the value is normally there at once).
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
@@ -171,6 +174,20 @@ func waitLive(t testing.TB, clk *fakeclock.Clock, tickers, timers int) {
 		close(done)
 	}()
 	recv(t, done, fmt.Sprintf("%d tickers and %d timers on the fake clock", tickers, timers))
+}
+
+// sameAfterRun fails unless got is want but for DueAt and LastRunAt, which may lie up to
+// a second later than want's: RunDueItem advances from the time its run ended, measured
+// on the real clock.
+func sameAfterRun(t testing.TB, want, got duework.Entry) {
+	t.Helper()
+	later := func(w, g time.Time) bool { return !g.Before(w) && g.Before(w.Add(time.Second)) }
+	if later(want.DueAt, got.DueAt) && (later(want.LastRunAt, got.LastRunAt) || got.LastRunAt.Equal(want.LastRunAt)) {
+		got.DueAt, got.LastRunAt = want.DueAt, want.LastRunAt
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("entry after the run (-want +got):\n%s", diff)
+	}
 }
 
 func mustTC(t testing.TB, user string) tenancy.Context {

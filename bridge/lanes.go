@@ -8,13 +8,15 @@ import (
 	"slices"
 
 	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// ErrUnmappedPlan is returned by the LaneFor that [PlanLanes] builds when a tenant's plan
-// has no lane in its table. The dispatcher then lists the tenant as unrouted: its work stays
-// due and every other tenant is dispatched as usual.
-var ErrUnmappedPlan = errors.New("bridge: plan has no lane")
+// ErrUnmappedPlan is returned by the LaneFor that [PlanLanes] builds, and the LimitsFor
+// that [PlanLimits] builds, when a tenant's plan is not in their table; the wrapping error
+// names the plan and the tenant. The dispatcher then lists the tenant as unrouted: its
+// work stays due and every other tenant is dispatched as usual.
+var ErrUnmappedPlan = errors.New("bridge: plan not in the table")
 
 // PlanLanes returns the dispatch.LaneFor that routes each tenant by its plan: it asks ent
 // for the tenant's plan and looks it up in table. An invalid user ID, a failing
@@ -58,8 +60,50 @@ func PlanLanes(ent tenancy.Entitlements, table map[tenancy.PlanID]dispatch.Lane,
 		}
 		lane, ok := table[plan]
 		if !ok {
-			return "", fmt.Errorf("%w: plan %q of user %q", ErrUnmappedPlan, plan, userID)
+			return "", fmt.Errorf("%w: no lane for plan %q of user %q", ErrUnmappedPlan, plan, userID)
 		}
 		return lane, nil
+	}, nil
+}
+
+// PlanLimits returns the dispatch.LimitsFor that gives each tenant the flow-control limits
+// of its plan: it asks plans for the tenant's plan and looks it up in table. An invalid
+// user ID, a failing Entitlements and a plan missing from the table ([ErrUnmappedPlan])
+// are errors, which the dispatcher reports as unrouted. It refuses a nil plans, an empty
+// table and limits that fail duework.Limits.Validate, wrapping [ErrInvalidConfig] and
+// naming the plan. The table is copied. Set it beside PlanLanes:
+//
+//	cfg.LimitsFor, err = bridge.PlanLimits(entitlements, limits)
+func PlanLimits(plans tenancy.Entitlements, table map[tenancy.PlanID]duework.Limits) (dispatch.LimitsFor, error) {
+	var errs []error
+	if plans == nil {
+		errs = append(errs, fmt.Errorf("%w: PlanLimits: the Entitlements must not be nil", ErrInvalidConfig))
+	}
+	if len(table) == 0 {
+		errs = append(errs, fmt.Errorf("%w: PlanLimits: the plan table must not be empty", ErrInvalidConfig))
+	}
+	for _, plan := range slices.Sorted(maps.Keys(table)) {
+		if err := table[plan].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: PlanLimits: plan %q: %w", ErrInvalidConfig, plan, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	table = maps.Clone(table)
+	return func(ctx context.Context, userID string) (duework.Limits, error) {
+		tc, err := tenancy.NewContext(userID)
+		if err != nil {
+			return duework.Limits{}, fmt.Errorf("bridge: limits for user %q: %w", userID, err)
+		}
+		plan, err := plans.Plan(ctx, tc)
+		if err != nil {
+			return duework.Limits{}, fmt.Errorf("bridge: limits for user %q: plan: %w", userID, err)
+		}
+		l, ok := table[plan]
+		if !ok {
+			return duework.Limits{}, fmt.Errorf("%w: no limits for plan %q of user %q", ErrUnmappedPlan, plan, userID)
+		}
+		return l, nil
 	}, nil
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -123,4 +125,96 @@ func FuzzPlanLanes(f *testing.F) {
 			t.Fatalf("LaneFor(%q) refused a valid ID: %v", user, err)
 		}
 	})
+}
+
+// planOf is an Entitlements of the host's own plans, whatever their names.
+type planOf map[string]tenancy.PlanID
+
+func (p planOf) Plan(_ context.Context, tc tenancy.Context) (tenancy.PlanID, error) {
+	return p[tc.UserID()], nil
+}
+
+func TestPlanLimitsGivesEachTenantItsPlansLimits(t *testing.T) {
+	team := duework.Limits{Weight: 5, MaxInFlight: 2, Every: time.Second, Burst: 10}
+	table := map[tenancy.PlanID]duework.Limits{"team": team, "solo": {MaxInFlight: 1}}
+	limitsFor, err := bridge.PlanLimits(planOf{"t": "team", "s": "solo", "x": "enterprise"}, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table["team"] = duework.Limits{} // the table was copied
+	for user, want := range map[string]duework.Limits{"t": team, "s": {MaxInFlight: 1}} {
+		if got, err := limitsFor(context.Background(), user); err != nil || got != want {
+			t.Errorf("LimitsFor(%q) = %+v, %v; want %+v", user, got, err, want)
+		}
+	}
+	_, err = limitsFor(context.Background(), "x")
+	if !errors.Is(err, bridge.ErrUnmappedPlan) || !strings.Contains(err.Error(), `"enterprise"`) || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("a plan the table lacks: err = %v, want ErrUnmappedPlan naming plan enterprise and user x", err)
+	}
+	if _, err := limitsFor(context.Background(), "a\nb"); !errors.Is(err, tenancy.ErrInvalidID) {
+		t.Errorf("invalid user ID: err = %v, want ErrInvalidID", err)
+	}
+	failing, err := bridge.PlanLimits(failingEntitlements{}, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := failing(context.Background(), "u1"); !errors.Is(err, errBoom) {
+		t.Errorf("failing entitlements: err = %v", err)
+	}
+}
+
+func TestPlanLimitsRefusesBadTables(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		plans      tenancy.Entitlements
+		table      map[tenancy.PlanID]duework.Limits
+	}{
+		{"nil entitlements", "Entitlements must not be nil", nil, map[tenancy.PlanID]duework.Limits{"free": {}}},
+		{"empty table", "plan table must not be empty", tenancy.NewMemoryEntitlements(), nil},
+		{"negative in-flight cap", `plan "team": duework: invalid input: Limits.MaxInFlight`, tenancy.NewMemoryEntitlements(),
+			map[tenancy.PlanID]duework.Limits{"free": {}, "team": {MaxInFlight: -1}}},
+		{"weight beyond the most", `plan "big": duework: invalid input: Limits.Weight`, tenancy.NewMemoryEntitlements(),
+			map[tenancy.PlanID]duework.Limits{"big": {Weight: duework.MaxWeight + 1}}},
+	} {
+		limitsFor, err := bridge.PlanLimits(tc.plans, tc.table)
+		if limitsFor != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: PlanLimits = %v; want ErrInvalidConfig saying %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestPlanLimitsWiresIntoTheDispatcher: a Dispatcher given PlanLimits stores each
+// tenant's limits with its lane, and a tenant whose plan has no limits is unrouted.
+func TestPlanLimitsWiresIntoTheDispatcher(t *testing.T) {
+	idx := duework.NewMemory()
+	plans := planOf{"t": "team", "x": "enterprise"}
+	lanes := []dispatch.LaneCapacity{{Lane: "paid", PerUserLimit: 5, PerCycleLimit: 10}}
+	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{"team": "paid", "enterprise": "paid"}, lanes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limitsFor, err := bridge.PlanLimits(plans, map[tenancy.PlanID]duework.Limits{"team": {MaxInFlight: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 10, LaneFor: laneFor, LimitsFor: limitsFor, ClaimFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"t", "x"} {
+		for _, k := range []string{"a", "b", "c"} {
+			schedule(t, idx, duework.Entry{UserID: u, WorkKey: k, DueAt: t0})
+		}
+	}
+	b, err := d.Dispatch(context.Background(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := idx.User(context.Background(), "t", t0)
+	if err != nil || st.Group != "paid" || st.Limits.MaxInFlight != 2 || st.InFlight != 2 {
+		t.Errorf("t's stored state: %+v, %v; want lane paid, MaxInFlight 2 and two items in flight", st, err)
+	}
+	if len(b.Unrouted) != 1 || b.Unrouted[0].UserID != "x" || !errors.Is(b.Unrouted[0].Err, bridge.ErrUnmappedPlan) {
+		t.Errorf("unrouted %+v, want x, whose plan has no limits", b.Unrouted)
+	}
 }

@@ -123,9 +123,12 @@ func (r *Runner) logReport(rep CycleReport) {
 	for _, u := range rep.Unrouted {
 		log.LogAttrs(ctx, slog.LevelWarn, "rota: user unrouted", slog.String("user", u.UserID), slog.Any("error", u.Err))
 	}
+	if rep.ProbeErr != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: probe failed", slog.Any("error", rep.ProbeErr))
+	}
 	for _, it := range rep.Items {
-		if it.Err == nil || rep.isFlushErr(it.Err) {
-			continue
+		if it.Err == nil || it.Status == StatusLate || it.Status == StatusReleased || rep.isFlushErr(it.Err) {
+			continue // late and released items are counted in the cycle's line
 		}
 		e := it.Item.Claim.Entry
 		log.LogAttrs(ctx, slog.LevelWarn, "rota: item failed",
@@ -139,6 +142,7 @@ func (r *Runner) logReport(rep CycleReport) {
 	for _, l := range rep.Recovered {
 		log.LogAttrs(ctx, slog.LevelInfo, "rota: noisy neighbour recovered", slog.String("lane", string(l)))
 	}
+	r.logLateness(rep)
 	log.LogAttrs(ctx, slog.LevelInfo, "rota: cycle",
 		slog.Time("now", rep.Now),
 		slog.Int("dispatched", rep.Dispatched),
@@ -153,8 +157,49 @@ func (r *Runner) logReport(rep CycleReport) {
 		slog.Int("unrouted", len(rep.Unrouted)),
 		slog.Int("dispatch_lost_claims", dispatchLostClaims(rep.Lanes)),
 		slog.Int("alarms", len(rep.Alarms)),
+		slog.Any("lateness", lateness(rep)),
 		slog.Duration("dispatch_duration", rep.DispatchDuration),
 		slog.Duration("duration", rep.Duration))
+}
+
+// logLateness writes the lines of the lateness alarms and of a Starvation.
+func (r *Runner) logLateness(rep CycleReport) {
+	ctx, log := context.Background(), r.cfg.Logger
+	for i := 0; i < len(rep.LateAlarms); {
+		lane := rep.LateAlarms[i].Lane
+		var tenants []string
+		for ; i < len(rep.LateAlarms) && rep.LateAlarms[i].Lane == lane; i++ {
+			tenants = append(tenants, rep.LateAlarms[i].UserID+":"+rep.LateAlarms[i].Late.String())
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: work late",
+			slog.String("lane", string(lane)), slog.Duration("alarm_after", r.cfg.AlarmAfter), slog.Any("tenants", tenants))
+	}
+	if len(rep.LateRecovered) > 0 {
+		log.LogAttrs(ctx, slog.LevelInfo, "rota: work late recovered", slog.Any("tenants", rep.LateRecovered))
+	}
+	if s := rep.Starved; s != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: dispatching nothing",
+			slog.Int("cycles", s.Cycles), slog.String("reason", s.Reason),
+			slog.String("likely_cause", "clock skew: this replica's clock lags another dispatcher's by more than dispatch.Config.MaxClockSkew"))
+	}
+	if rep.StarvationEnded {
+		log.LogAttrs(ctx, slog.LevelInfo, "rota: dispatching again")
+	}
+}
+
+// lateness is each lane's lateness in rep, the cycle's now less the lane's
+// dispatch.LaneReport.OldestDue (zero when the lane read no visible work), as one log
+// group keyed by lane.
+func lateness(rep CycleReport) slog.Value {
+	attrs := make([]slog.Attr, len(rep.Lanes))
+	for i, l := range rep.Lanes {
+		var d time.Duration
+		if !l.OldestDue.IsZero() {
+			d = rep.Now.Sub(l.OldestDue)
+		}
+		attrs[i] = slog.Duration(string(l.Lane), d)
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // userItemsStrings renders users as "user:items".

@@ -42,11 +42,11 @@ func (r Result) FoundNew() bool {
 // Which profile, rubric or settings to use for the tenant is the pipeline's business; rota
 // only reads [Result.FoundNew].
 //
-// Run must honour ctx. The Runner cancels it shortly before the item's claim ends, after
-// which the entry may be dispatched again elsewhere, and ShutdownTimeout after a stop;
-// context.Cause tells which ([ErrClaimEnded], [ErrShutdownTimeout]). A run that ignores
-// it can overlap a later run of the same source. Run is called concurrently for
-// different entries.
+// Run must honour ctx. RunDueItem, a Worker and a Runner cancel it a claim margin before
+// the item's claim ends, after which the entry may be dispatched again elsewhere, and a
+// Runner or Worker also when its stop runs out of time; context.Cause tells which
+// ([ErrClaimEnded], [ErrShutdownTimeout]). A run that ignores it can overlap a later run
+// of the same source. Run is called concurrently for different entries.
 type Pipeline interface {
 	Run(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (Result, error)
 }

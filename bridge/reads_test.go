@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,30 +110,13 @@ func TestRunnerReadsNothingForItemsItHandsBack(t *testing.T) {
 	}
 }
 
-// TestRunnerWithoutGetManyReadsEachItem: a Watchlist without the capability is read with
-// one Get per item, still without a claim check.
-func TestRunnerWithoutGetManyReadsEachItem(t *testing.T) {
-	w, idx, pipe := readsWorld(t)
-	wl := &countingWatchlist{MemoryWatchlist: w.wl}
-	w.b.Watchlist = plainWatchlist{wl}
-	rep, err := w.runner(t, bridge.RunnerConfig{Workers: 3}).Cycle(context.Background(), t0)
-	wantHits(t, rep, err, pipe, 30)
-	if gets, batches := wl.reads(); gets != 30 || len(batches) != 0 {
-		t.Errorf("the cycle read the watchlist with %d Gets and GetManys of %v, want 30 Gets", gets, batches)
-	}
-	if n := idx.n("CheckClaim"); n != 0 {
-		t.Errorf("the cycle made %d CheckClaims, want none", n)
-	}
-}
-
 // TestRunnerRemovesOnlyUnderItsClaim: a source its cycle's GetMany found gone is
-// unscheduled under the item's claim — with UnscheduleClaimed, or after a Get without a
-// ClaimGuard — so an entry the host rescheduled after the dispatch (ending the claim) is
-// left as the host wrote it.
+// unscheduled under the item's claim (UnscheduleClaimed), so an entry the host rescheduled
+// after the dispatch (ending the claim) is left as the host wrote it.
 func TestRunnerRemovesOnlyUnderItsClaim(t *testing.T) {
-	withAndWithoutCapabilities(t, func(t *testing.T, wrap func(duework.Index) duework.Index) {
+	{
 		idx, pipe := newCountingIndex(), newStub()
-		w := newWorld(t, worldConfig{idx: wrap(idx), pipe: pipe})
+		w := newWorld(t, worldConfig{idx: idx, pipe: pipe})
 		for _, k := range []string{"gone", "kept", "replaced"} {
 			w.add(t, "u1", tenancy.PlanFree, k, "hot", t0)
 			pipe.results[k] = hit
@@ -159,34 +143,33 @@ func TestRunnerRemovesOnlyUnderItsClaim(t *testing.T) {
 		if _, batches := wl.reads(); len(batches) != 1 {
 			t.Errorf("GetManys of %v, want one", batches)
 		}
-		if _, guarded := w.b.Index.(duework.ClaimGuard); guarded && idx.n("UnscheduleClaimed") != 2 {
+		if idx.n("UnscheduleClaimed") != 2 {
 			t.Errorf("%d UnscheduleClaimed, want one per gone source", idx.n("UnscheduleClaimed"))
 		}
 		if pipe.ncalls() != 1 {
 			t.Errorf("%d pipeline runs, want kept's alone", pipe.ncalls())
 		}
-	})
+	}
 }
 
-// TestRunnerReadsEachItemWhenGetManyFails: a GetMany that fails as a whole is reported in
-// one Warn line, and the items read their entries one by one instead.
-func TestRunnerReadsEachItemWhenGetManyFails(t *testing.T) {
+// TestRunnerRetriesEveryItemWhenGetManyFails: a GetMany that fails as a whole is reported
+// in one Warn line, and every item of its cycle is retried unrun.
+func TestRunnerRetriesEveryItemWhenGetManyFails(t *testing.T) {
 	w, _, pipe := readsWorld(t)
-	wl := &countingWatchlist{MemoryWatchlist: w.wl}
-	failing := scriptedBatch{getMany: func(context.Context, []tenancy.Lookup) ([]tenancy.WatchlistEntry, []error, error) {
+	w.b.Watchlist = scriptedBatch{MemoryWatchlist: w.wl, getMany: func(context.Context, []tenancy.Lookup) ([]tenancy.WatchlistEntry, []error, error) {
 		return nil, nil, errBoom
 	}}
-	w.b.Watchlist = struct {
-		tenancy.Watchlist
-		tenancy.BatchGetter
-	}{plainWatchlist{wl}, failing}
 	rep, err := w.runner(t, bridge.RunnerConfig{Workers: 3}).Cycle(context.Background(), t0)
-	wantHits(t, rep, err, pipe, 30)
-	if gets, _ := wl.reads(); gets != 30 {
-		t.Errorf("%d Gets after the failed GetMany, want one per item", gets)
+	if !errors.Is(err, errBoom) || rep.Errors != 30 || pipe.ncalls() != 0 {
+		t.Fatalf("Cycle = %v, %v with %d runs; want every item failed unrun", itemLines(rep), err, pipe.ncalls())
 	}
-	if logs := w.logs.String(); !strings.Contains(logs, `level=WARN msg="rota: watchlist read failed" items=30 read_each=true error=boom`) {
-		t.Errorf("no Warn line for the failed GetMany:\n%s", logs)
+	for i := range 30 {
+		if e := get(t, w.idx, fmt.Sprintf("u%d", i%4), fmt.Sprintf("s%02d", i)); !e.DueAt.Equal(t0.Add(bridge.DefaultRetryDelay)) {
+			t.Fatalf("s%02d not retried: %+v", i, e)
+		}
+	}
+	if logs := w.logs.String(); strings.Count(logs, `level=WARN msg="rota: watchlist read failed" items=30 error=boom`) != 1 {
+		t.Errorf("want one Warn line for the failed GetMany:\n%s", logs)
 	}
 }
 

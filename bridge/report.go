@@ -23,7 +23,7 @@ type CycleReport struct {
 	// Lanes instead.
 	LostClaims int
 	// Released counts items handed back unstarted because ctx ended, Late those handed
-	// back because their claim ended before a worker was free.
+	// back because their claim ended, or was about to, before a worker was free.
 	Released, Late int
 	// Shed names the users who had due work this cycle and did not get all of it
 	// dispatched; their work stays due.
@@ -43,26 +43,50 @@ type CycleReport struct {
 	// whose alarm ended in it (see WaitAlarm).
 	Alarms    []WaitAlarm
 	Recovered []dispatch.Lane
+	// LateAlarms are the tenants whose work this cycle found later than AlarmAfter for
+	// the first time in their episode, and LateRecovered the tenants whose episode ended
+	// in it (see LateAlarm).
+	LateAlarms    []LateAlarm
+	LateRecovered []string
+	// Starved is set in the cycle that finds the Runner has dispatched nothing for
+	// three cycles while due work was kept from it (see Starvation), and
+	// StarvationEnded in the first cycle after that which dispatched or found no due work
+	// kept from it.
+	Starved         *Starvation
+	StarvationEnded bool
+	// ProbeErr is the error of the read that looks, after cycles that dispatched
+	// nothing, for due work kept from this Runner (see Starvation).
+	ProbeErr error
 	// DispatchDuration is how long the dispatch took and Duration how long the whole
 	// cycle took, dispatch to the last completion, both on the Runner's Clock.
 	DispatchDuration, Duration time.Duration
 }
 
-// ItemReport is how one dispatched item ended.
+// ItemReport is how one dispatched item ended, as Worker.Do returns it and CycleReport
+// lists it.
 type ItemReport struct {
 	Item   dispatch.Item
 	Status ItemStatus
-	// Next is the due-work entry as written back; zero when nothing was written.
+	// Result is the pipeline's result, for StatusHit and StatusMiss; nil otherwise.
+	Result *Result
+	// Next is the due-work entry as written back (for a hand-back, the entry as it
+	// stays); zero when nothing was written or the entry was removed.
 	Next duework.Entry
-	// Err is the item's error, for StatusError and StatusLostClaim.
+	// Err is the item's error: why it failed (StatusError), lost its claim
+	// (StatusLostClaim), or was not started (StatusLate wraps ErrClaimEnded,
+	// StatusReleased the cause).
 	Err error
+	// Written is true when the item's outcome is in the index: its completion, its
+	// removal or its hand-back. When false, the item's claim was no longer current or the
+	// write failed; the entry stays claimed until its claim ends, and is never lost.
+	Written bool
 }
 
-// Err returns the cycle's failures joined: the dispatch error, the failed flushes and
-// every failed item's error. Lost claims are not failures (the entry was handled
+// Err returns the cycle's failures joined: the dispatch error, the probe's, the failed
+// flushes and every failed item's error. Lost claims are not failures (the entry was handled
 // elsewhere) and are left out; they are in Items.
 func (r CycleReport) Err() error {
-	errs := append([]error{r.DispatchErr}, r.FlushErrs...)
+	errs := append([]error{r.DispatchErr, r.ProbeErr}, r.FlushErrs...)
 	for _, it := range r.Items {
 		if it.Status == StatusError && !r.isFlushErr(it.Err) {
 			errs = append(errs, it.Err)

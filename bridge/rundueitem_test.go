@@ -43,11 +43,10 @@ func TestRunDueItemHitSnapsBack(t *testing.T) {
 		t.Fatalf("result = %+v, want the pipeline's hit", res)
 	}
 	want := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "hot", DueAt: now.Add(cadence.TierHot.Base), LastRunAt: now, MissStreak: 0}
-	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
-		t.Fatalf("after a hit (-want +got):\n%s", diff)
-	}
+	got := get(t, f.idx, "u1", "a")
+	sameAfterRun(t, want, got)
 	// The claim ended: the entry is claimable again when it is next due.
-	claim(t, f.idx, "u1", "a", want.DueAt)
+	claim(t, f.idx, "u1", "a", got.DueAt)
 }
 
 func TestRunDueItemMissBacksOff(t *testing.T) {
@@ -60,9 +59,7 @@ func TestRunDueItemMissBacksOff(t *testing.T) {
 		t.Fatalf("RunDueItem = %+v, %v; want the miss", res, err)
 	}
 	want := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "hot", DueAt: now.Add(cadence.TierHot.NextInterval(2)), LastRunAt: now, MissStreak: 2}
-	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
-		t.Fatalf("after a miss (-want +got):\n%s", diff)
-	}
+	sameAfterRun(t, want, get(t, f.idx, "u1", "a"))
 	if want.DueAt.Sub(now) <= cadence.TierHot.Base {
 		t.Fatalf("a miss did not back off beyond the base: %v", want.DueAt.Sub(now))
 	}
@@ -76,9 +73,7 @@ func TestRunDueItemUsesTheWatchlistEntrysOwnTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := get(t, f.idx, "u1", "a")
-	if got.Tier != "cold" || !got.DueAt.Equal(t0.Add(cadence.TierCold.Base)) {
-		t.Fatalf("after a hit with tier changed to cold: %+v, want tier cold due at +%v", got, cadence.TierCold.Base)
-	}
+	sameAfterRun(t, duework.Entry{UserID: "u1", WorkKey: "a", Tier: "cold", DueAt: t0.Add(cadence.TierCold.Base), LastRunAt: t0}, got)
 	// A host tier works the same way.
 	if err := f.b.Tiers.Register("custom", cadence.Backoff{Base: 17 * time.Minute, Max: time.Hour, Factor: 3}); err != nil {
 		t.Fatal(err)
@@ -89,9 +84,7 @@ func TestRunDueItemUsesTheWatchlistEntrysOwnTier(t *testing.T) {
 	if _, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", now), now); err != nil {
 		t.Fatal(err)
 	}
-	if got := get(t, f.idx, "u1", "a"); got.Tier != "custom" || !got.DueAt.Equal(now.Add(51*time.Minute)) {
-		t.Fatalf("after a miss on the custom tier: %+v, want due at +51m", got)
-	}
+	sameAfterRun(t, duework.Entry{UserID: "u1", WorkKey: "a", Tier: "custom", DueAt: now.Add(51 * time.Minute), LastRunAt: now, MissStreak: 1}, get(t, f.idx, "u1", "a"))
 }
 
 func TestRunDueItemRemovedEntryIsUnscheduled(t *testing.T) {
@@ -160,11 +153,10 @@ func TestRunDueItemPipelineErrorRetriesWithStreakUnchanged(t *testing.T) {
 			}
 			want := before
 			want.DueAt = now.Add(tc.want)
-			if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
-				t.Fatalf("after a pipeline error (-want +got):\n%s", diff)
-			}
+			got := get(t, f.idx, "u1", "a")
+			sameAfterRun(t, want, got)
 			// The claim ended, so the retry is dispatched when it comes due.
-			claim(t, f.idx, "u1", "a", want.DueAt)
+			claim(t, f.idx, "u1", "a", got.DueAt)
 		})
 	}
 }
@@ -179,9 +171,7 @@ func TestRunDueItemPipelinePanicIsRetried(t *testing.T) {
 	}
 	want := before
 	want.DueAt = t0.Add(bridge.DefaultRetryDelay)
-	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
-		t.Fatalf("after a panic (-want +got):\n%s", diff)
-	}
+	sameAfterRun(t, want, get(t, f.idx, "u1", "a"))
 }
 
 func TestRunDueItemCancelledPipelineStillRecordsTheRetry(t *testing.T) {
@@ -198,9 +188,7 @@ func TestRunDueItemCancelledPipelineStillRecordsTheRetry(t *testing.T) {
 	}
 	want := before
 	want.DueAt = t0.Add(bridge.DefaultRetryDelay)
-	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
-		t.Fatalf("after a cancelled run (-want +got):\n%s", diff)
-	}
+	sameAfterRun(t, want, get(t, f.idx, "u1", "a"))
 }
 
 func TestRunDueItemUnknownTierIsRetriedNotLost(t *testing.T) {
@@ -220,9 +208,7 @@ func TestRunDueItemUnknownTierIsRetriedNotLost(t *testing.T) {
 	}
 	want := before
 	want.DueAt = t0.Add(3 * time.Minute)
-	if diff := cmp.Diff(want, get(t, f.idx, "u1", "a")); diff != "" {
-		t.Fatalf("after an unknown tier (-want +got):\n%s", diff)
-	}
+	sameAfterRun(t, want, get(t, f.idx, "u1", "a"))
 }
 
 func TestRunDueItemLostClaimWritesNothing(t *testing.T) {
@@ -234,9 +220,8 @@ func TestRunDueItemLostClaimWritesNothing(t *testing.T) {
 		{"after a pipeline error", errBoom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			withAndWithoutCapabilities(t, func(t *testing.T, wrap func(duework.Index) duework.Index) {
+			{
 				f := newFixture()
-				f.b.Index = wrap(f.idx)
 				f.dueEntry(t, "a", "hot", 0)
 				// The host reschedules the entry while the item runs: its change wins.
 				hosts := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "warm", DueAt: t0.Add(42 * time.Hour), MissStreak: 5}
@@ -254,46 +239,37 @@ func TestRunDueItemLostClaimWritesNothing(t *testing.T) {
 				if diff := cmp.Diff(hosts, get(t, f.idx, "u1", "a")); diff != "" {
 					t.Fatalf("a lost claim wrote over the host's entry (-want +got):\n%s", diff)
 				}
-			})
+			}
 		})
 	}
 }
 
 // TestRunDueItemRefusesAForgedItem: an item that was never claimed — or whose claim was
 // replaced — runs nothing and writes nothing, whether the victim's entry is watched (its
-// pipeline would run) or not (its entry would be removed). Without a ClaimGuard the check
-// is weaker (see the plain row): it catches an item whose entry differs from the stored
-// one.
+// pipeline would run) or not (its entry would be removed), even when it copies the
+// stored entry exactly: the token is checked.
 func TestRunDueItemRefusesAForgedItem(t *testing.T) {
-	withAndWithoutCapabilities(t, func(t *testing.T, wrap func(duework.Index) duework.Index) {
-		for _, watched := range []bool{true, false} {
+	for _, watched := range []bool{true, false} {
+		for _, exact := range []bool{true, false} {
 			f := newFixture()
-			f.b.Index = wrap(f.idx)
 			victim := duework.Entry{UserID: "victim", WorkKey: "feed", Tier: "hot", DueAt: t0, MissStreak: 3}
 			schedule(t, f.idx, victim)
 			if watched {
 				watch(t, f.wl, "victim", "feed", "hot")
 			}
 			forged := victim
-			forged.MissStreak = 0 // what a forger would guess
+			if !exact {
+				forged.MissStreak = 0 // what a forger would guess
+			}
 			item := dispatch.Item{Claim: duework.Claim{Entry: forged, Token: 7, Until: t0.Add(time.Hour)}, Lane: "free"}
 			res, err := f.b.RunDueItem(context.Background(), item, t0)
 			if res != nil || !errors.Is(err, duework.ErrClaimLost) || f.pipe.ncalls() != 0 {
-				t.Fatalf("watched=%v: forged item: %v, %v, %d pipeline runs; want ErrClaimLost and nothing run", watched, res, err, f.pipe.ncalls())
+				t.Fatalf("watched=%v exact=%v: forged item: %v, %v, %d pipeline runs; want ErrClaimLost and nothing run", watched, exact, res, err, f.pipe.ncalls())
 			}
 			if diff := cmp.Diff(victim, get(t, f.idx, "victim", "feed")); diff != "" {
-				t.Fatalf("watched=%v: the forged item changed the victim's entry (-want +got):\n%s", watched, diff)
+				t.Fatalf("watched=%v exact=%v: the forged item changed the victim's entry (-want +got):\n%s", watched, exact, diff)
 			}
 		}
-	})
-	// With a ClaimGuard even an exact copy of the entry is refused: the token is checked.
-	f := newFixture()
-	victim := duework.Entry{UserID: "victim", WorkKey: "feed", Tier: "hot", DueAt: t0}
-	schedule(t, f.idx, victim)
-	watch(t, f.wl, "victim", "feed", "hot")
-	item := dispatch.Item{Claim: duework.Claim{Entry: victim, Token: 7, Until: t0.Add(time.Hour)}}
-	if _, err := f.b.RunDueItem(context.Background(), item, t0); !errors.Is(err, duework.ErrClaimLost) || f.pipe.ncalls() != 0 {
-		t.Fatalf("forged copy with a ClaimGuard: %v, %d pipeline runs; want ErrClaimLost and nothing run", err, f.pipe.ncalls())
 	}
 }
 
@@ -311,8 +287,8 @@ func (w reschedulingWatchlist) Get(ctx context.Context, tc tenancy.Context, slug
 	return tenancy.WatchlistEntry{}, tenancy.ErrNotFound
 }
 
-// TestRunDueItemRemovesOnlyUnderItsClaim: with a ClaimGuard, an item whose claim was
-// replaced after it was checked does not remove the entry that replaced it.
+// TestRunDueItemRemovesOnlyUnderItsClaim: an item whose claim was replaced after it was
+// checked does not remove the entry that replaced it.
 func TestRunDueItemRemovesOnlyUnderItsClaim(t *testing.T) {
 	f := newFixture()
 	f.dueEntry(t, "a", "hot", 0)
@@ -346,50 +322,32 @@ func (x *readdingIndex) readd(tc tenancy.Context, workKey string) {
 	x.added += n
 }
 
-func (x *readdingIndex) Unschedule(ctx context.Context, tc tenancy.Context, workKey string) error {
-	x.readd(tc, workKey)
-	return x.Index.Unschedule(ctx, tc, workKey)
-}
-
-type readdingGuardedIndex struct{ *readdingIndex }
-
-func (x readdingGuardedIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, es []duework.Entry) (int, error) {
-	return x.Index.(duework.MissingScheduler).ScheduleMissing(ctx, tc, es)
-}
-
-func (x readdingGuardedIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	return x.Index.(duework.ClaimGuard).CheckClaim(ctx, tc, c)
-}
-
-func (x readdingGuardedIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
+func (x *readdingIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
 	x.readd(tc, c.Entry.WorkKey)
-	return x.Index.(duework.ClaimGuard).UnscheduleClaimed(ctx, tc, c)
+	return x.Index.UnscheduleClaimed(ctx, tc, c)
 }
 
 // TestRunDueItemRemovedAndReAddedStaysScheduled: a source removed and watched again while
 // its item runs ends up scheduled, with its new tier, never watched and unpolled.
 func TestRunDueItemRemovedAndReAddedStaysScheduled(t *testing.T) {
-	for _, guarded := range []bool{false, true} {
+	{
 		f := newFixture()
 		x := &readdingIndex{Index: f.idx, t: t, f: f}
 		f.b.Index = x
-		if guarded {
-			f.b.Index = readdingGuardedIndex{x}
-		}
 		f.dueEntry(t, "a", "hot", 0)
 		if err := f.wl.Remove(context.Background(), mustTC(t, "u1"), "a"); err != nil {
 			t.Fatal(err)
 		}
 		res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
 		if res != nil || err != nil || x.added != 0 {
-			t.Fatalf("guarded=%v: RunDueItem = %v, %v (the racing sync added %d); want nil, nil and a sync that added nothing", guarded, res, err, x.added)
+			t.Fatalf("RunDueItem = %v, %v (the racing sync added %d); want nil, nil and a sync that added nothing", res, err, x.added)
 		}
 		e, err := f.idx.Get(context.Background(), mustTC(t, "u1"), "a")
 		if err != nil {
-			t.Fatalf("guarded=%v: the re-added source is watched but no longer scheduled: %v", guarded, err)
+			t.Fatalf("the re-added source is watched but no longer scheduled: %v", err)
 		}
 		if e.Tier != "warm" || e.DueAt.Before(t0) || !e.DueAt.Before(t0.Add(cadence.TierWarm.Base)) {
-			t.Fatalf("guarded=%v: re-added entry %+v, want a new warm entry as a sync makes it", guarded, e)
+			t.Fatalf("re-added entry %+v, want a new warm entry as a sync makes it", e)
 		}
 	}
 }

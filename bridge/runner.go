@@ -9,42 +9,45 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
-	"github.com/rotaworks/rota/duework"
-	"github.com/rotaworks/rota/tenancy"
+	"github.com/rotaworks/rota/internal/clock"
 )
 
-// ErrClaimEnded is the cause (see context.Cause) of an item's context when the item's
-// claim is about to end: past it, the entry may be dispatched again elsewhere.
-var ErrClaimEnded = errors.New("bridge: the item's claim is ending")
-
 // ErrShutdownTimeout is the cause of an item's context when the context of Run or Cycle
-// ended RunnerConfig.ShutdownTimeout ago and the item still ran. Run returns it, wrapped,
-// after such a stop.
+// ended RunnerConfig.ShutdownTimeout ago and the item still ran, or when Worker.Stop ran
+// out of time. Run and Stop return it, wrapped, after such a stop.
 var ErrShutdownTimeout = errors.New("bridge: shutdown timeout")
 
 // dispatcher is what the Runner needs of a *dispatch.Dispatcher.
 type dispatcher interface {
 	Dispatch(ctx context.Context, now time.Time) (dispatch.Batch, error)
+	Config() dispatch.Config
 }
 
 // Runner drives the cycle: every interval one dispatch and one read of the items'
 // watchlist entries, then each item through the Bridge on a bounded pool of workers, its
-// completion written in a batch. [Runner.Run] is the long-running loop of a daemon;
-// [Runner.Cycle] runs exactly one cycle, for a serverless handler on a timer or a test on
-// a simulated clock. A Runner is safe for concurrent use; Cycle and Run calls share its
-// pool of workers.
+// completion written in a batch. It is built on a [Worker] of its own. [Runner.Run] is
+// the long-running loop of a daemon; [Runner.Cycle] runs exactly one cycle, for a
+// serverless handler on a timer or a test on a simulated clock. A Runner is safe for
+// concurrent use; Cycle and Run calls share its pool of workers.
 type Runner struct {
 	b               *Bridge
 	d               dispatcher
 	cfg             RunnerConfig // with defaults
 	intervalDefault bool
-	sem             chan struct{} // one slot per worker
+	margin          time.Duration // min(ClaimMargin, ClaimFor/4)
+	holdFor         time.Duration // the dispatcher's HoldFor
+	w               *Worker
+	wake            chan struct{}
 	alarms          alarmState
+	late            lateState
+	skew            skewState
 }
 
 // NewRunner returns a Runner that dispatches with d and runs items through b, whose Index
 // should be the one d dispatches from. It refuses a nil or incomplete Bridge, a nil
-// Dispatcher and a knob out of range, wrapping [ErrInvalidConfig] and naming the field.
+// Dispatcher, a knob out of range (an Interval or MinInterval below MinCycleInterval
+// among them) and a claim margin that cannot cover d's MaxClockSkew plus FlushInterval
+// (see RunnerConfig.ClaimMargin), wrapping [ErrInvalidConfig] and naming the field.
 func NewRunner(b *Bridge, d *dispatch.Dispatcher, cfg RunnerConfig) (*Runner, error) {
 	var dd dispatcher
 	if d != nil {
@@ -55,30 +58,42 @@ func NewRunner(b *Bridge, d *dispatch.Dispatcher, cfg RunnerConfig) (*Runner, er
 
 func newRunner(b *Bridge, d dispatcher, cfg RunnerConfig) (*Runner, error) {
 	errs := []error{b.check(true), cfg.validate()}
+	var margin, holdFor time.Duration
 	if d == nil {
 		errs = append(errs, fmt.Errorf("%w: the Dispatcher must not be nil", ErrInvalidConfig))
+	} else {
+		var err error
+		dc := d.Config()
+		margin, err = cfg.claimMargin(dc)
+		holdFor = dc.HoldFor
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r := &Runner{b: b, d: d, cfg: cfg.withDefaults(), intervalDefault: cfg.Interval == 0}
-	r.sem = make(chan struct{}, r.cfg.Workers)
+	r := &Runner{b: b, d: d, cfg: cfg.withDefaults(), intervalDefault: cfg.Interval == 0, margin: margin, holdFor: holdFor, wake: make(chan struct{}, 1)}
+	r.w = newWorker(b, WorkerConfig{Workers: r.cfg.Workers, FlushItems: r.cfg.FlushItems, FlushInterval: r.cfg.FlushInterval,
+		ClaimMargin: margin, Clock: r.cfg.Clock, Logger: r.cfg.Logger})
 	return r, nil
 }
 
 // Cycle runs exactly one cycle at now: one dispatch, then every dispatched item on the
 // Runner's workers. It returns when every item has ended and its completion is written,
 // with the report and [CycleReport.Err]. Items advance from now, so a simulation can
-// drive it on simulated time. When ctx ends, Cycle stops as Run does.
+// drive it on simulated time; the claim rule measures how long they wait and run on the
+// Runner's Clock. When ctx ends, Cycle stops as Run does.
 func (r *Runner) Cycle(ctx context.Context, now time.Time) (CycleReport, error) {
-	st := r.newStopper(ctx)
+	st := newStopper(ctx, r.cfg.Clock, r.cfg.ShutdownTimeout)
 	rep := r.finish(r.start(ctx, st, now))
 	st.close()
 	return rep, rep.Err()
 }
 
 // Run starts a cycle now and then every Interval until ctx ends, and returns nil after a
-// clean stop. When ctx ends, a dispatch under way still finishes its claim, items waiting
+// clean stop. A cycle that left ready work it could not dispatch is followed by the next
+// as soon as its items have all started on a worker, at least MinInterval after it began,
+// so a backlog drains at the speed of the workers; [Runner.Wake] starts a cycle early the
+// same way. When ctx ends, a dispatch under way still finishes its claim, items waiting
 // for a worker are handed back at once, and items in flight run on for up to
 // ShutdownTimeout before their contexts are cancelled; Run returns an error wrapping
 // [ErrShutdownTimeout] if it had to. Cycles overlap when items are slow, sharing the
@@ -86,17 +101,19 @@ func (r *Runner) Cycle(ctx context.Context, now time.Time) (CycleReport, error) 
 func (r *Runner) Run(ctx context.Context) error {
 	r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: runner started",
 		slog.Duration("interval", r.cfg.Interval), slog.Bool("interval_default", r.intervalDefault),
-		slog.Int("workers", r.cfg.Workers), slog.Duration("alarm_after", r.cfg.AlarmAfter))
-	st := r.newStopper(ctx)
+		slog.Duration("min_interval", r.cfg.MinInterval), slog.Int("workers", r.cfg.Workers),
+		slog.Duration("claim_margin", r.margin), slog.Duration("alarm_after", r.cfg.AlarmAfter))
+	st := newStopper(ctx, r.cfg.Clock, r.cfg.ShutdownTimeout)
 	ticks, stopTicker := r.cfg.Clock.NewTicker(r.cfg.Interval)
 	var cycles sync.WaitGroup
 	for ctx.Err() == nil {
+		select {
+		case <-r.wake: // this cycle's dispatch serves it
+		default:
+		}
 		c := r.start(ctx, st, r.cfg.Clock.Now())
 		cycles.Go(func() { r.finish(c) })
-		select {
-		case <-ctx.Done():
-		case <-ticks:
-		}
+		r.pause(ctx, ticks, c)
 	}
 	stopTicker()
 	cycles.Wait()
@@ -109,74 +126,136 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-// cycle is one cycle in progress.
+// Wake makes Run start its next cycle without waiting for Interval, MinInterval after the
+// last one began: a host calls it after scheduling work due now, or from a notification
+// that such work was scheduled elsewhere. It never blocks; wakes that come before the
+// next cycle's dispatch count as one.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pause waits until Run may start the next cycle: the next tick, or MinInterval after c
+// began when c drains a backlog or Wake was called.
+func (r *Runner) pause(ctx context.Context, ticks <-chan time.Time, c *cycle) {
+	if !c.drain {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			return
+		case <-r.wake:
+		}
+	}
+	if d := r.cfg.MinInterval - r.cfg.Clock.Now().Sub(c.started); d > 0 {
+		clock.Sleep(ctx, r.cfg.Clock, d)
+	}
+}
+
+// cycle is one cycle in progress: the owner of its items' jobs.
 type cycle struct {
 	r       *Runner
 	st      *stopper
 	now     time.Time // the cycle's now, the claims' time
 	started time.Time // on the Runner's Clock
-	report  CycleReport
-	wg      sync.WaitGroup // one per item, until its outcome is final
-	batch   batcher
+	drain   bool      // the dispatch left ready work it could not dispatch
+	wg      sync.WaitGroup
 
 	mu       sync.Mutex
-	running  int  // items started whose write is not queued yet
+	report   CycleReport
+	unqueued int  // items whose write is not queued yet
 	starting bool // start is still handing out items
 }
 
-// start dispatches and starts every item on a worker, waiting for free workers. Items
-// still waiting when ctx ends are handed back in one write, items whose claim would end
-// before they start are handed back as late.
+func (c *cycle) queued(*job) {
+	c.mu.Lock()
+	c.unqueued--
+	last := c.unqueued == 0 && !c.starting
+	c.mu.Unlock()
+	if last {
+		c.r.w.writes.flush()
+	}
+}
+
+func (c *cycle) settled(j *job) {
+	c.mu.Lock()
+	c.report.Items[j.i] = j.report()
+	c.mu.Unlock()
+	c.wg.Done()
+}
+
+func (c *cycle) flushFailed(err error) {
+	c.mu.Lock()
+	c.report.FlushErrs = append(c.report.FlushErrs, err)
+	c.mu.Unlock()
+}
+
+// start dispatches, reads the items' watchlist entries in one call, and starts every item
+// on a worker, in dispatch order, waiting for free workers. Items still waiting when ctx
+// ends are handed back at once, and items the claim rule does not let start are handed
+// back as late.
 func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	c := &cycle{r: r, st: st, now: now, started: r.cfg.Clock.Now(), starting: true}
-	c.batch.c = c
 	c.report.Now = now
 	batch, err := r.d.Dispatch(st.drain, now)
 	c.report.DispatchDuration = r.cfg.Clock.Now().Sub(c.started)
-	r.dispatched(&c.report, batch, err)
-	items := batch.Items
-	c.wg.Add(len(items))
-	var reads []watchRead
-	if ctx.Err() == nil { // else every item is handed back unstarted
-		reads = r.readEntries(st.drain, items)
+	r.dispatched(st.drain, &c.report, batch, err)
+	c.drain = drains(batch, err)
+	sp := span{now: now, at: c.started, clock: r.cfg.Clock}
+	jobs := make([]*job, len(batch.Items))
+	for i, it := range batch.Items {
+		j := r.w.newJob(it, sp, c, i)
+		j.checked = true // just claimed by the Runner's own dispatcher: not forged
+		j.fromStart = true
+		j.run, j.write = st.drain, st.write
+		jobs[i] = j
 	}
-	for i, it := range items {
-		if !r.acquire(ctx) {
-			c.write(handBacks(items[i:], i, StatusReleased))
-			break
-		}
-		end := c.claimEnd(it.Claim)
-		if !r.cfg.Clock.Now().Before(end) {
-			<-r.sem
-			c.queue(handBacks(items[i:i+1], i, StatusLate)[0])
+	c.unqueued = len(jobs)
+	c.wg.Add(len(jobs))
+	r.w.admit(len(jobs)) // a Runner's Worker is never stopped
+	if ctx.Err() == nil && len(jobs) > 0 {
+		r.w.prepare(st.drain, jobs)
+	}
+	for i, j := range jobs {
+		if j.bad {
+			r.w.queue(j, j.ir)
 			continue
 		}
-		c.mu.Lock()
-		c.running++
-		c.mu.Unlock()
-		var read *watchRead
-		if reads != nil {
-			read = &reads[i]
+		if !r.w.acquire(ctx) {
+			for _, j := range jobs[i:] {
+				r.w.queue(j, releasedRun(j, context.Cause(ctx)))
+			}
+			r.w.writes.flush()
+			break
 		}
-		go r.runItem(c, i, it, end, read)
+		if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
+			<-r.w.sem
+			r.w.queue(j, lateRun(j.tc, j.item.Claim, left))
+			continue
+		}
+		go r.w.start(j)
 	}
 	c.mu.Lock()
 	c.starting = false
-	last := c.running == 0
+	last := c.unqueued == 0
 	c.mu.Unlock()
 	if last {
-		c.batch.flush()
+		r.w.writes.flush()
 	}
 	return c
 }
 
 // dispatched fills the report with the dispatch's outcome and the alarms it raises.
-func (r *Runner) dispatched(rep *CycleReport, b dispatch.Batch, err error) {
+func (r *Runner) dispatched(ctx context.Context, rep *CycleReport, b dispatch.Batch, err error) {
 	if err != nil {
 		rep.DispatchErr = fmt.Errorf("bridge: dispatch at %v: %w", rep.Now, err)
 	} else {
 		rep.Alarms, rep.Recovered = r.alarms.update(r.cfg.AlarmAfter, rep.Now, b)
+		rep.LateAlarms, rep.LateRecovered = r.late.update(r.cfg.AlarmAfter, rep.Now, b)
 	}
+	r.watchSkew(ctx, rep, b, err)
 	// The Dispatcher hands out nothing with an error; should a batch come with one, its
 	// items are run all the same, not lost.
 	rep.Dispatched = len(b.Items)
@@ -186,135 +265,21 @@ func (r *Runner) dispatched(rep *CycleReport, b dispatch.Batch, err error) {
 	rep.Items = make([]ItemReport, len(b.Items))
 }
 
-// acquire takes a worker slot, or reports false once ctx has ended.
-func (r *Runner) acquire(ctx context.Context) bool {
-	if ctx.Err() != nil {
+// drains reports whether the dispatch of b handed out all its lanes could give while
+// ready work was left waiting: a user shed, or a lane keeping a ready user waiting.
+func drains(b dispatch.Batch, err error) bool {
+	if err != nil || len(b.Items) == 0 {
 		return false
 	}
-	select {
-	case r.sem <- struct{}{}:
+	if len(b.ShedUserIDs) > 0 {
 		return true
-	case <-ctx.Done():
-		return false
 	}
-}
-
-// claimEnd is when, on the Runner's Clock, an item claimed until c.Until must end: the
-// claim's length counted from the cycle's start, less the margin.
-func (c *cycle) claimEnd(cl duework.Claim) time.Time {
-	length := cl.Until.Sub(c.now)
-	return c.started.Add(length - min(c.r.cfg.ClaimMargin, length/4))
-}
-
-// watchRead is an item's watchlist entry as read, or the read's error.
-type watchRead struct {
-	entry tenancy.WatchlistEntry
-	err   error
-}
-
-// readEntries reads the watchlist entries of items in one tenancy.BatchGetter.GetMany, each
-// under its own tenant, when the Bridge's Watchlist has it. It returns nil without it, or
-// when the call fails as a whole (one Warn line): the items then read their entries one
-// by one.
-func (r *Runner) readEntries(ctx context.Context, items []dispatch.Item) []watchRead {
-	g, ok := r.b.Watchlist.(tenancy.BatchGetter)
-	if !ok || len(items) == 0 {
-		return nil
-	}
-	lookups := make([]tenancy.Lookup, len(items))
-	for i, it := range items {
-		// An invalid user ID leaves the zero Context: that lookup is refused, and the item
-		// fails on the ID before it looks at its read.
-		tc, _ := tenancy.NewContext(it.Claim.Entry.UserID)
-		lookups[i] = tenancy.Lookup{Tenant: tc, Slug: it.Claim.Entry.WorkKey}
-	}
-	es, errs, err := g.GetMany(ctx, lookups)
-	if err == nil && (len(es) != len(items) || len(errs) != len(items)) {
-		err = fmt.Errorf("Watchlist.GetMany returned %d entries and %d outcomes for %d lookups", len(es), len(errs), len(items))
-	}
-	if err != nil {
-		r.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: watchlist read failed",
-			slog.Int("items", len(items)), slog.Bool("read_each", true), slog.Any("error", err))
-		return nil
-	}
-	reads := make([]watchRead, len(items))
-	for i, l := range lookups {
-		e, err := es[i], errs[i]
-		if err == nil && (e.UserID != l.Tenant.UserID() || e.Slug != l.Slug) {
-			// Never run one tenant's pipeline with another's entry.
-			e, err = tenancy.WatchlistEntry{}, fmt.Errorf("Watchlist.GetMany answered lookup %d with user %q entry %q", i, e.UserID, e.Slug)
+	for _, l := range b.Lanes {
+		if !l.WaitingSince.IsZero() {
+			return true
 		}
-		reads[i] = watchRead{entry: e, err: err}
 	}
-	return reads
-}
-
-// runItem runs one item on the worker slot it holds, under a context that ends at end,
-// and queues its write. read is the item's pre-read watchlist entry, or nil.
-func (r *Runner) runItem(c *cycle, i int, it dispatch.Item, end time.Time, read *watchRead) {
-	ctx, cancel := r.itemContext(c.st.drain, end)
-	ir := r.b.runClaimed(ctx, it, c.now, read)
-	if cause := context.Cause(ctx); ir.status == StatusError && ctx.Err() != nil && !errors.Is(ir.err, cause) {
-		ir.err = fmt.Errorf("%w (%w)", ir.err, cause)
-	}
-	cancel()
-	<-r.sem
-	c.queue(pending{i: i, item: it, ir: ir})
-	c.mu.Lock()
-	c.running--
-	last := c.running == 0 && !c.starting
-	c.mu.Unlock()
-	if last {
-		c.batch.flush()
-	}
-}
-
-// itemContext returns a context under parent that ends at end on the Runner's Clock,
-// with ErrClaimEnded as its cause. On the real clock it carries end as its deadline.
-func (r *Runner) itemContext(parent context.Context, end time.Time) (context.Context, context.CancelFunc) {
-	d := end.Sub(r.cfg.Clock.Now())
-	if _, ok := r.cfg.Clock.(realClock); ok {
-		return context.WithDeadlineCause(parent, time.Now().Add(d), ErrClaimEnded)
-	}
-	ctx, cancel := context.WithCancelCause(parent)
-	stop := r.cfg.Clock.AfterFunc(d, func() { cancel(ErrClaimEnded) })
-	return ctx, func() {
-		stop()
-		cancel(context.Canceled)
-	}
-}
-
-// handBacks returns the writes that hand back the claims of items not run, the first
-// being item first of the cycle.
-func handBacks(items []dispatch.Item, first int, st ItemStatus) []pending {
-	ps := make([]pending, len(items))
-	for k, it := range items {
-		c := it.Claim
-		ir := itemRun{status: st, next: c.Entry, write: true}
-		tc, err := tenancy.NewContext(c.Entry.UserID)
-		if err != nil {
-			ir = itemRun{status: StatusError, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
-		}
-		ir.tc = tc
-		ps[k] = pending{i: first + k, item: it, ir: ir}
-	}
-	return ps
-}
-
-// queue hands p's write to the cycle's batch, or settles it when there is none.
-func (c *cycle) queue(p pending) {
-	if !p.ir.write {
-		c.settle(p)
-		return
-	}
-	c.batch.add(p)
-}
-
-// settle records p's final outcome.
-func (c *cycle) settle(p pending) {
-	it := p.item
-	c.report.Items[p.i] = ItemReport{Item: it, Status: p.ir.status, Next: p.ir.next, Err: p.ir.err}
-	c.wg.Done()
+	return false
 }
 
 // finish waits for the cycle's items, counts them, logs the cycle and tells the Observer.

@@ -31,6 +31,7 @@ func startStopping(t *testing.T, honour bool, idx duework.Index) *stopping {
 	if idx == nil {
 		s.idx = newCountingIndex()
 		s.idx.completed = make(chan int, 10)
+		s.idx.unclaimed = make(chan int, 10)
 		idx = s.idx
 	}
 	s.w = newWorld(t, worldConfig{idx: idx, pipe: s.gate})
@@ -59,14 +60,14 @@ func (s *stopping) due(t *testing.T) string {
 }
 
 // TestRunStopsCleanly: when Run's ctx ends, the items waiting for a worker are handed back
-// at once in one CompleteMany, the running item finishes and is recorded, Run returns nil
-// and logs nothing above Info.
+// at once in one Unclaim, the running item finishes and is recorded, Run returns nil and
+// logs nothing above Info.
 func TestRunStopsCleanly(t *testing.T) {
 	s := startStopping(t, false, nil)
 	recv(t, s.gate.started, "a to start")
 	s.cancel()
-	if n := recv(t, s.idx.completed, "the release"); n != 2 {
-		t.Fatalf("released %d items in the first CompleteMany, want b and c together", n)
+	if n := recv(t, s.idx.unclaimed, "the release"); n != 2 {
+		t.Fatalf("released %d items in the first Unclaim, want b and c together", n)
 	}
 	if got := s.due(t); got != "b,c" {
 		t.Fatalf("due after the release: %s, want b and c unclaimed", got)
@@ -95,7 +96,7 @@ func TestRunShutdownTimeoutCancelsItems(t *testing.T) {
 	s := startStopping(t, true, nil)
 	recv(t, s.gate.started, "a to start")
 	s.cancel()
-	recv(t, s.idx.completed, "the release")
+	recv(t, s.idx.unclaimed, "the release")
 	// The ticker is stopped; a's claim and the two stages of the stop are timed.
 	waitLive(t, s.clk, 0, 3)
 	s.clk.Advance(30*time.Second - time.Nanosecond)

@@ -21,14 +21,10 @@ import (
 // count is the number of new entries, and an unknown tier is an error exactly when a new
 // source has one.
 func TestSyncWatchlistProperties(t *testing.T) {
-	withAndWithoutCapabilities(t, syncProperties)
-}
-
-func syncProperties(t *testing.T, wrap func(duework.Index) duework.Index) {
 	tiers := []string{cadence.NameHot, cadence.NameWarm, cadence.NameCold, "nightly"}
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		idx := wrap(duework.NewMemory())
+		idx := duework.NewMemory()
 		wl := tenancy.NewMemoryWatchlist()
 		reg := cadence.NewRegistry()
 		b := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: newStub(), Tiers: reg}

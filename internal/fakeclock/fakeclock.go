@@ -8,13 +8,15 @@
 // expects, which is how a test knows that a goroutine has reached its select before it
 // advances the clock.
 //
-// The method set is the one rota's loops take as their Clock: Now, NewTicker and
-// AfterFunc.
+// A *Clock is the one Clock rota's loops take (internal/clock, which bridge.Clock and
+// maintenance.Clock name): Now, NewTicker and AfterFunc.
 package fakeclock
 
 import (
 	"sync"
 	"time"
+
+	"github.com/rotaworks/rota/internal/clock"
 )
 
 // Clock is a manual clock. The zero value is not usable; call New. Safe for concurrent
@@ -38,6 +40,8 @@ type event struct {
 	f     func()
 	done  bool // stopped, or a timer that fired
 }
+
+var _ clock.Clock = (*Clock)(nil)
 
 // New returns a Clock reading now.
 func New(now time.Time) *Clock {

@@ -1,0 +1,222 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// TestNewRunnerRefusesWhatCannotWork: an Interval or MinInterval below MinCycleInterval,
+// a MinInterval beyond Interval, and a claim margin that cannot cover the Dispatcher's
+// MaxClockSkew plus FlushInterval are refused when they are given.
+func TestNewRunnerRefusesWhatCannotWork(t *testing.T) {
+	w := newWorld(t, worldConfig{pipe: newStub()})
+	short := newWorld(t, worldConfig{pipe: newStub(), claimFor: 4 * time.Second}) // margin 1s
+	for _, tc := range []struct {
+		name, field string
+		w           *world
+		cfg         bridge.RunnerConfig
+	}{
+		{"1ns interval", "RunnerConfig.Interval must be at least 10ms, got 1ns", w, bridge.RunnerConfig{Interval: 1}},
+		{"5ms interval", "RunnerConfig.Interval must be at least 10ms, got 5ms", w, bridge.RunnerConfig{Interval: 5 * time.Millisecond}},
+		{"1ns min interval", "RunnerConfig.MinInterval must be at least 10ms, got 1ns", w, bridge.RunnerConfig{MinInterval: 1}},
+		{"min interval beyond interval", "RunnerConfig.MinInterval must not exceed Interval 1s, got 2s", w,
+			bridge.RunnerConfig{Interval: time.Second, MinInterval: 2 * time.Second}},
+		{"a quarter of ClaimFor below skew and flush", "the margin min(ClaimMargin 5s, ClaimFor/4 1s) = 1s must cover the Dispatcher's MaxClockSkew 1s plus FlushInterval 100ms", short,
+			bridge.RunnerConfig{}},
+		{"a margin below skew and flush", "ClaimMargin", w, bridge.RunnerConfig{ClaimMargin: time.Second}},
+		{"a flush beyond the margin", "FlushInterval 5s", w, bridge.RunnerConfig{FlushInterval: 5 * time.Second}},
+	} {
+		r, err := bridge.NewRunner(tc.w.b, tc.w.d, tc.cfg)
+		if r != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: NewRunner = %v, %v; want ErrInvalidConfig saying %s", tc.name, r, err, tc.field)
+		}
+	}
+	for _, cfg := range []bridge.RunnerConfig{
+		{Interval: bridge.MinCycleInterval},
+		{Interval: 20 * time.Millisecond},
+		{ClaimMargin: 1100 * time.Millisecond}, // exactly the skew and the flush
+	} {
+		if _, err := bridge.NewRunner(w.b, w.d, cfg); err != nil {
+			t.Errorf("NewRunner(%+v) = %v, want it taken", cfg, err)
+		}
+	}
+}
+
+// cycleTimes records when each cycle of a Runner began, on the bubble's clock.
+type cycleTimes struct {
+	mu  sync.Mutex
+	at  []time.Time
+	hit []int
+}
+
+func (c *cycleTimes) ObserveCycle(rep bridge.CycleReport) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = append(c.at, rep.Now)
+	c.hit = append(c.hit, rep.Hits)
+}
+
+// TestRunDrainsABacklogAtWorkerSpeed: with Interval an hour, a backlog of ten batches
+// runs in back-to-back cycles MinInterval apart, not one batch an hour.
+func TestRunDrainsABacklogAtWorkerSpeed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var ran atomic.Int64
+		pipe := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+			ran.Add(1)
+			return hit, nil
+		})
+		w := newWorld(t, worldConfig{pipe: pipe, global: 10})
+		for i := range 100 {
+			w.add(t, fmt.Sprintf("u%02d", i%20), tenancy.PlanFree, fmt.Sprintf("s%d", i/20), "hot", start)
+		}
+		cycles := &cycleTimes{}
+		r := w.runner(t, bridge.RunnerConfig{Interval: time.Hour, MinInterval: 50 * time.Millisecond, Observer: cycles})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := r.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ran.Load() != 100 {
+			t.Fatalf("%d of 100 ran", ran.Load())
+		}
+		cycles.mu.Lock()
+		defer cycles.mu.Unlock()
+		// Ten full cycles 50ms apart; the tenth leaves nothing waiting, so the next waits
+		// for the hour's tick, which the ten minutes do not reach.
+		if len(cycles.at) != 10 {
+			t.Fatalf("%d cycles at %v, want 10", len(cycles.at), cycles.at)
+		}
+		for i, at := range cycles.at {
+			if want := start.Add(time.Duration(i) * 50 * time.Millisecond); !at.Equal(want) {
+				t.Errorf("cycle %d at +%v, want +%v", i, at.Sub(start), want.Sub(start))
+			}
+		}
+	})
+}
+
+// TestWakeStartsACycleEarly: after Wake, Run starts its next cycle MinInterval after the
+// last one began, without waiting for Interval.
+func TestWakeStartsACycleEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		pipe := newStub()
+		w := newWorld(t, worldConfig{pipe: pipe})
+		cycles := &cycleTimes{}
+		r := w.runner(t, bridge.RunnerConfig{Interval: time.Hour, Observer: cycles})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		r.Wake()
+		r.Wake() // wakes before a cycle's dispatch count as one: Run's first cycle
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		w.add(t, "u1", tenancy.PlanFree, "now", "hot", time.Now()) // the host schedules "run now"
+		r.Wake()
+		synctest.Wait()
+		if n := pipe.ncalls(); n != 1 {
+			t.Fatalf("%d runs after Wake, want the new entry's", n)
+		}
+		time.Sleep(time.Minute)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		cycles.mu.Lock()
+		defer cycles.mu.Unlock()
+		if len(cycles.at) != 2 || !cycles.at[1].Equal(start.Add(time.Minute)) {
+			t.Fatalf("cycles at %v, want one at the start and one at the Wake, a minute later", cycles.at)
+		}
+	})
+}
+
+// BenchmarkRunnerDrain: 10,000 entries due at once, an Interval of an hour, a
+// GlobalBatchLimit of 100 and a pipeline that does nothing. drain-s is the seconds from
+// Run's start until every entry has run: the backlog drains at the workers' speed,
+// far within one Interval.
+func BenchmarkRunnerDrain(b *testing.B) {
+	b.ReportAllocs()
+	var total time.Duration
+	for range b.N {
+		b.StopTimer()
+		var ran atomic.Int64
+		all := make(chan struct{})
+		pipe := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+			if ran.Add(1) == 10000 {
+				close(all)
+			}
+			return bridge.Result{}, nil
+		})
+		idx := duework.NewMemory()
+		w := newWorld(b, worldConfig{idx: idx, pipe: pipe, global: 100, lanes: []dispatch.LaneCapacity{
+			{Lane: "free", PerUserLimit: 10, PerCycleLimit: 100},
+		}})
+		now := time.Now()
+		for u := range 1000 {
+			tc := mustTC(b, fmt.Sprintf("user%04d", u))
+			es := make([]duework.Entry, 10)
+			for s := range es {
+				es[s] = duework.Entry{UserID: tc.UserID(), WorkKey: fmt.Sprintf("s%d", s), Tier: "hot", DueAt: now}
+				if err := w.wl.Add(context.Background(), tc, tenancy.WatchlistEntry{UserID: tc.UserID(), Slug: es[s].WorkKey, Tier: "hot"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := idx.ScheduleMissing(context.Background(), tc, es); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r := w.runner(b, bridge.RunnerConfig{Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		b.StartTimer()
+		began := time.Now()
+		go func() { done <- r.Run(ctx) }()
+		<-all
+		total += time.Since(began)
+		b.StopTimer()
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "drain-s")
+}
+
+// TestRunnerReportsLatenessFromTheDispatcher: with the Dispatcher's own lane reports, the
+// cycle's line carries the lane's lateness and the late tenant is named once.
+func TestRunnerReportsLatenessFromTheDispatcher(t *testing.T) {
+	w := newWorld(t, worldConfig{pipe: newStub(), global: 1, lanes: []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1}}})
+	w.add(t, "slow", tenancy.PlanFree, "a", "hot", t0.Add(-30*time.Minute))
+	w.add(t, "slow", tenancy.PlanFree, "b", "hot", t0.Add(-20*time.Minute))
+	r := w.runner(t, bridge.RunnerConfig{AlarmAfter: 10 * time.Minute})
+	rep, err := r.Cycle(context.Background(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.LateAlarms) != 1 || rep.LateAlarms[0].UserID != "slow" || rep.LateAlarms[0].Late != 30*time.Minute {
+		t.Errorf("late alarms %+v, want slow, 30m late", rep.LateAlarms)
+	}
+	logs := w.logs.String()
+	for _, s := range []string{"lateness.free=30m0s", `level=WARN msg="rota: work late" lane=free alarm_after=10m0s tenants=[slow:30m0s]`} {
+		if !strings.Contains(logs, s) {
+			t.Errorf("logs lack %s:\n%s", s, logs)
+		}
+	}
+	if rep, _ := r.Cycle(context.Background(), t0.Add(time.Second)); len(rep.LateAlarms) != 0 {
+		t.Errorf("the episode raised again: %+v", rep.LateAlarms)
+	}
+}
