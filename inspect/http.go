@@ -1,0 +1,279 @@
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// routes returns the Inspector's handler: the pages, their JSON twins under /api, and the
+// actions.
+func (i *Inspector) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, api := range []bool{false, true} {
+		p := ""
+		if api {
+			p = "/api"
+		}
+		mux.HandleFunc("GET "+p+"/{$}", i.view(api, i.serveOverview))
+		mux.HandleFunc("GET "+p+"/lanes/{lane}", i.view(api, i.serveLane))
+		mux.HandleFunc("GET "+p+"/lanes/{$}", i.view(api, i.serveLane))
+		mux.HandleFunc("GET "+p+"/tenants/{id}", i.view(api, i.serveTenant))
+		if api {
+			mux.HandleFunc("GET "+p+"/tenants/{$}", i.view(api, i.serveTenant))
+		} else {
+			mux.HandleFunc("GET "+p+"/tenants/{$}", i.findTenant)
+		}
+		mux.HandleFunc("GET "+p+"/maintenance", i.view(api, i.serveMaintenance))
+		mux.HandleFunc(p+"/", i.notFound(api))
+	}
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i.refuse(w, r, strings.HasPrefix(r.URL.Path, "/api/"), "cross-origin request refused")
+	}))
+	guard := func(api bool, h http.HandlerFunc) http.Handler {
+		checked := cop.Handler(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !i.actions {
+				i.refuse(w, r, api, "actions are off: this inspector is read-only")
+				return
+			}
+			checked.ServeHTTP(w, r)
+		})
+	}
+	mux.Handle("POST /api/tenants/{id}/entries/{key}/due-now", guard(true, i.apiDueNow))
+	mux.Handle("POST /api/tenants/{id}/reroute", guard(true, i.apiReroute))
+	mux.Handle("POST /actions/due-now", guard(false, i.formAction))
+	mux.Handle("POST /actions/reroute", guard(false, i.formAction))
+	return mux
+}
+
+// httpError is an error with the status it answers.
+type httpError struct {
+	status int
+	err    error
+}
+
+func (e *httpError) Error() string { return e.err.Error() }
+func (e *httpError) Unwrap() error { return e.err }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+// statusOf is the status an error answers: its own, 404 for a missing tenant, 400 for bad
+// input, else 500.
+func statusOf(err error) int {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		return he.status
+	case errors.Is(err, duework.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, duework.ErrInvalid), errors.Is(err, tenancy.ErrInvalidID):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// page is what a view hands its template: the template's name and title and the view.
+type page struct {
+	name, title string
+	view        any
+}
+
+// viewFunc builds one view at now.
+type viewFunc func(r *http.Request, now time.Time) (page, error)
+
+// view serves f as JSON (api) or as its HTML page.
+func (i *Inspector) view(api bool, f viewFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := f(r, i.clock.Now())
+		switch {
+		case err != nil:
+			i.fail(w, r, api, statusOf(err), err)
+		case api:
+			writeJSON(w, http.StatusOK, p.view)
+		default:
+			i.render(w, r, http.StatusOK, p)
+		}
+	}
+}
+
+func (i *Inspector) serveOverview(r *http.Request, now time.Time) (page, error) {
+	return page{name: "overview", title: "overview", view: i.overview(r.Context(), now)}, nil
+}
+
+func (i *Inspector) serveLane(r *http.Request, now time.Time) (page, error) {
+	lane := pathOrQuery(r, "lane")
+	k := i.laneIndex(lane)
+	if k < 0 {
+		return page{}, &httpError{http.StatusNotFound, fmt.Errorf("no lane %q is configured", lane)}
+	}
+	limit, err := limitParam(r)
+	if err != nil {
+		return page{}, err
+	}
+	after := 0
+	if s := r.URL.Query().Get("after"); s != "" {
+		if after, err = strconv.Atoi(s); err != nil || after < 0 {
+			return page{}, badRequest("after must be a position in turn order (a whole number ≥ 0), got %q", s)
+		}
+	}
+	if after+limit > MaxLaneDepth {
+		return page{}, badRequest("after + limit must be at most %d: the lane page reads the lane from its first user", MaxLaneDepth)
+	}
+	v, err := i.laneView(r.Context(), now, k, after, limit)
+	return page{name: "lane", title: "lane " + lane, view: v}, err
+}
+
+func (i *Inspector) serveTenant(r *http.Request, now time.Time) (page, error) {
+	id := pathOrQuery(r, "id")
+	if err := tenancy.ValidateID("tenant ID", id); err != nil {
+		return page{}, &httpError{http.StatusBadRequest, err}
+	}
+	limit, err := limitParam(r)
+	if err != nil {
+		return page{}, err
+	}
+	after := r.URL.Query().Get("after")
+	if after != "" {
+		if err := vocab.Name(duework.ErrInvalid, "WorkKey", after); err != nil {
+			return page{}, badRequest("after must be a work key: %v", err)
+		}
+	}
+	v, err := i.tenantView(r.Context(), now, id, after, limit)
+	if errors.Is(err, duework.ErrNotFound) {
+		err = &httpError{http.StatusNotFound, fmt.Errorf("the index has no tenant %q", id)}
+	}
+	return page{name: "tenant", title: "tenant " + id, view: v}, err
+}
+
+// findTenant serves the tenant search form, GET /tenants/?id=: it redirects to the
+// tenant's page, or serves it here for an ID that a path segment cannot carry.
+func (i *Inspector) findTenant(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	switch href := tenantHref("../", id); {
+	case id == "":
+		i.fail(w, r, false, http.StatusBadRequest, errors.New("give a tenant ID"))
+	case strings.Contains(href, "?"):
+		i.view(false, i.serveTenant)(w, r)
+	default:
+		http.Redirect(w, r, href, http.StatusSeeOther)
+	}
+}
+
+func (i *Inspector) serveMaintenance(r *http.Request, now time.Time) (page, error) {
+	return page{name: "maintenance", title: "maintenance", view: i.maintenanceView(r.Context(), now)}, nil
+}
+
+// pathOrQuery is the path segment name, or for the "/lanes/" and "/tenants/" forms the
+// query parameter id: the way to address an ID that is "." or "..", which browsers and
+// clients resolve away as a path segment.
+func pathOrQuery(r *http.Request, name string) string {
+	if v := r.PathValue(name); v != "" {
+		return v
+	}
+	return r.URL.Query().Get("id")
+}
+
+// limitParam is ?limit=, DefaultLimit when absent.
+func limitParam(r *http.Request) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxLimit {
+		return 0, badRequest("limit must be in [1, %d], got %q", MaxLimit, s)
+	}
+	return n, nil
+}
+
+func (i *Inspector) apiDueNow(w http.ResponseWriter, r *http.Request) {
+	status, res := i.dueNow(r.Context(), i.clock.Now(), r.PathValue("id"), r.PathValue("key"))
+	i.logAction(r, status, res)
+	writeJSON(w, status, res)
+}
+
+func (i *Inspector) apiReroute(w http.ResponseWriter, r *http.Request) {
+	status, res := i.reroute(r.Context(), i.clock.Now(), r.PathValue("id"))
+	i.logAction(r, status, res)
+	writeJSON(w, status, res)
+}
+
+// maxFormBytes bounds a form's body: two IDs of at most tenancy.MaxIDLength bytes, encoded.
+const maxFormBytes = 4 << 10
+
+// formAction serves the HTML forms' POSTs, with the tenant and work key as form fields:
+// it answers 303 to the tenant's page, which says how the action ended.
+func (i *Inspector) formAction(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	id, key := r.PostFormValue("tenant"), r.PostFormValue("key")
+	var status int
+	var res actionJSON
+	if strings.HasSuffix(r.URL.Path, "/due-now") {
+		status, res = i.dueNow(r.Context(), i.clock.Now(), id, key)
+	} else {
+		status, res = i.reroute(r.Context(), i.clock.Now(), id)
+	}
+	i.logAction(r, status, res)
+	switch status {
+	case http.StatusOK, http.StatusNotFound, http.StatusConflict:
+		q := url.Values{"done": {res.Outcome}}
+		if key != "" {
+			q.Set("key", key)
+		}
+		http.Redirect(w, r, addQuery(tenantHref("../", id), q), http.StatusSeeOther)
+	default:
+		i.fail(w, r, false, status, errors.New(res.Error))
+	}
+}
+
+// addQuery appends q to href, which may have a query already.
+func addQuery(href string, q url.Values) string {
+	if strings.Contains(href, "?") {
+		return href + "&" + q.Encode()
+	}
+	return href + "?" + q.Encode()
+}
+
+// notFound answers every path the Inspector does not serve.
+func (i *Inspector) notFound(api bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			i.fail(w, r, api, http.StatusMethodNotAllowed, fmt.Errorf("method %s is not allowed here", r.Method))
+			return
+		}
+		i.fail(w, r, api, http.StatusNotFound, fmt.Errorf("no page at %q", r.URL.Path))
+	}
+}
+
+// refuse answers 403 to an action and logs it.
+func (i *Inspector) refuse(w http.ResponseWriter, r *http.Request, api bool, why string) {
+	i.logAction(r, http.StatusForbidden, actionJSON{Action: strings.TrimPrefix(r.URL.Path, "/"), Outcome: "refused", Error: why})
+	i.fail(w, r, api, http.StatusForbidden, errors.New(why))
+}
+
+// fail answers err with status, as JSON or as the error page.
+func (i *Inspector) fail(w http.ResponseWriter, r *http.Request, api bool, status int, err error) {
+	if api {
+		writeJSON(w, status, errorJSON{Error: err.Error()})
+		return
+	}
+	i.render(w, r, status, page{name: "error", title: http.StatusText(status), view: errorView{Status: status, Text: http.StatusText(status), Error: err.Error()}})
+}
+
+// errorView is the error page's view.
+type errorView struct {
+	Status      int
+	Text, Error string
+}

@@ -1,0 +1,328 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/maintenance"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+var testLanes = []dispatch.LaneCapacity{{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10}, {Lane: "free", PerUserLimit: 1, PerCycleLimit: 2}}
+
+// fixedClock always reads one instant.
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// New refuses every bad field at once, naming each.
+func TestNewRefusesBadConfig(t *testing.T) {
+	cfg := Config{
+		Lanes:   []dispatch.LaneCapacity{{Lane: "pro"}, {Lane: ""}, {Lane: "pro"}},
+		Actions: true,
+		History: MaxHistory + 1,
+	}
+	_, err := New(cfg)
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New(bad) = %v, want ErrInvalidConfig", err)
+	}
+	for _, field := range []string{"Config.Index", "Config.Lanes[1].Lane", "Config.Lanes[2].Lane", "Config.Dispatcher", "Config.History"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("New(bad) = %v; it does not name %s", err, field)
+		}
+	}
+	if _, err := New(Config{Index: duework.NewMemory()}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Config.Lanes") {
+		t.Errorf("New with no lanes = %v, want ErrInvalidConfig naming Config.Lanes", err)
+	}
+	if _, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes, History: -1}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("New with History -1 = %v, want ErrInvalidConfig", err)
+	}
+	i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes})
+	if err != nil || len(i.cycles.buf) != DefaultHistory || i.actions || i.log == nil || i.clock == nil {
+		t.Errorf("New with defaults = %+v, %v; want History %d, read-only, a logger and a clock", i, err, DefaultHistory)
+	}
+}
+
+// The ring keeps the last values pushed, oldest first.
+func TestRing(t *testing.T) {
+	r := newRing[int](3)
+	for v := range 5 {
+		r.push(v)
+	}
+	if got := r.all(); fmt.Sprint(got) != "[2 3 4]" {
+		t.Errorf("after pushing 0…4 into a ring of 3: %v, want [2 3 4]", got)
+	}
+	var empty ring[int]
+	empty.push(1)
+	if len(empty.all()) != 0 {
+		t.Errorf("the zero ring kept %v", empty.all())
+	}
+}
+
+// A Runner report replaces the dispatch report of its cycle wherever it stands in the ring,
+// since cycles overlap; reports of other cycles are kept beside it.
+func TestBridgeReportReplacesItsCycle(t *testing.T) {
+	i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes, History: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		i.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(time.Duration(k) * time.Second), Batch: dispatch.Batch{Lanes: []dispatch.LaneReport{{Lane: "pro", Dispatched: k}}}})
+	}
+	i.ObserveCycle(bridge.CycleReport{Now: t0.Add(time.Second), Hits: 7})
+	i.ObserveCycle(bridge.CycleReport{Now: t0.Add(time.Hour), Hits: 8})
+	cycles, _, _ := i.snapshot()
+	var got []string
+	for _, c := range cycles {
+		got = append(got, fmt.Sprintf("%v/%v/%d", c.now.Sub(t0), c.fromBridge, c.hits))
+	}
+	if want := "[0s/false/0 1s/true/7 2s/false/0 1h0m0s/true/8]"; fmt.Sprint(got) != want {
+		t.Errorf("kept %v, want %v", got, want)
+	}
+}
+
+// The Observers copy what they keep: a caller that reuses its report's slices changes
+// nothing the pages show.
+func TestObserversCopy(t *testing.T) {
+	i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanes := []dispatch.LaneReport{{Lane: "free", Overdue: []dispatch.Overdue{{UserID: "a", DueAt: t0}}}}
+	crowd := []bridge.UserItems{{UserID: "a", Items: 1}}
+	i.ObserveCycle(bridge.CycleReport{Now: t0, Lanes: lanes, Alarms: []bridge.WaitAlarm{{Lane: "free", Crowding: crowd}}})
+	waiters := []maintenance.Waiter{{Task: "x"}}
+	i.ObservePoll(maintenance.PollReport{Now: t0, Result: maintenance.PollResult{Gauge: maintenance.Gauge{Waiters: waiters}}})
+	lanes[0].Overdue[0].UserID, crowd[0].UserID, waiters[0].Task = "changed", "changed", "changed"
+	cycles, polls, alarms := i.snapshot()
+	if cycles[0].lanes[0].Overdue[0].UserID != "a" || alarms[0].crowding[0].UserID != "a" || polls[0].gauge.Waiters[0].Task != "x" {
+		t.Errorf("a change to the reports' slices reached the records: %+v %+v %+v", cycles[0], alarms, polls[0])
+	}
+}
+
+// Reports and requests may come from many goroutines at once.
+func TestConcurrentUse(t *testing.T) {
+	idx := duework.NewMemory()
+	tc, _ := tenancy.NewContext("acme")
+	if err := idx.Schedule(context.Background(), tc, duework.Entry{UserID: "acme", WorkKey: "feed", DueAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	i, err := New(Config{Index: idx, Lanes: testLanes, StateStore: maintenance.NewMemoryStateStore(), Clock: fixedClock(t0), History: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 50 {
+				now := t0.Add(time.Duration(g*100+k) * time.Second)
+				i.ObserveDispatch(dispatch.CycleInfo{Now: now})
+				i.ObserveCycle(bridge.CycleReport{Now: now, Alarms: []bridge.WaitAlarm{{Lane: "free"}}, Recovered: []dispatch.Lane{"pro"}})
+				i.ObservePoll(maintenance.PollReport{Now: now})
+			}
+		})
+		wg.Go(func() {
+			for _, path := range []string{"/", "/api/", "/lanes/free", "/tenants/acme", "/api/maintenance"} {
+				rec := httptest.NewRecorder()
+				i.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				if rec.Code != http.StatusOK {
+					t.Errorf("GET %s = %d: %s", path, rec.Code, rec.Body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// keyBefore(k) is a valid key (or "") below k, and no valid key lies between the two: so
+// Entries(after = keyBefore(k)) starts at k.
+func TestKeyBeforeIsTheNearestKeyBelow(t *testing.T) {
+	runes := []rune{'a', 'b', 'z', '~', ' ', '!', '\u00a0', '\u00a1', '\u0085', 'é', '\u07ff', '\u0800', '\ud7ff', '\ue000',
+		'\ufeff', '\uffff', '\U00010000', '\U0010fffe', '\U0010ffff', '\u200b', '\u2028', '\u3000'}
+	text := rapid.Custom(func(t *rapid.T) string {
+		rs := rapid.SliceOfN(rapid.SampledFrom(runes), 1, 6).Draw(t, "runes")
+		s := string(rs)
+		if rapid.Bool().Draw(t, "long") {
+			s = strings.Repeat("\U0010ffff", rapid.IntRange(0, 63).Draw(t, "pad")) + s
+		}
+		return s
+	})
+	rapid.Check(t, func(t *rapid.T) {
+		k := text.Draw(t, "key")
+		if tenancy.ValidateID("k", k) != nil {
+			t.Skip("invalid key")
+		}
+		b := keyBefore(k)
+		if b >= k || (b != "" && tenancy.ValidateID("b", b) != nil) {
+			t.Fatalf("keyBefore(%q) = %q: not a valid key below it", k, b)
+		}
+		// Keys near k: its prefixes with other runes after them.
+		n := rapid.IntRange(0, len(k)).Draw(t, "cut")
+		for !strings.HasPrefix(k, k[:n]) || !validCut(k, n) {
+			n--
+		}
+		s := k[:n] + text.Draw(t, "tail")
+		if len(s) <= tenancy.MaxIDLength && tenancy.ValidateID("s", s) == nil && s < k && s > b {
+			t.Fatalf("the valid key %q lies between keyBefore(%q) = %q and it", s, k, b)
+		}
+	})
+}
+
+// validCut reports whether k[:n] ends at a rune boundary.
+func validCut(k string, n int) bool { return n == 0 || n == len(k) || (k[n]&0xC0) != 0x80 }
+
+func FuzzKeyBefore(f *testing.F) {
+	for _, s := range []string{"a", "a b", "é", "\U0010ffff", "!", "a\u00a0b", "b!", strings.Repeat("x", 256)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if tenancy.ValidateID("k", k) != nil {
+			return
+		}
+		if b := keyBefore(k); b >= k || (b != "" && tenancy.ValidateID("b", b) != nil) {
+			t.Fatalf("keyBefore(%q) = %q: not a valid key below it", k, b)
+		}
+	})
+}
+
+// entry finds an entry among neighbours that sort close to it, in one Entries call.
+func TestEntryFindsItsKey(t *testing.T) {
+	ctx := context.Background()
+	idx := &countingIndex{Index: duework.NewMemory()}
+	tc, _ := tenancy.NewContext("acme")
+	keys := []string{"a", "a!", "a\u00a0!", "a!!", "aa", "b", "é", "\U0010ffff", strings.Repeat("\U0010ffff", 64), "~"}
+	for _, k := range keys {
+		if err := idx.Schedule(ctx, tc, duework.Entry{UserID: "acme", WorkKey: k, DueAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	i, err := New(Config{Index: idx, Lanes: testLanes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		idx.entries = 0
+		es, err := i.entry(ctx, "acme", k)
+		if err != nil || es.Entry.WorkKey != k || idx.entries != 1 {
+			t.Errorf("entry(%q) = %q, %v after %d Entries calls; want it in one", k, es.Entry.WorkKey, err, idx.entries)
+		}
+	}
+	for _, k := range []string{"0", "a ", "ab", "c", "\U0010fffe"} {
+		if _, err := i.entry(ctx, "acme", k); !errors.Is(err, duework.ErrNotFound) {
+			t.Errorf("entry(%q) = %v, want ErrNotFound", k, err)
+		}
+	}
+}
+
+// countingIndex counts Entries calls.
+type countingIndex struct {
+	duework.Index
+	entries int
+}
+
+func (c *countingIndex) Entries(ctx context.Context, userID, after string, limit int) ([]duework.EntryState, error) {
+	c.entries++
+	return c.Index.Entries(ctx, userID, after, limit)
+}
+
+// The package doc documents every JSON field the views serve.
+func TestDocNamesEveryJSONField(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{overviewJSON{}, laneJSON{}, laneCycleJSON{}, alarmJSON{}, alarmEventJSON{}, overdueJSON{}, userItemsJSON{},
+		capacityJSON{}, groupWaitJSON{}, unroutedJSON{}, cycleJSON{}, postureJSON{}, laneViewJSON{}, laneUserJSON{}, limitsJSON{},
+		tenantJSON{}, entryJSON{}, maintenanceJSON{}, gaugeJSON{}, waiterJSON{}, taskJSON{}, pollJSON{}, deferralJSON{},
+		actionJSON{}, errorJSON{}} {
+		rt := reflect.TypeOf(v)
+		for k := range rt.NumField() {
+			f := rt.Field(k)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !strings.Contains(string(doc), "`"+name+"`") && !strings.Contains(string(doc), `"`+name+`"`) {
+				t.Errorf("%s.%s: the package doc does not document the JSON field %q", rt.Name(), f.Name, name)
+			}
+		}
+	}
+}
+
+// The chart stays within its box and says each cycle's figures.
+func TestChart(t *testing.T) {
+	var cycles []laneCycleJSON
+	for k := range chartColumns + 10 {
+		cycles = append(cycles, laneCycleJSON{At: t0.Add(time.Duration(k) * time.Second), Dispatched: k, LostClaims: k % 3, Shed: k % 7, Limited: k % 2})
+	}
+	c := chartOf(cycles)
+	if len(c.Cols) != chartColumns {
+		t.Fatalf("%d columns, want the last %d cycles", len(c.Cols), chartColumns)
+	}
+	for _, col := range c.Cols {
+		for _, r := range col.Rects {
+			if r.X < 0 || r.X+r.W > c.W || r.Y < 0 || r.Y+r.H > c.H || r.H < 1 {
+				t.Errorf("%+v lies outside the %dx%d chart", r, c.W, c.H)
+			}
+		}
+	}
+	last := c.Cols[len(c.Cols)-1]
+	if !strings.Contains(last.Title, "129 dispatched") || !strings.Contains(last.Title, "3 users shed") {
+		t.Errorf("the last column's title %q does not say its figures", last.Title)
+	}
+	if empty := chartOf(nil); len(empty.Cols) != 0 || empty.W <= 0 {
+		t.Errorf("the chart of no cycles is %+v", empty)
+	}
+}
+
+func TestHumanSeconds(t *testing.T) {
+	for s, want := range map[float64]string{0: "0s", 0.4: "0s", 42: "42s", 252: "4m12s", 3600*3 + 300: "3h05m", 86400*2 + 3600*4: "2d04h"} {
+		if got := humanSeconds(s); got != want {
+			t.Errorf("humanSeconds(%v) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// Links work wherever the Inspector is mounted: they are relative to the page.
+func TestLinksAreRelative(t *testing.T) {
+	for path, want := range map[string]string{"/": "./", "/maintenance": "./", "/lanes/free": "../", "/tenants/a%2Fb": "../", "/tenants/": "../"} {
+		if got := rootOf(httptest.NewRequest(http.MethodGet, path, nil)); got != want {
+			t.Errorf("rootOf(%s) = %q, want %q", path, got, want)
+		}
+	}
+	for id, want := range map[string]string{"a/b": "../tenants/a%2Fb", "..": "../tenants/?id=..", ".": "../tenants/?id=.", "%": "../tenants/%25"} {
+		if got := tenantHref("../", id); got != want {
+			t.Errorf("tenantHref(%q) = %q, want %q", id, got, want)
+		}
+	}
+	idx := duework.NewMemory()
+	i, err := New(Config{Index: idx, Lanes: testLanes, Clock: fixedClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ops/rota/", http.StripPrefix("/ops/rota", i))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/ops/rota/lanes/free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET under a prefix: %d", resp.StatusCode)
+	}
+}

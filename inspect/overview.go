@@ -1,0 +1,147 @@
+package inspect
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+)
+
+// overview builds the overview at now: per lane one Index.Ready of one user, and the
+// records; the maintenance posture from one StateStore.Load. Lanes come worst first.
+func (i *Inspector) overview(ctx context.Context, now time.Time) overviewJSON {
+	cycles, polls, alarms := i.snapshot()
+	raised := map[dispatch.Lane]alarmRecord{}
+	for _, a := range alarms {
+		raised[a.lane] = a
+	}
+	v := overviewJSON{Now: utc(now), Lanes: make([]laneJSON, 0, len(i.lanes)), UnroutedUsers: []unroutedJSON{},
+		Alarms: []alarmJSON{}, AlarmLog: alarmLog(cycles), Cycles: len(cycles), Actions: i.actions}
+	for k := range i.lanes {
+		v.Lanes = append(v.Lanes, i.laneSummary(ctx, now, k, cycles, raised))
+	}
+	slices.SortStableFunc(v.Lanes, worstFirst)
+	v.UnroutedGroup = i.groupWait(ctx, "", now)
+	for _, a := range alarms {
+		v.Alarms = append(v.Alarms, *alarmOf(a))
+	}
+	if len(cycles) > 0 {
+		last := cycles[len(cycles)-1]
+		v.LastCycle = cycleOf(last)
+		for _, u := range last.unrouted {
+			v.UnroutedUsers = append(v.UnroutedUsers, unroutedJSON{UserID: u.userID, Reason: u.reason})
+		}
+		v.UnroutedCount = last.unroutedN
+	}
+	v.Maintenance = i.posture(ctx, now, polls)
+	return v
+}
+
+// worstFirst orders lane summaries for an operator: a lane that could not be read, then
+// the longest wait now, then the latest work at the last cycle, then priority.
+func worstFirst(a, b laneJSON) int {
+	return cmp.Or(
+		cmp.Compare(readable(a), readable(b)),
+		cmp.Compare(b.WaitSeconds, a.WaitSeconds),
+		cmp.Compare(b.LatenessSeconds, a.LatenessSeconds),
+		cmp.Compare(a.Priority, b.Priority))
+}
+
+// readable is 0 for a lane summary with an error, 1 otherwise.
+func readable(l laneJSON) int {
+	if l.Error != "" {
+		return 0
+	}
+	return 1
+}
+
+// laneSummary is lane k's summary at now: its wait now from one Ready, and its cycles,
+// lateness, overdue users, crowding and alarm from the records.
+func (i *Inspector) laneSummary(ctx context.Context, now time.Time, k int, cycles []cycleRecord, raised map[dispatch.Lane]alarmRecord) laneJSON {
+	lc := i.lanes[k]
+	w := i.groupWait(ctx, string(lc.Lane), now)
+	j := laneJSON{Lane: string(lc.Lane), Priority: k, Capacity: capacityOf(lc), WaitSeconds: w.WaitSeconds,
+		WaitingSince: w.WaitingSince, NextUser: w.NextUser, Error: w.Error,
+		Overdue: []overdueJSON{}, Crowding: []userItemsJSON{}, Cycles: []laneCycleJSON{}}
+	var last *cycleRecord
+	var lastReport dispatch.LaneReport
+	for n := range cycles {
+		c := &cycles[n]
+		lr, ok := laneReportOf(c, lc.Lane)
+		if !ok {
+			continue
+		}
+		last, lastReport = c, lr
+		j.Cycles = append(j.Cycles, laneCycleJSON{At: utc(c.now), Users: lr.Users, Dispatched: lr.Dispatched,
+			Shed: lr.Shed, Limited: lr.Limited, LostClaims: lr.LostClaims,
+			WaitSeconds: since(c.now, lr.WaitingSince), LatenessSeconds: since(c.now, lr.OldestDue)})
+	}
+	if last != nil {
+		j.AsOf = utc(last.now)
+		j.LatenessSeconds, j.OldestDue = since(last.now, lastReport.OldestDue), utc(lastReport.OldestDue)
+		for _, o := range lastReport.Overdue {
+			j.Overdue = append(j.Overdue, overdueJSON{UserID: o.UserID, DueAt: utc(o.DueAt), LateSeconds: since(last.now, o.DueAt)})
+		}
+		j.Crowding = userItemsOf(last.crowding[lc.Lane])
+	}
+	if a, ok := raised[lc.Lane]; ok {
+		j.Alarm = alarmOf(a)
+	}
+	return j
+}
+
+// laneReportOf returns c's report of lane.
+func laneReportOf(c *cycleRecord, lane dispatch.Lane) (dispatch.LaneReport, bool) {
+	for _, lr := range c.lanes {
+		if lr.Lane == lane {
+			return lr, true
+		}
+	}
+	return dispatch.LaneReport{}, false
+}
+
+// groupWait is how long group keeps its first ready user waiting at now: now − the Turn
+// of a Ready of one user with no hold, which costs one user's read.
+func (i *Inspector) groupWait(ctx context.Context, group string, now time.Time) groupWaitJSON {
+	page, err := i.idx.Ready(ctx, duework.ReadyQuery{Group: group, Now: now, Users: 1, PerUser: 1})
+	if err != nil {
+		return groupWaitJSON{Error: err.Error()}
+	}
+	if len(page.Heads) == 0 {
+		return groupWaitJSON{}
+	}
+	h := page.Heads[0]
+	return groupWaitJSON{WaitSeconds: since(now, h.Turn), WaitingSince: utc(h.Turn), NextUser: h.UserID}
+}
+
+// cycleOf is the summary of one cycle.
+func cycleOf(c cycleRecord) *cycleJSON {
+	j := &cycleJSON{At: utc(c.now), Source: "dispatch", Dispatched: c.dispatched, Shed: c.shed, Unrouted: c.unroutedN,
+		Hits: c.hits, Misses: c.misses, Removed: c.removed, Errors: c.errors, LostClaims: c.lostClaims,
+		Released: c.released, Late: c.late, DispatchSeconds: seconds(c.dispatchDur), DurationSeconds: seconds(c.dur), Error: c.err}
+	if c.fromBridge {
+		j.Source = "bridge"
+	}
+	for _, lr := range c.lanes {
+		j.LostClaims += lr.LostClaims
+	}
+	return j
+}
+
+// alarmLog lists the alarm events of the kept cycles, newest first.
+func alarmLog(cycles []cycleRecord) []alarmEventJSON {
+	out := []alarmEventJSON{}
+	for n := len(cycles) - 1; n >= 0; n-- {
+		c := cycles[n]
+		for _, l := range c.recovered {
+			out = append(out, alarmEventJSON{At: utc(c.now), Lane: string(l), Event: "recovered"})
+		}
+		for _, a := range c.alarms {
+			out = append(out, alarmEventJSON{At: utc(c.now), Lane: string(a.lane), Event: "raised", WaitSeconds: seconds(a.wait)})
+		}
+	}
+	return out
+}

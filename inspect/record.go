@@ -1,0 +1,268 @@
+package inspect
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/maintenance"
+)
+
+// maxUnroutedKept is how many of a cycle's unrouted users a record keeps (the count is kept
+// whole).
+const maxUnroutedKept = 20
+
+// ring keeps the last len(buf) values pushed, oldest first. The zero ring keeps nothing.
+type ring[T any] struct {
+	buf      []T
+	start, n int
+}
+
+func newRing[T any](size int) ring[T] { return ring[T]{buf: make([]T, size)} }
+
+// push adds v, dropping the oldest value when the ring is full.
+func (r *ring[T]) push(v T) {
+	if len(r.buf) == 0 {
+		return
+	}
+	if r.n < len(r.buf) {
+		r.buf[(r.start+r.n)%len(r.buf)] = v
+		r.n++
+		return
+	}
+	r.buf[r.start] = v
+	r.start = (r.start + 1) % len(r.buf)
+}
+
+// at returns the k-th oldest value, k in [0, n).
+func (r *ring[T]) at(k int) *T { return &r.buf[(r.start+k)%len(r.buf)] }
+
+// all returns a copy of the values, oldest first.
+func (r *ring[T]) all() []T {
+	out := make([]T, r.n)
+	for k := range out {
+		out[k] = *r.at(k)
+	}
+	return out
+}
+
+// cycleRecord is what the Inspector keeps of one dispatch cycle: a copy of what its pages
+// show, never the report's own slices.
+type cycleRecord struct {
+	now        time.Time
+	fromBridge bool // a bridge.CycleReport; otherwise a dispatch.CycleInfo
+	lanes      []dispatch.LaneReport
+	crowding   map[dispatch.Lane][]bridge.UserItems
+	alarms     []alarmRecord
+	recovered  []dispatch.Lane
+	unrouted   []unroutedRecord // at most maxUnroutedKept
+	unroutedN  int
+	dispatched int
+	shed       int
+	// The counts only a bridge report has.
+	hits, misses, removed, errors, lostClaims, released, late int
+	err                                                       string
+	dispatchDur, dur                                          time.Duration
+}
+
+// unroutedRecord is one user a cycle could not route, and why.
+type unroutedRecord struct {
+	userID, reason string
+}
+
+// alarmRecord is one noisy-neighbour alarm.
+type alarmRecord struct {
+	lane     dispatch.Lane
+	raisedAt time.Time
+	wait     time.Duration
+	crowding []bridge.UserItems
+}
+
+// pollRecord is what the Inspector keeps of one maintenance poll.
+type pollRecord struct {
+	now            time.Time
+	winner, heavy  string
+	secondPass     []string
+	deferred       []maintenance.Deferral
+	gauge          maintenance.Gauge
+	err            string
+	turnedDegraded bool
+	recovered      bool
+}
+
+// ObserveDispatch records one dispatch cycle (dispatch.Observer). A bridge report of the
+// same cycle, told later, replaces it.
+func (i *Inspector) ObserveDispatch(info dispatch.CycleInfo) {
+	rec := cycleRecord{
+		now:        info.Now,
+		lanes:      copyLanes(info.Batch.Lanes),
+		crowding:   crowdingOf(info.Batch.Items),
+		dispatched: len(info.Batch.Items),
+		shed:       len(info.Batch.ShedUserIDs),
+	}
+	rec.unrouted, rec.unroutedN = copyUnrouted(info.Batch.Unrouted)
+	if info.Err != nil {
+		rec.err = info.Err.Error()
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.cycles.push(rec)
+}
+
+// ObserveCycle records one Runner cycle (bridge.Observer), in place of the dispatch report
+// of the same cycle if it was told one, and raises and ends the lanes' alarms.
+func (i *Inspector) ObserveCycle(rep bridge.CycleReport) {
+	rec := cycleRecord{
+		now:         rep.Now,
+		fromBridge:  true,
+		lanes:       copyLanes(rep.Lanes),
+		crowding:    crowdingOf(itemsOf(rep.Items)),
+		recovered:   slices.Clone(rep.Recovered),
+		dispatched:  rep.Dispatched,
+		shed:        len(rep.Shed),
+		hits:        rep.Hits,
+		misses:      rep.Misses,
+		removed:     rep.Removed,
+		errors:      rep.Errors,
+		lostClaims:  rep.LostClaims,
+		released:    rep.Released,
+		late:        rep.Late,
+		dispatchDur: rep.DispatchDuration,
+		dur:         rep.Duration,
+	}
+	for _, a := range rep.Alarms {
+		rec.alarms = append(rec.alarms, alarmRecord{lane: a.Lane, raisedAt: rep.Now, wait: a.Wait, crowding: slices.Clone(a.Crowding)})
+	}
+	rec.unrouted, rec.unroutedN = copyUnrouted(rep.Unrouted)
+	if err := rep.Err(); err != nil {
+		rec.err = err.Error()
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.updateAlarms(rec)
+	for k := i.cycles.n - 1; k >= 0; k-- {
+		if c := i.cycles.at(k); !c.fromBridge && c.now.Equal(rec.now) {
+			*c = rec
+			return
+		}
+	}
+	i.cycles.push(rec)
+}
+
+// updateAlarms applies rec's raised and recovered alarms, unless a report of a later cycle
+// (cycles overlap, so reports may arrive out of order) already changed the lane; i.mu is
+// held.
+func (i *Inspector) updateAlarms(rec cycleRecord) {
+	for _, a := range rec.alarms {
+		if at, ok := i.alarmAt[a.lane]; ok && rec.now.Before(at) {
+			continue
+		}
+		i.alarmAt[a.lane] = rec.now
+		i.alarms[a.lane] = a
+	}
+	for _, l := range rec.recovered {
+		if at, ok := i.alarmAt[l]; ok && rec.now.Before(at) {
+			continue
+		}
+		i.alarmAt[l] = rec.now
+		delete(i.alarms, l)
+	}
+}
+
+// ObservePoll records one maintenance poll (maintenance.Observer).
+func (i *Inspector) ObservePoll(rep maintenance.PollReport) {
+	rec := pollRecord{
+		now:            rep.Now,
+		deferred:       slices.Clone(rep.Result.Deferred),
+		gauge:          rep.Result.Gauge,
+		turnedDegraded: rep.TurnedDegraded,
+		recovered:      rep.Recovered,
+	}
+	rec.gauge.Waiters = slices.Clone(rep.Result.Gauge.Waiters)
+	if w := rep.Result.Winner; w != nil {
+		rec.winner = w.Task.Name
+		if w.Task.Class == maintenance.Heavy {
+			rec.heavy = w.Task.Name
+		} else {
+			rec.secondPass = append(rec.secondPass, w.Task.Name)
+		}
+	}
+	for _, c := range rep.Result.AlsoDispatched {
+		rec.secondPass = append(rec.secondPass, c.Task.Name)
+	}
+	if rep.Err != nil {
+		rec.err = rep.Err.Error()
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.polls.push(rec)
+}
+
+// snapshot returns copies of the records, oldest first, and the raised alarms in lane
+// order. The records' slices are shared: no record is changed once kept.
+func (i *Inspector) snapshot() (cycles []cycleRecord, polls []pollRecord, alarms []alarmRecord) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, a := range i.alarms {
+		alarms = append(alarms, a)
+	}
+	slices.SortFunc(alarms, func(a, b alarmRecord) int { return cmp.Compare(a.lane, b.lane) })
+	return i.cycles.all(), i.polls.all(), alarms
+}
+
+// copyLanes copies lane reports with their Overdue lists.
+func copyLanes(lanes []dispatch.LaneReport) []dispatch.LaneReport {
+	out := slices.Clone(lanes)
+	for k := range out {
+		out[k].Overdue = slices.Clone(out[k].Overdue)
+	}
+	return out
+}
+
+// copyUnrouted keeps the first maxUnroutedKept unrouted users and counts them all.
+func copyUnrouted(us []dispatch.Unrouted) ([]unroutedRecord, int) {
+	var out []unroutedRecord
+	for _, u := range us[:min(len(us), maxUnroutedKept)] {
+		rec := unroutedRecord{userID: u.UserID}
+		if u.Err != nil {
+			rec.reason = u.Err.Error()
+		}
+		out = append(out, rec)
+	}
+	return out, len(us)
+}
+
+// itemsOf returns the dispatched items of a cycle's item reports.
+func itemsOf(reports []bridge.ItemReport) []dispatch.Item {
+	items := make([]dispatch.Item, len(reports))
+	for k, r := range reports {
+		items[k] = r.Item
+	}
+	return items
+}
+
+// crowdingOf returns, per lane, the users with the most items, at most bridge.MaxCrowding,
+// most first, then by UserID. O(len(items)).
+func crowdingOf(items []dispatch.Item) map[dispatch.Lane][]bridge.UserItems {
+	type key struct {
+		lane dispatch.Lane
+		user string
+	}
+	count := map[key]int{}
+	for _, it := range items {
+		count[key{it.Lane, it.Claim.Entry.UserID}]++
+	}
+	out := map[dispatch.Lane][]bridge.UserItems{}
+	for k, n := range count {
+		out[k.lane] = append(out[k.lane], bridge.UserItems{UserID: k.user, Items: n})
+	}
+	for lane, us := range out {
+		slices.SortFunc(us, func(x, y bridge.UserItems) int {
+			return cmp.Or(cmp.Compare(y.Items, x.Items), cmp.Compare(x.UserID, y.UserID))
+		})
+		out[lane] = us[:min(len(us), bridge.MaxCrowding)]
+	}
+	return out
+}

@@ -1,0 +1,328 @@
+package inspect
+
+import (
+	"time"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+)
+
+// The JSON of the views. Every field is documented in the package doc, under "JSON"; a
+// test checks that each json name here appears there.
+
+type limitsJSON struct {
+	Weight       int     `json:"weight"`
+	MaxInFlight  int     `json:"max_in_flight"`
+	EverySeconds float64 `json:"every_seconds"`
+	Burst        int     `json:"burst"`
+}
+
+type capacityJSON struct {
+	PerUserLimit  int `json:"per_user_limit"`
+	PerCycleLimit int `json:"per_cycle_limit"`
+	MinShare      int `json:"min_share"`
+	PerUserBurst  int `json:"per_user_burst"`
+}
+
+type userItemsJSON struct {
+	UserID string `json:"user_id"`
+	Items  int    `json:"items"`
+}
+
+type overdueJSON struct {
+	UserID      string    `json:"user_id"`
+	DueAt       time.Time `json:"due_at"`
+	LateSeconds float64   `json:"late_seconds"`
+}
+
+type alarmJSON struct {
+	Lane        string          `json:"lane"`
+	RaisedAt    time.Time       `json:"raised_at"`
+	WaitSeconds float64         `json:"wait_seconds"`
+	Crowding    []userItemsJSON `json:"crowding"`
+}
+
+type laneCycleJSON struct {
+	At              time.Time `json:"at"`
+	Users           int       `json:"users"`
+	Dispatched      int       `json:"dispatched"`
+	Shed            int       `json:"shed"`
+	Limited         int       `json:"limited"`
+	LostClaims      int       `json:"lost_claims"`
+	WaitSeconds     float64   `json:"wait_seconds"`
+	LatenessSeconds float64   `json:"lateness_seconds"`
+}
+
+type laneJSON struct {
+	Lane            string          `json:"lane"`
+	Priority        int             `json:"priority"`
+	Capacity        capacityJSON    `json:"capacity"`
+	WaitSeconds     float64         `json:"wait_seconds"`
+	WaitingSince    time.Time       `json:"waiting_since,omitzero"`
+	NextUser        string          `json:"next_user,omitempty"`
+	AsOf            time.Time       `json:"as_of,omitzero"`
+	LatenessSeconds float64         `json:"lateness_seconds"`
+	OldestDue       time.Time       `json:"oldest_due,omitzero"`
+	Overdue         []overdueJSON   `json:"overdue"`
+	Crowding        []userItemsJSON `json:"crowding"`
+	Alarm           *alarmJSON      `json:"alarm,omitempty"`
+	Cycles          []laneCycleJSON `json:"cycles"`
+	Error           string          `json:"error,omitempty"`
+}
+
+type groupWaitJSON struct {
+	WaitSeconds  float64   `json:"wait_seconds"`
+	WaitingSince time.Time `json:"waiting_since,omitzero"`
+	NextUser     string    `json:"next_user,omitempty"`
+	Error        string    `json:"error,omitempty"`
+}
+
+type unroutedJSON struct {
+	UserID string `json:"user_id"`
+	Reason string `json:"reason"`
+}
+
+type cycleJSON struct {
+	At              time.Time `json:"at"`
+	Source          string    `json:"source"`
+	Dispatched      int       `json:"dispatched"`
+	Shed            int       `json:"shed"`
+	Unrouted        int       `json:"unrouted"`
+	Hits            int       `json:"hits"`
+	Misses          int       `json:"misses"`
+	Removed         int       `json:"removed"`
+	Errors          int       `json:"errors"`
+	LostClaims      int       `json:"lost_claims"`
+	Released        int       `json:"released"`
+	Late            int       `json:"late"`
+	DispatchSeconds float64   `json:"dispatch_seconds"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	Error           string    `json:"error,omitempty"`
+}
+
+type alarmEventJSON struct {
+	At          time.Time `json:"at"`
+	Lane        string    `json:"lane"`
+	Event       string    `json:"event"`
+	WaitSeconds float64   `json:"wait_seconds,omitempty"`
+}
+
+type postureJSON struct {
+	Posture            string  `json:"posture"`
+	Source             string  `json:"source"`
+	Holder             string  `json:"holder,omitempty"`
+	Waiters            int     `json:"waiters"`
+	LongestWaitSeconds float64 `json:"longest_wait_seconds"`
+	Error              string  `json:"error,omitempty"`
+}
+
+type overviewJSON struct {
+	Now           time.Time        `json:"now"`
+	Lanes         []laneJSON       `json:"lanes"`
+	UnroutedGroup groupWaitJSON    `json:"unrouted_group"`
+	UnroutedUsers []unroutedJSON   `json:"unrouted_users"`
+	UnroutedCount int              `json:"unrouted_count"`
+	Alarms        []alarmJSON      `json:"alarms"`
+	AlarmLog      []alarmEventJSON `json:"alarm_log"`
+	LastCycle     *cycleJSON       `json:"last_cycle,omitempty"`
+	Cycles        int              `json:"cycles_kept"`
+	Maintenance   *postureJSON     `json:"maintenance,omitempty"`
+	Actions       bool             `json:"actions"`
+}
+
+type laneUserJSON struct {
+	Position      int        `json:"position"`
+	UserID        string     `json:"user_id"`
+	Turn          time.Time  `json:"turn"`
+	WaitedSeconds float64    `json:"waited_seconds"`
+	LastServed    time.Time  `json:"last_served,omitzero"`
+	Limits        limitsJSON `json:"limits"`
+	InFlight      int        `json:"in_flight"`
+	OldestDue     time.Time  `json:"oldest_due,omitzero"`
+	LateSeconds   float64    `json:"late_seconds"`
+	More          bool       `json:"more"`
+}
+
+type laneViewJSON struct {
+	Now     time.Time      `json:"now"`
+	Lane    laneJSON       `json:"lane"`
+	Users   []laneUserJSON `json:"users"`
+	After   string         `json:"after,omitempty"`
+	Next    string         `json:"next,omitempty"`
+	Actions bool           `json:"actions"`
+}
+
+type entryJSON struct {
+	WorkKey      string    `json:"work_key"`
+	Tier         string    `json:"tier"`
+	DueAt        time.Time `json:"due_at"`
+	LastRunAt    time.Time `json:"last_run_at,omitzero"`
+	MissStreak   int       `json:"miss_streak"`
+	ClaimedUntil time.Time `json:"claimed_until,omitzero"`
+	Status       string    `json:"status"`
+	LateSeconds  float64   `json:"late_seconds"`
+}
+
+type tenantJSON struct {
+	Now            time.Time   `json:"now"`
+	UserID         string      `json:"user_id"`
+	Group          string      `json:"group"`
+	Lane           string      `json:"lane,omitempty"`
+	Limits         limitsJSON  `json:"limits"`
+	LastServed     time.Time   `json:"last_served,omitzero"`
+	Turn           time.Time   `json:"turn,omitzero"`
+	HeldUntil      time.Time   `json:"held_until,omitzero"`
+	InFlight       int         `json:"in_flight"`
+	Ready          bool        `json:"ready"`
+	WaitedSeconds  float64     `json:"waited_seconds"`
+	UnroutedReason string      `json:"unrouted_reason,omitempty"`
+	Entries        []entryJSON `json:"entries"`
+	After          string      `json:"after,omitempty"`
+	Next           string      `json:"next,omitempty"`
+	Actions        bool        `json:"actions"`
+}
+
+type waiterJSON struct {
+	Task        string    `json:"task"`
+	Since       time.Time `json:"since"`
+	WaitSeconds float64   `json:"wait_seconds"`
+	Reason      string    `json:"reason"`
+	Blocker     string    `json:"blocker,omitempty"`
+}
+
+type gaugeJSON struct {
+	At                 time.Time    `json:"at"`
+	Posture            string       `json:"posture"`
+	Holder             string       `json:"holder,omitempty"`
+	HolderTask         string       `json:"holder_task,omitempty"`
+	HeldForSeconds     float64      `json:"held_for_seconds"`
+	Waiters            []waiterJSON `json:"waiters"`
+	LongestWaitSeconds float64      `json:"longest_wait_seconds"`
+	ChainDepth         int          `json:"chain_depth"`
+}
+
+type taskJSON struct {
+	Name          string    `json:"name"`
+	Class         string    `json:"class"`
+	Rank          string    `json:"rank"`
+	LastRunAt     time.Time `json:"last_run_at,omitzero"`
+	LastOutcome   string    `json:"last_outcome,omitempty"`
+	LastError     string    `json:"last_error,omitempty"`
+	Running       bool      `json:"running"`
+	RunningSince  time.Time `json:"running_since,omitzero"`
+	RunningBy     string    `json:"running_by,omitempty"`
+	RunningUntil  time.Time `json:"running_until,omitzero"`
+	DeferredSince time.Time `json:"deferred_since,omitzero"`
+	DeferredAt    time.Time `json:"deferred_at,omitzero"`
+	Deferrals     int       `json:"deferrals"`
+	DeferReason   string    `json:"defer_reason,omitempty"`
+	DeferBlocker  string    `json:"defer_blocker,omitempty"`
+	WaitSeconds   float64   `json:"wait_seconds"`
+}
+
+type deferralJSON struct {
+	Task    string    `json:"task"`
+	Reason  string    `json:"reason"`
+	Blocker string    `json:"blocker,omitempty"`
+	Since   time.Time `json:"since,omitzero"`
+}
+
+type pollJSON struct {
+	At             time.Time      `json:"at"`
+	Winner         string         `json:"winner,omitempty"`
+	Heavy          string         `json:"heavy,omitempty"`
+	SecondPass     []string       `json:"second_pass"`
+	Deferred       []deferralJSON `json:"deferred"`
+	Posture        string         `json:"posture"`
+	TurnedDegraded bool           `json:"turned_degraded"`
+	Recovered      bool           `json:"recovered"`
+	Error          string         `json:"error,omitempty"`
+}
+
+type maintenanceJSON struct {
+	Now      time.Time  `json:"now"`
+	Source   string     `json:"source"`
+	Gauge    *gaugeJSON `json:"gauge,omitempty"`
+	Tasks    []taskJSON `json:"tasks"`
+	Fence    uint64     `json:"fence_token"`
+	LastPoll *pollJSON  `json:"last_poll,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+type actionJSON struct {
+	Action       string      `json:"action"`
+	UserID       string      `json:"user_id"`
+	WorkKey      string      `json:"work_key,omitempty"`
+	Outcome      string      `json:"outcome"`
+	Message      string      `json:"message"`
+	Entry        *entryJSON  `json:"entry,omitempty"`
+	Group        string      `json:"group,omitempty"`
+	Limits       *limitsJSON `json:"limits,omitempty"`
+	ClaimedUntil time.Time   `json:"claimed_until,omitzero"`
+	Error        string      `json:"error,omitempty"`
+}
+
+type errorJSON struct {
+	Error string `json:"error"`
+}
+
+// seconds is d in seconds, 0 for a negative d.
+func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
+
+// since is now − t in seconds; 0 for a zero t or one after now.
+func since(now, t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return seconds(now.Sub(t))
+}
+
+// utc is t in UTC; the zero time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func limitsOf(l duework.Limits) limitsJSON {
+	return limitsJSON{Weight: l.Weight, MaxInFlight: l.MaxInFlight, EverySeconds: l.Every.Seconds(), Burst: l.Burst}
+}
+
+func capacityOf(lc dispatch.LaneCapacity) capacityJSON {
+	return capacityJSON{PerUserLimit: lc.PerUserLimit, PerCycleLimit: lc.PerCycleLimit, MinShare: lc.MinShare, PerUserBurst: lc.PerUserBurst}
+}
+
+func userItemsOf(us []bridge.UserItems) []userItemsJSON {
+	out := make([]userItemsJSON, 0, len(us))
+	for _, u := range us {
+		out = append(out, userItemsJSON{UserID: u.UserID, Items: u.Items})
+	}
+	return out
+}
+
+func alarmOf(a alarmRecord) *alarmJSON {
+	return &alarmJSON{Lane: string(a.lane), RaisedAt: utc(a.raisedAt), WaitSeconds: seconds(a.wait), Crowding: userItemsOf(a.crowding)}
+}
+
+// Entry statuses.
+const (
+	statusClaimed   = "claimed"
+	statusDue       = "due"
+	statusScheduled = "scheduled"
+)
+
+// entryOf is es as the tenant page shows it at now.
+func entryOf(es duework.EntryState, now time.Time) entryJSON {
+	e := es.Entry
+	j := entryJSON{WorkKey: e.WorkKey, Tier: e.Tier, DueAt: utc(e.DueAt), LastRunAt: utc(e.LastRunAt),
+		MissStreak: e.MissStreak, ClaimedUntil: utc(es.ClaimedUntil), Status: statusScheduled}
+	switch {
+	case es.ClaimedUntil.After(now):
+		j.Status = statusClaimed
+	case !e.DueAt.After(now):
+		j.Status, j.LateSeconds = statusDue, since(now, e.DueAt)
+	}
+	return j
+}
