@@ -228,7 +228,17 @@ func fairCycle(b *testing.B, d *dispatch.Dispatcher, now time.Time) (dispatch.Ba
 // statement. It keeps no user lock and no ReadyAt, so it is no way to dispatch: it is what
 // any turn queue in rota_users must write at the least.
 const sqlFloorClaim = `
-WITH c AS (` + postgres.SQLClaimEntries + `), moved AS (
+WITH c AS (
+	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
+	FROM (
+		SELECT d.user_id, d.work_key FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
+		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
+		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+		FOR UPDATE OF d SKIP LOCKED
+	) k
+	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
+	RETURNING d.user_id, d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak, d.claim_token, d.claim_until
+), moved AS (
 	UPDATE rota_users u SET last_served = $3, turn = $3
 	FROM (SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id) s WHERE u.user_id = s.user_id
 )
@@ -415,7 +425,7 @@ func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
 	b.Helper()
 	ctx := context.Background()
 	now := benchNow.Add(-time.Second)
-	b.Logf("Ready:\n%s", explain(b, pool, postgres.SQLPlanSettings, statement{postgres.SQLReady, []any{"all", now, 1000, 11, now.Add(dispatch.DefaultHoldFor)}}))
+	b.Logf("Ready:\n%s", explain(b, pool, postgres.SQLCountSettings, statement{postgres.SQLReady, []any{"all", now, 1000, 10, now.Add(dispatch.DefaultHoldFor), fmt.Sprint(now.UnixMicro() * 1000)}}))
 	page, err := idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -424,8 +434,9 @@ func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
 	for _, h := range page.Heads {
 		users, works = append(users, h.UserID), append(works, h.Due[0].WorkKey)
 	}
-	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLPlanSettings, statement{postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour)}},
-		statement{postgres.SQLServe, []any{now, now.Add(time.Hour)}}))
+	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLCountSettings, statement{postgres.SQLClaimLock, []any{users}},
+		statement{postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), fmt.Sprint(now.UnixMicro() * 1000)}},
+		statement{postgres.SQLServe, []any{now, now.Add(time.Hour), fmt.Sprint(now.UnixMicro() * 1000)}}))
 	claims, err := idx.Claim(ctx, keysOf(page), now, now.Add(time.Hour))
 	if err != nil || len(claims) != len(users) {
 		b.Fatalf("Claim: %d, %v", len(claims), err)
@@ -800,4 +811,77 @@ func servedFixture(tb testing.TB, users, served int) *pgxpool.Pool {
 		}
 	}
 	return pool
+}
+
+// limitsFixture is BenchmarkFairCycleWithLimits' schema: 10,000 users with 10 entries each,
+// all due at t0 and routed to "all", every user with limits l (none when l is zero).
+func limitsFixture(b *testing.B, l duework.Limits) (*pgxpool.Pool, *postgres.Index) {
+	b.Helper()
+	_, setup, ids := claimFixture(b, 10_000)
+	idx := postgres.NewIndex(setup)
+	if l != (duework.Limits{}) {
+		for lo := 0; lo < len(ids); lo += 1000 {
+			routes := make([]duework.Route, 0, 1000)
+			for _, id := range ids[lo:min(lo+1000, len(ids))] {
+				routes = append(routes, duework.Route{UserID: id, Group: "all", Limits: l})
+			}
+			if err := idx.Route(context.Background(), routes); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := setup.Exec(context.Background(), `VACUUM ANALYZE rota_users`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return setup, idx
+}
+
+// A fair cycle — Ready of 1,000 users with a hold, then Claim of each one's first entry —
+// over 10,000 users with 10 due entries each, all of them with limits (weight 2, at most 4
+// in flight, one item per millisecond after a burst of 4), against the same cycle over the
+// same users without limits, each on a schema of its own, both in every iteration.
+// Nothing is completed, so each user read has its earlier claims in flight (it comes round
+// every 10 cycles), which both reads count and the limited claim checks; every 30
+// iterations the claims are released, off the clock, before any user reaches its cap.
+// limits/none is the ratio of the two cycles' times.
+func BenchmarkFairCycleWithLimits(b *testing.B) {
+	ctx := context.Background()
+	type side struct {
+		setup *pgxpool.Pool
+		idx   *postgres.Index
+		took  time.Duration
+	}
+	sides := []*side{{}, {}}
+	sides[0].setup, sides[0].idx = limitsFixture(b, duework.Limits{})
+	sides[1].setup, sides[1].idx = limitsFixture(b, duework.Limits{Weight: 2, MaxInFlight: 4, Every: time.Millisecond, Burst: 4})
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%30 == 0 {
+			b.StopTimer()
+			for _, s := range sides {
+				releaseAll(b, s.setup)
+			}
+			b.StartTimer()
+		}
+		now := benchNow.Add(time.Duration(i) * time.Second)
+		for _, s := range sides {
+			start := time.Now()
+			page, err := s.idx.Ready(ctx, duework.ReadyQuery{Group: "all", Now: now, Users: 1000, PerUser: 1, Hold: dispatch.DefaultHoldFor})
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys := make([]duework.Key, len(page.Heads))
+			for j, h := range page.Heads {
+				keys[j] = h.Due[0].Key()
+			}
+			cs, err := s.idx.Claim(ctx, keys, now, now.Add(time.Hour))
+			s.took += time.Since(start)
+			if err != nil || len(cs) != 1000 {
+				b.Fatalf("cycle %d: %d heads, %d claims, %v", i, len(page.Heads), len(cs), err)
+			}
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(sides[0].took.Microseconds())/1000/n, "none-ms")
+	b.ReportMetric(float64(sides[1].took.Microseconds())/1000/n, "limits-ms")
+	b.ReportMetric(float64(sides[1].took)/float64(sides[0].took), "limits/none")
 }

@@ -287,12 +287,20 @@ func contentionLane(user string) dispatch.Lane {
 	return "free"
 }
 
+// capped reports whether a contention tenant has an in-flight cap, of 2.
+func capped(user string) bool { return hash(user)%7 == 0 }
+
+const contentionCap = 2
+
 // Four Dispatchers, each with its own pool, cycle at the same instants over 100,000
-// entries of 1,000 unrouted tenants in two lanes, while workers complete most items in
-// batches and abandon some, whose claims must end on their own. Afterwards: every tenant
-// was routed to its lane and served; no entry was handed out twice while a claim on it
-// lasted; lost claims were under 1% of the items; each cycle kept its caps; and nothing
-// was lost.
+// entries of 1,000 tenants in two lanes — one in seven of them routed ahead with
+// MaxInFlight 2, the others unrouted — while workers complete most items of a cycle at the
+// next cycle's instant, before it dispatches, and abandon some, whose claims must end on
+// their own. Afterwards: every tenant was routed to its lane and served; no entry was
+// handed out twice while a claim on it lasted; no capped tenant had more than 2 claims in
+// flight at any instant, counted from the claims handed out (made by then, not completed
+// before, ending after), and the cap was reached; lost claims were under 1% of the items;
+// each cycle kept its caps; and nothing was lost.
 func TestContentionFourDispatchers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -300,18 +308,34 @@ func TestContentionFourDispatchers(t *testing.T) {
 	base := t0.Add(time.Hour)
 	at := func(cycle int) time.Time { return base.Add(time.Duration(cycle) * time.Second) }
 	laneFor := func(_ context.Context, user string) (dispatch.Lane, error) { return contentionLane(user), nil }
-	type disp struct {
-		d   *dispatch.Dispatcher
-		idx *postgres.Index
+	limitsFor := func(_ context.Context, user string) (duework.Limits, error) {
+		if capped(user) {
+			return duework.Limits{MaxInFlight: contentionCap}, nil
+		}
+		return duework.Limits{}, nil
 	}
-	ds := make([]disp, dispatchers)
+	var routes []duework.Route
+	for i := range contentionUsers {
+		if u := fmt.Sprintf("user%03d", i); capped(u) {
+			routes = append(routes, duework.Route{UserID: u, Group: string(contentionLane(u)), Limits: duework.Limits{MaxInFlight: contentionCap}})
+		}
+	}
+	if err := postgres.NewIndex(setup).Route(ctx, routes); err != nil {
+		t.Fatal(err)
+	}
+	type disp struct {
+		d       *dispatch.Dispatcher
+		idx     *postgres.Index
+		pending []duework.Done // the last cycle's items its worker completes next
+	}
+	ds := make([]*disp, dispatchers)
 	for i := range ds {
 		idx := postgres.NewIndex(pgtest.PoolIn(t, schema, 4))
-		d, err := dispatch.New(idx, dispatch.Config{Lanes: contentionLanes, GlobalBatchLimit: 250, LaneFor: laneFor, ClaimFor: claimFor})
+		d, err := dispatch.New(idx, dispatch.Config{Lanes: contentionLanes, GlobalBatchLimit: 250, LaneFor: laneFor, LimitsFor: limitsFor, ClaimFor: claimFor})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds[i] = disp{d, idx}
+		ds[i] = &disp{d: d, idx: idx}
 	}
 	limits := map[dispatch.Lane]dispatch.LaneCapacity{}
 	for _, lc := range contentionLanes {
@@ -322,6 +346,7 @@ func TestContentionFourDispatchers(t *testing.T) {
 		mu        sync.Mutex
 		claims    []claimRecord
 		completes = map[uint64]duework.Entry{}
+		doneAt    = map[uint64]int{} // by claim token: the cycle whose instant completed it
 		served    = map[string]bool{}
 		items     int
 		lost      int
@@ -329,6 +354,28 @@ func TestContentionFourDispatchers(t *testing.T) {
 	for cycle := range cycles {
 		now := at(cycle)
 		var wg sync.WaitGroup
+		for _, x := range ds {
+			wg.Go(func() {
+				done := x.pending
+				x.pending = nil
+				errs, err := x.idx.CompleteMany(ctx, done)
+				if err != nil {
+					t.Errorf("CompleteMany: %v", err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for i, err := range errs {
+					if err != nil {
+						t.Errorf("CompleteMany item %d: %v", i, err)
+						continue
+					}
+					completes[done[i].Claim.Token] = done[i].Next
+					doneAt[done[i].Claim.Token] = cycle
+				}
+			})
+		}
+		wg.Wait()
 		for _, x := range ds {
 			wg.Go(func() {
 				b, err := x.d.Dispatch(ctx, now)
@@ -340,7 +387,6 @@ func TestContentionFourDispatchers(t *testing.T) {
 					t.Errorf("cycle %d dispatched %d items, over the global limit 250", cycle, len(b.Items))
 				}
 				perUser, perLane := map[string]int{}, map[dispatch.Lane]int{}
-				var done []duework.Done
 				for _, it := range b.Items {
 					u := it.Claim.Entry.UserID
 					perUser[u]++
@@ -355,19 +401,14 @@ func TestContentionFourDispatchers(t *testing.T) {
 						continue // abandoned: the claim must end by itself
 					}
 					next := it.Claim.Entry
-					next.LastRunAt = now
-					next.DueAt = now.Add(time.Duration(5+hash(next.WorkKey+u)%40) * time.Second)
-					done = append(done, duework.Done{Tenant: mustTC(t, u), Claim: it.Claim, Next: next})
+					next.LastRunAt = at(cycle + 1)
+					next.DueAt = at(cycle + 1).Add(time.Duration(5+hash(next.WorkKey+u)%40) * time.Second)
+					x.pending = append(x.pending, duework.Done{Tenant: mustTC(t, u), Claim: it.Claim, Next: next})
 				}
 				for lane, n := range perLane {
 					if n > limits[lane].PerCycleLimit {
 						t.Errorf("cycle %d: lane %s dispatched %d, over its PerCycleLimit", cycle, lane, n)
 					}
-				}
-				errs, err := x.idx.CompleteMany(ctx, done)
-				if err != nil {
-					t.Errorf("CompleteMany: %v", err)
-					return
 				}
 				mu.Lock()
 				defer mu.Unlock()
@@ -379,13 +420,6 @@ func TestContentionFourDispatchers(t *testing.T) {
 					claims = append(claims, claimRecord{c: it.Claim, now: now})
 					served[it.Claim.Entry.UserID] = true
 				}
-				for i, err := range errs {
-					if err != nil {
-						t.Errorf("CompleteMany item %d: %v", i, err)
-						continue
-					}
-					completes[done[i].Claim.Token] = done[i].Next
-				}
 			})
 		}
 		wg.Wait()
@@ -394,6 +428,30 @@ func TestContentionFourDispatchers(t *testing.T) {
 		}
 	}
 	checkNoDoubleClaims(t, claims, completes)
+	// In flight at cycle c's instant, while its dispatchers claim: made at or before it,
+	// not completed at an earlier instant or before it dispatched, ending after it.
+	reached := 0
+	for cycle := range cycles {
+		now := at(cycle)
+		inFlight := map[string]int{}
+		for _, cr := range claims {
+			if c, ok := doneAt[cr.c.Token]; cr.now.After(now) || (ok && c <= cycle) || !cr.c.Until.After(now) {
+				continue
+			}
+			inFlight[cr.c.Entry.UserID]++
+		}
+		for u, n := range inFlight {
+			if capped(u) && n > contentionCap {
+				t.Errorf("cycle %d: %s, capped at %d, had %d claims in flight", cycle, u, contentionCap, n)
+			}
+			if capped(u) && n == contentionCap {
+				reached++
+			}
+		}
+	}
+	if reached == 0 {
+		t.Errorf("no capped tenant ever had %d claims in flight: the test did not exercise the cap", contentionCap)
+	}
 	if lost*100 > items {
 		t.Errorf("%d claims lost to another dispatcher for %d items: more than 1%%", lost, items)
 	}
@@ -408,7 +466,7 @@ func TestContentionFourDispatchers(t *testing.T) {
 		t.Fatalf("%d entries left of %d, %d users unrouted", n, contentionEntries, unrouted)
 	}
 	checkReadyAt(t, setup)
-	t.Logf("%d cycles × %d dispatchers dispatched %d items, %d claims lost to another dispatcher", cycles, dispatchers, items, lost)
+	t.Logf("%d cycles × %d dispatchers dispatched %d items, %d claims lost to another dispatcher, %d user-instants at the cap", cycles, dispatchers, items, lost, reached)
 }
 
 // checkNoDoubleClaims checks that no entry was handed out twice while its claim lasted:

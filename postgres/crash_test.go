@@ -162,6 +162,72 @@ func TestDeadWorkerLeavesClaimsToExpire(t *testing.T) {
 	checkReadyAt(t, setup)
 }
 
+// A worker that dies holding a capped user's every slot frees them when its claims end,
+// with no sweep: until then no dispatcher, on any pool, claims more of that user, however
+// much of its work is due; from the claims' end it is ready again with all its slots, and
+// its ended claims are claimed again within the cap.
+func TestDeadWorkerSlotsFreeWhenClaimsEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema, setup, _ := crashFixture(t)
+	const claimFor = 5 * time.Minute
+	now := t0.Add(time.Minute)
+	users := make([]duework.Route, 10)
+	for u := range users {
+		users[u] = duework.Route{UserID: fmt.Sprintf("u%d", u), Limits: duework.Limits{MaxInFlight: 2}}
+	}
+	if err := postgres.NewIndex(setup).Route(ctx, users); err != nil {
+		t.Fatal(err)
+	}
+	q := duework.ReadyQuery{Now: now, Users: 100, PerUser: 3, Hold: time.Minute}
+
+	doomedPool := pgtest.PoolIn(t, schema, 2)
+	doomed := postgres.NewIndex(doomedPool)
+	page := ready(t, doomed, q)
+	for _, h := range page.Heads {
+		if len(h.Due) != 2 || !h.More {
+			t.Fatalf("Ready gave %s %d entries (More %v); want its cap, 2, and More", h.UserID, len(h.Due), h.More)
+		}
+	}
+	first, err := doomed.Claim(ctx, keysOf(page), now, now.Add(claimFor))
+	if err != nil || len(first) != 20 {
+		t.Fatalf("the first dispatcher claimed %v, %v; want two of each user", claimKeys(first), err)
+	}
+	doomedPool.Close() // the process dies holding every slot
+
+	survivor := postgres.NewIndex(pgtest.PoolIn(t, schema, 2))
+	end := first[0].Until
+	var all []duework.Key
+	for u := range 10 {
+		for k := range 3 {
+			all = append(all, duework.Key{UserID: fmt.Sprintf("u%d", u), WorkKey: fmt.Sprintf("k%d", k)})
+		}
+	}
+	if p := ready(t, survivor, duework.ReadyQuery{Now: end.Add(-time.Microsecond), Users: 100, PerUser: 3}); len(p.Heads) != 0 {
+		t.Fatalf("while the dead worker's claims last, another dispatcher read %s", showPage(p))
+	}
+	if cs, err := survivor.Claim(ctx, all, end.Add(-time.Microsecond), end.Add(claimFor)); err != nil || len(cs) != 0 {
+		t.Fatalf("a claim of every key while the dead worker holds the slots = %v, %v; want none", claimKeys(cs), err)
+	}
+	if st := userState(t, survivor, "u3", end.Add(-time.Microsecond)); st.InFlight != 2 || !st.Turn.Equal(end) {
+		t.Fatalf("User(u3) while the dead claims last = %+v; want 2 in flight, Turn their end", st)
+	}
+	again := ready(t, survivor, duework.ReadyQuery{Now: end, Users: 100, PerUser: 3, Hold: time.Minute})
+	if len(again.Heads) != 10 {
+		t.Fatalf("once the claims ended the survivor read %s; want every user", showPage(again))
+	}
+	for _, h := range again.Heads {
+		if h.InFlight != 0 || len(h.Due) != 2 || !h.Turn.Equal(end) {
+			t.Fatalf("%s at the claims' end: InFlight %d, %d Due, Turn %v; want 0, 2 (its cap) and %v", h.UserID, h.InFlight, len(h.Due), h.Turn, end)
+		}
+	}
+	second, err := survivor.Claim(ctx, all, end, end.Add(claimFor))
+	if err != nil || len(second) != 20 {
+		t.Fatalf("the survivor claimed %v, %v; want two of each user, within the cap", claimKeys(second), err)
+	}
+	checkReadyAt(t, setup)
+}
+
 // dyingIndex is a dispatcher's Index whose process dies between its Ready and its Claim:
 // the Claim closes the pool (so the cycle cannot hand its users back either) and fails.
 type dyingIndex struct {

@@ -6,28 +6,31 @@
 //
 // # Where to start
 //
-// Open a pool with Open at start-up (every replica may; see below), then build the adapters
-// over it:
+// OpenStores opens everything a service needs in one call at start-up (every replica may;
+// see below): the pool, migrated, and every store over it.
 //
-//	pool, err := postgres.Open(ctx, "postgres://rota@db/app", "rota")
+//	st, err := postgres.OpenStores(ctx, "postgres://rota@db/app", "rota", postgres.StoresConfig{})
 //	...
-//	idx := postgres.NewIndex(pool)              // a duework.Index
-//	watch := postgres.NewWatchlist(pool)        // a tenancy.Watchlist
-//	plans := postgres.NewEntitlements(pool)     // a tenancy.Entitlements
-//	d, err := dispatch.New(idx, dispatch.Config{...})
+//	defer st.Close()
+//	d, err := dispatch.New(st.Index, dispatch.Config{...}) // st.Index is a duework.Index
+//	// st.Watchlist is a tenancy.Watchlist, st.Entitlements a tenancy.Entitlements,
+//	// st.Lease and st.StateStore a maintenance.Lease and StateStore.
 //
-// Open parses the URL, points every connection at the schema (quoted, created if it does
-// not exist), connects, pings and runs Migrate; its error names the step that failed. A
-// host that builds its own pool calls Migrate itself.
+// Open does the first half alone, for a host that builds only some of the stores: it
+// parses the URL, points every connection at the schema (quoted, created if it does not
+// exist), connects, pings and runs Migrate; its error names the step that failed. Then
+// NewIndex, NewWatchlist, NewEntitlements, NewLease and NewStateStore build the stores
+// over the pool, sending nothing. A host that builds its own pool calls Migrate itself.
 //
-// NewIndex implements duework.Index, and duework.MissingScheduler and duework.ClaimGuard
-// besides; NewLease and NewStateStore implement maintenance.Lease and
-// maintenance.StateStore for a fleet of maintenance daemons:
+// Index.ListenDue wakes a host's Runner when work comes due on any replica (see "Waking
+// the replicas" below). The Lease and the StateStore serve a fleet of maintenance daemons;
+// give every daemon the same StoresConfig (the Lease's name and MaxHold) and its scheduler
+// the same MaxHold:
 //
 //	sched, err := maintenance.NewScheduler(tasks, maintenance.Config{
-//		Lease:      postgres.NewLease(pool, "heavy", maxHold), // same name and maxHold on every daemon
-//		StateStore: postgres.NewStateStore(pool),
-//		MaxHold:    maxHold,
+//		Lease:      st.Lease,
+//		StateStore: st.StateStore,
+//		MaxHold:    cfg.MaxHold, // StoresConfig's; zero in both is maintenance.DefaultMaxHold
 //		...
 //	})
 //
@@ -42,15 +45,17 @@
 // Entitlements, all over one schema; only the cadence Registry and the lane wiring stay in
 // process, and they must be configured alike on every replica.
 //
-// Watchlist keeps one row per entry in rota_watchlist, keyed by (user_id, slug); List reads
-// a tenant's whole list in one query, ordered by slug, which is what a start-up sync of
-// every tenant wants. Entitlements keeps one row per tenant given a plan in rota_plans;
-// a tenant without one is on tenancy.PlanFree, as with tenancy.MemoryEntitlements, and
-// SetPlan writes plans. Both are deny-by-default like the in-memory ones: every statement
-// filters by the Context's user, and bad input (an AddedAt outside years 1 to 9999 UTC,
-// which pgx would otherwise store wrapped) is refused before anything is sent.
-// Watchlist.GetMany (tenancy.BatchGetter) reads the entries of a Runner's cycle, any
-// number of tenants', in one query by primary key, each under its own tenant.
+// Watchlist keeps one row per entry in rota_watchlist, keyed by (user_id, slug). Each call
+// is one statement: List reads a tenant's whole list, ordered by slug, which is what a
+// start-up sync of every tenant wants; AddMany writes a tenant's batch (a bulk import) all
+// or nothing; GetMany reads the entries of a Runner's cycle, any number of tenants', by
+// primary key, each under its own tenant; Tenants pages through the tenants with a loose
+// index scan of the primary key, one index entry per tenant returned. Entitlements keeps
+// one row per tenant given a plan in rota_plans; a tenant without one is on
+// tenancy.PlanFree, as with tenancy.MemoryEntitlements, and SetPlan writes plans. Both are
+// deny-by-default like the in-memory ones: every statement but Tenants' filters by the
+// Context's user, and bad input (an AddedAt outside years 1 to 9999 UTC, which pgx would
+// otherwise store wrapped) is refused before anything is sent.
 //
 // # Schema and migrations
 //
@@ -83,15 +88,22 @@
 // A claimed row leaves the due path at once, and comes back, without anyone touching it,
 // when its claim ends.
 //
+// A claim always ends after its entry is due (CHECK rota_due_claim_after_due), so
+// rota_due_claimed_user also holds a user's claims by their ends: a user's in-flight count
+// is a range of it, one index entry per claim in flight.
+//
 // rota_users holds one row per user: its group (the lane the dispatcher routed it to; ""
-// until then), LastServed, the two halves of its ReadyAt (the earliest instant at which one
-// of its entries is visible) — free_at, the least due_at of its unclaimed entries, and
-// claim_end_at, the least greatest(due_at, claim_until) of its claimed ones — its Turn (the
-// later of ReadyAt and LastServed; NULL without entries) and the end of its hold. Every
-// write to a user's entries sets them under the user's row lock, so a claim that ends needs
-// no sweep: its end already is the user's ReadyAt. The index rota_users_queue (group, turn,
-// user_id) is each group's queue in turn order.
-// Users are never deleted, so the table grows with tenant churn (about 200 bytes a user,
+// until then) and duework.Limits (weight, max_in_flight, every in nanoseconds, burst);
+// LastServed; the parts of its ReadyAt — free_at, the least due_at of its unclaimed
+// entries, claim_end_at, the least greatest(due_at, claim_until) of its claimed ones, and
+// slot_at, the max_in_flight-th latest end among its claims (NULL with fewer claims or no
+// cap); its rate mark (rate_mark, numeric nanoseconds since the Unix epoch, so that any
+// Every is kept exactly) and stride position (pass); its Turn (turn, the greatest of those
+// instants, the rate's and pass; NULL without entries); and the end of its hold. Every
+// write to a user's entries sets them under the user's row lock, so a claim that ends
+// needs no sweep: its end already is the user's ReadyAt, and it frees its slot by time.
+// The index rota_users_queue (group, turn, user_id) is each group's queue in turn order.
+// Users are never deleted, so the table grows with tenant churn (about 250 bytes a user,
 // indexes included, for short user IDs).
 //
 // # Cost of each call
@@ -100,51 +112,69 @@
 //
 //   - Ready is one statement: the first Users rows of the group's range of
 //     rota_users_queue with turn <= Now that are not held, locked FOR NO KEY UPDATE SKIP
-//     LOCKED and held (a HOT update); then, per user, a keyset range of its first PerUser+1
-//     unclaimed entries and, when its claim_end_at has passed, of its claims that have
-//     ended; then one probe for Next. Its cost is what it returns, plus the held or locked
-//     users it passes — never the number of ready users, nor a user's backlog.
-//   - Claim locks its keys by primary key with SKIP LOCKED, gives each a token from the
-//     sequence rota_claim_token and its until, then locks the users it served in UserID
-//     order and writes each once: LastServed, the end of its hold, free_at (one probe of
-//     the user's unclaimed entries), claim_end_at (the earlier of the stored one and until,
-//     probed only for a user of which it claimed again an entry whose claim had ended) and
-//     Turn.
-//   - CompleteMany is one statement for the whole batch (arrays unnested), locking the
-//     entries that still carry their item's claim in key order, then a write per user.
-//     Invalid items are refused before anything is sent, each with its own error.
+//     LOCKED and held (a HOT update); then, per user, its in-flight count when it has
+//     claims, the most entries its limits allow (the least of its free slots, its rate
+//     allowance and PerUser × weight), a keyset range of that many unclaimed entries plus
+//     one and, when its claim_end_at has passed, of its claims that have ended; then one
+//     probe for Next. Its cost is what it returns, the claims in flight of the users it
+//     returns, and the held or locked users it passes — never the number of ready users,
+//     nor a user's backlog, and a limited user costs what an unlimited one does.
+//   - Claim locks the users of its keys in UserID order first, so that it decides on their
+//     limits under the locks; then, in a second statement whose snapshot sees every claim
+//     committed before them, it locks its keys by primary key with SKIP LOCKED and claims,
+//     for each user, those within its free slots and rate allowance in the order of the
+//     keys, each with a token from the sequence rota_claim_token and its until; a third
+//     writes each user claimed for once: LastServed, the end of its hold, the rate mark,
+//     the stride position, free_at (one probe of the user's unclaimed entries), slot_at
+//     (for a user with a cap, up to that many index entries), claim_end_at (the earlier
+//     of the stored one and until, probed only for a user of which it claimed again an
+//     entry whose claim had ended) and Turn. A claimer on any machine therefore never
+//     passes a cap or a rate, however stale its Ready.
+//   - CompleteMany and Unclaim are one statement for the whole batch (arrays unnested),
+//     locking the entries that still carry their item's claim in key order, then a write
+//     per user; CheckClaims is one statement of primary-key probes. Invalid items are
+//     refused before anything is sent, each with its own error.
 //   - ScheduleMissing inserts a tenant's batch in one INSERT … ON CONFLICT DO NOTHING.
 //   - Groups is a loose index scan of rota_users_queue: one probe per group, not per user.
-//   - Route and Release lock the named users in UserID order and write each once.
+//   - Route locks the named users in UserID order, then writes each once (probing slot_at
+//     for a user with a cap); Release locks and writes in one statement.
 //   - Schedule, Unschedule, Complete, UnscheduleClaimed write one entry by primary key and
 //     recompute its user; Get and CheckClaim read one row.
+//   - User reads the user's row by primary key and its in-flight count; Entries reads
+//     limit rows of rota_due's primary key from the given work key on.
 //
 // A dispatch cycle is therefore Groups, one Ready per lane, one Claim and, for the users
 // read and not served, one Release: its cost grows with the batch, not with the users
 // waiting nor with any backlog. It writes each served user's row twice (the hold, then the
 // claim, which moves the user to the back of its queue and so writes both of its indexes)
 // where a first-come claim writes none: that, and the entries' own claim, is the price of
-// fairness. On two cores shared with the server, a cycle of 1,000 items costs about three
-// times a first-come claim of the 1,000 oldest rows; reading 1,000 users with their entries
-// and moving them to the back of the queue, the least any fair cycle does, already costs
-// about twice, before the holds, the locks and ReadyAt that make it safe.
+// fairness. BENCHMARKS.md, at the repository's root, has the figures.
 //
 // # Several dispatchers on one database
 //
 // Dispatchers on different machines share one database safely and divide the work. A
 // Ready passes over the users another Ready or a writer holds locked at that moment (SKIP
-// LOCKED) and over the users another dispatcher holds (held_until), so concurrent
-// dispatchers read disjoint users and rarely lose a claim to each other; a user served goes
-// to the back of its queue, where the next reader finds it. Claim never waits for an entry
-// another transaction holds, and no entry is claimed twice: the claim is a row lock and a
-// token that only grows. A dispatcher that dies between Ready and Claim hides its users for
-// HoldFor at most; a worker that dies leaves its claims to end by themselves.
+// LOCKED) and over the users another dispatcher holds (held_until; see duework.Index on
+// holds), so concurrent dispatchers read disjoint users and rarely lose a claim to each
+// other; a user served goes to the back of its queue, where the next reader finds it. Claim
+// never waits for an entry another transaction holds, and no entry is claimed twice: the
+// claim is a row lock and a token that only grows. A worker that dies leaves its claims,
+// and the slots they take, to end by themselves.
 //
 // Throughput grows with the dispatchers as far as the database's cores allow: each cycle
-// is a handful of statements, which dispatchers on separate connections run in parallel.
-// On two cores shared with the server, four dispatchers claim about one and a half times
-// what one does; on more cores, expect more, until the server's disk flushes (one per
-// claim) or its CPU are the limit. Give each dispatcher a pool of a few connections.
+// is a handful of statements, which dispatchers on separate connections run in parallel,
+// until the server's disk flushes (one per claim) or its CPU are the limit. Give each
+// dispatcher a pool of a few connections.
+//
+// # Waking the replicas
+//
+// Schedule and ScheduleMissing notify the schema's channel (rota_due.<schema>, with
+// pg_notify, in the same transaction) when an entry they write is due by the server's now,
+// once per call. Index.ListenDue holds one connection that LISTENs there and calls its
+// wake function, so that an entry scheduled due now on one replica starts a dispatch
+// cycle on every replica at once, as River wakes its clients, instead of at the next
+// interval. A notification is a hint: without it the next cycle finds the work all the
+// same.
 //
 // # Plans that stale statistics cannot spoil
 //
@@ -158,20 +188,27 @@
 // So the per-user reads are keyset ranges, (user_id, due_at) BETWEEN (u, -infinity) AND
 // (u, now) ordered by (user_id, due_at, work_key): a row comparison is no equality, so only
 // rota_due_free_user serves the range in that order, and every other plan reads the whole
-// range and sorts it. And the dispatch statements run with sequential scans, bitmap scans,
+// range and sorts it. And the Index's statements run with sequential scans, bitmap scans,
 // hash and merge joins and incremental sorts off, and without JIT compilation, for their
 // own transaction only: each of their reads is a handful of index probes joined by nested
-// loops, and the settings keep it so. A test loads both cases with autovacuum off and
-// checks the custom and the generic plan of every dispatch read.
+// loops, and the settings keep it so. Since that shape does not depend on the arguments,
+// they also force the generic plan, which each connection makes once per statement. The
+// calls that count a user's claims in flight
+// (Ready, Claim, User) also run with sorts off: the count is ordered as
+// rota_due_claimed_user is, so no other index can serve it, and every other sort in them is
+// of a handful of rows no index delivers in order. A test loads both cases with autovacuum
+// off and checks the custom and the generic plan of every statement.
 //
 // # Locks, and why nothing deadlocks
 //
-// Entry rows are locked before user rows; several entry rows in (UserID, WorkKey) order or
-// with SKIP LOCKED, several user rows in UserID order. No call waits for an entry while it
-// holds a user, and none waits for a user while it holds one that sorts after it, so no
-// cycle of waits can form. Ready never waits (it locks users with SKIP LOCKED and no
-// entries). An enqueue waits for a user row that a Claim or CompleteMany holds, for the
-// length of that statement: keep dispatch transactions short, which one round trip does.
+// User rows are locked in UserID order, and no call waits for an entry row while it holds
+// a user row: the writers lock their entry rows first (several in (UserID, WorkKey) order)
+// and their users after; Claim locks its users first and then takes entry rows only with
+// SKIP LOCKED, which never waits. A call that holds a user therefore waits only for a user
+// that sorts after it, and no cycle of waits can form. Ready never waits (it locks users
+// with SKIP LOCKED and no entries). An enqueue waits for a user row that a Claim or
+// CompleteMany holds, for the length of that call: keep dispatch transactions short, which
+// one round trip does.
 //
 // # Time
 //
@@ -182,6 +219,9 @@
 // up, so neither a claim nor a hold ends before the instant it was given; Release matches
 // heldUntil rounded up the same way, so a reader that passes its own Now+Hold, nanoseconds
 // and all, ends its own holds (and any other hold that ends in the same microsecond).
+// Limits.Every is kept to the nanosecond and the rate mark exactly; the instant the rate
+// next allows an item is rounded up to the microsecond when it becomes a Turn, which, every
+// now being whole microseconds, makes the user ready exactly when its rate allows.
 // Times come back in the process's local time zone; compare them with Equal.
 //
 // # Lease and task state
@@ -196,12 +236,16 @@
 // skew.
 //
 // The StateStore keeps one row per task in rota_task_state. Its fence is the greater of
-// the highest token of a Save that succeeded, kept in the one row of rota_task_fence, and
+// the highest token of a write that succeeded, kept in the one row of rota_task_fence, and
 // the latest token of the schema's leases, so a holder whose grant was replaced is refused
 // from the moment of the new grant: keep one StateStore and the one Lease that fences it
-// per schema. Save locks the fence row and shares the lease rows' locks, refuses an older
-// token with maintenance.ErrStaleToken and writes everything or nothing; Load reads the
-// fence and the states from one snapshot. Names, times and tokens the server cannot hold
+// per schema. Save and Update lock the fence row and share the lease rows' locks, so every
+// write of the schema's task state is serialized: Save refuses an older token with
+// maintenance.ErrStaleToken, Update's read and write of its tasks are atomic across every
+// daemon — a task's claim is taken once however many daemons race for it — and both write
+// everything or nothing; Load reads the fence and the states from one snapshot. A
+// maintenance poll makes at most two Updates and a run one per extension and one at its
+// end, each three round trips. Names, times and tokens the server cannot hold
 // are refused with maintenance.ErrInvalid before anything is sent, exactly as the
 // in-memory Lease and StateStore refuse them. Their transactions set
 // idle_in_transaction_session_timeout to 5 s, so a daemon whose connection hangs mid-call
@@ -213,21 +257,22 @@
 // leave autovacuum on. Writing a hold or LastServed changes no indexed column and stays a
 // HOT update (rota_users is created with fillfactor 70); a served user's Turn moves, which
 // leaves a dead entry at the front of its queue. The first read to pass it marks it dead,
-// but only VACUUM removes it, so until then every Groups and Ready steps over it. Behind a
-// million serves, Groups took 5.5 ms instead of 0.4 and Ready of 1,000 users 12.8 ms
-// instead of 9.1 (BenchmarkReadyBehindServes). Migrate therefore sets rota_users to be vacuumed
-// after 10,000 dead rows rather than a fifth of the table. Autovacuum visits a database
+// but only VACUUM removes it, so until then every Groups and Ready steps over it, and
+// behind many serves reads their pages before the first live user. Migrate therefore sets
+// rota_users to be vacuumed after 10,000 dead rows rather than a fifth of the table. Autovacuum visits a database
 // once per autovacuum_naptime (a minute by default), so a deployment that serves more than
 // some 10,000 users a minute should lower the naptime, or register Index.QueueVacuumTask
 // with its maintenance scheduler, which vacuums rota_users every few seconds off the heavy
-// lease: at 100,000 users and 10,000 dead rows a vacuum takes about 50 ms. No vacuum
+// lease; such a vacuum reads the table's dead rows and its pages' visibility, not every
+// user. No vacuum
 // removes a row that a transaction still open anywhere in the database may see, so a
 // long transaction (a report, a forgotten session) keeps every serve since it began in
 // front of the queues until it ends.
 //
 // Ready, Release and Route commit without waiting for the write-ahead log to reach the
 // disk: a server crash can lose the last of them, which only ends a hold early, brings one
-// back until it lapses, or leaves a user to be routed again. Claims, completions and
+// back until it lapses, or leaves a user in its previous group with its previous limits,
+// to be routed again. Claims, completions and
 // entries are written durably. The tables hold scheduling metadata only — no payload, no
 // credentials — like every duework.Index.
 //

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,10 +11,11 @@ import (
 )
 
 // Entitlements is a tenancy.Entitlements on PostgreSQL: every replica reads the plans from
-// one table, rota_plans, one row per tenant set with SetPlan. A tenant without a row is on
-// tenancy.PlanFree, exactly as with tenancy.MemoryEntitlements, so a host only writes the
-// tenants that pay. Plan and SetPlan are one round trip each and touch only the Context's
-// row.
+// one table, rota_plans, one row per tenant set with SetPlan. A plan is any name
+// tenancy.PlanID.Valid accepts — the host's own plans, stored byte for byte. A tenant
+// without a row is on tenancy.PlanFree, exactly as with tenancy.MemoryEntitlements, so a
+// host only writes the tenants that pay. Plan and SetPlan are one round trip each and touch
+// only the Context's row.
 type Entitlements struct {
 	pool *pgxpool.Pool
 }
@@ -29,14 +29,15 @@ func NewEntitlements(pool *pgxpool.Pool) *Entitlements {
 }
 
 // SetPlan puts the tenant on plan p. It refuses the zero Context (tenancy.ErrNoTenant), a
-// done ctx and a plan that is not Valid (tenancy.ErrInvalidPlan) before anything is sent.
+// done ctx and a plan that is not Valid (tenancy.ErrInvalidPlan, with the error of
+// tenancy.PlanID.Check) before anything is sent.
 // Setting tenancy.PlanFree stores it like any plan; Plan answers the same either way.
 func (x *Entitlements) SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID) error {
 	if err := checkTenant(ctx, tc); err != nil {
 		return err
 	}
-	if !p.Valid() {
-		return fmt.Errorf("%w: plan %q is not one of free, plus, pro", tenancy.ErrInvalidPlan, p)
+	if err := p.Check(); err != nil {
+		return err
 	}
 	_, err := x.pool.Exec(ctx, `
 		INSERT INTO rota_plans (user_id, plan) VALUES ($1, $2)

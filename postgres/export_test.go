@@ -6,19 +6,28 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The dispatch statements, for the plan-shape test and the benchmarks' EXPLAIN.
-const (
+// The Index's statements, for the plan-shape test and the benchmarks' EXPLAIN.
+var (
 	SQLReady           = sqlReady
 	SQLPeek            = sqlPeek
+	SQLClaimLock       = sqlClaimLock
 	SQLClaim           = sqlClaim
-	SQLClaimEntries    = sqlClaimEntries
 	SQLServe           = sqlServe
 	SQLCompleteMany    = sqlCompleteMany
+	SQLUnclaim         = sqlUnclaim
+	SQLCheckClaims     = sqlCheckClaims
 	SQLGroups          = sqlGroups
 	SQLRecompute       = sqlRecompute
 	SQLRecomputeLocked = sqlRecomputeLocked
-	// SQLPlanSettings is what the Index runs before each of them, in the same transaction.
-	SQLPlanSettings = sqlPlanSettings
+	SQLLockUsers       = sqlLockUsers
+	SQLRoute           = sqlRoute
+	SQLUser            = sqlUser
+	SQLEntries         = sqlEntries
+	SQLTenants         = sqlTenants
+	// SQLPlanSettings is what the Index runs before each of them, in the same transaction;
+	// SQLCountSettings before Ready, Claim and User, which count claims in flight.
+	SQLPlanSettings  = sqlPlanSettings
+	SQLCountSettings = sqlPlanSettings + sqlSortOff
 )
 
 // MigrateTo applies the schema's steps up to version, as an older release left it.
@@ -34,3 +43,9 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
 
 // Interpret is the one error translation of the Index.
 func Interpret(ctx context.Context, op string, err error) error { return interpret(ctx, op, err) }
+
+// ListenDueHook is Index.ListenDue, calling listening with the backend's pid each time it
+// starts to listen.
+func ListenDueHook(x *Index, ctx context.Context, wake func(), listening func(pid uint32)) error {
+	return x.listenDue(ctx, wake, listening)
+}

@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/rotaworks/rota v0.2.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
@@ -14,5 +15,4 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )

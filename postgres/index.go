@@ -13,12 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
 // Index is a duework.Index on PostgreSQL, for dispatchers and workers on several machines
-// sharing one database. Make one with NewIndex after Migrate. It is safe for concurrent use,
-// and also implements duework.MissingScheduler and duework.ClaimGuard.
+// sharing one database. Make one with NewIndex after Migrate. It is safe for concurrent use.
+// ListenDue wakes a host's Runner when an entry is scheduled due now on any replica.
 //
 // See the package documentation for the tables, the cost of each call and the precision of
 // stored times.
@@ -26,11 +27,7 @@ type Index struct {
 	pool *pgxpool.Pool
 }
 
-var (
-	_ duework.Index            = (*Index)(nil)
-	_ duework.MissingScheduler = (*Index)(nil)
-	_ duework.ClaimGuard       = (*Index)(nil)
-)
+var _ duework.Index = (*Index)(nil)
 
 // NewIndex returns the Index stored in the pool's schema, which Migrate must have prepared.
 func NewIndex(pool *pgxpool.Pool) *Index {
@@ -67,7 +64,7 @@ func ceilMicro(t time.Time) time.Time {
 // validKey reports whether k could name a stored entry: keys that fail it are skipped, as
 // the server could not even compare them (a NUL byte).
 func validKey(k duework.Key) bool {
-	return tenancy.ValidateID("UserID", k.UserID) == nil && duework.ValidateWorkKey(k.WorkKey) == nil
+	return vocab.ValidName(k.UserID) && vocab.ValidName(k.WorkKey)
 }
 
 // validUsers returns the distinct user IDs of ids that could be stored, sorted bytewise.
@@ -109,22 +106,26 @@ func validUsers(ids []string) []string {
 
 // ReadyAt and locks.
 //
-// rota_users.free_at must always be the least due_at of the user's unclaimed entries,
-// claim_end_at the least greatest(due_at, claim_until) of its claimed ones (each NULL when
-// there is none), and turn greatest(least(free_at, claim_end_at), last_served) (NULL
-// without entries). Every write to a user's entries therefore locks the user's row after
-// its entry writes and only then sets the three, in a new statement (sqlRecompute;
-// sqlRecomputeLocked after CompleteMany, sqlServe after Claim). Under READ COMMITTED that
-// statement's snapshot sees every change committed before the lock was granted, and a
-// writer still in flight sets them again after it, so the last write of a user always
-// sees all of its entries. It also means that, under the lock, the stored values are exact
-// for everything but the locking transaction's own changes: sqlServe relies on that to
-// keep claim_end_at without a probe.
+// Every user's row of rota_users keeps what its Turn is made of, exact at every commit:
+// free_at, the least due_at of its unclaimed entries; claim_end_at, the least
+// greatest(due_at, claim_until) of its claimed ones; slot_at, the max_in_flight-th latest
+// end among its claims (see slotAt); each NULL when there is none; and turn (turnOf), NULL
+// without entries. Every write to a user's entries therefore locks the user's row after
+// its entry writes and only then sets them, in a new statement (sqlRecompute;
+// sqlRecomputeLocked after CompleteMany and Unclaim, sqlServe after Claim). Under READ
+// COMMITTED that statement's snapshot sees every change committed before the lock was
+// granted, and a writer still in flight sets them again after it, so the last write of a
+// user always sees all of its entries. It also means that, under the lock, the stored
+// values are exact for everything but the locking transaction's own changes: sqlServe
+// relies on that to keep claim_end_at without a probe. The rate mark and the stride
+// position change only in sqlServe, under the same lock.
 //
-// Lock order, which makes every statement deadlock-free: entry rows first, then user rows,
-// several user rows in UserID order, several entry rows in (UserID, WorkKey) order or with
-// SKIP LOCKED. No transaction waits for an entry while it holds a user row, and none waits
-// for a user while holding a user that sorts after it, so no cycle of waits can form. Ready
+// Lock order, which makes every statement deadlock-free: user rows are locked in UserID
+// order, and no transaction waits for an entry row while it holds a user row. Writers lock
+// their entry rows first (several in (UserID, WorkKey) order) and their users after them;
+// Claim locks its users first, so that it decides on their limits under the lock, and then
+// takes entry rows only with SKIP LOCKED, which never waits. So a transaction that holds
+// a user waits only for a user that sorts after it, and no cycle of waits can form. Ready
 // never waits at all (SKIP LOCKED on users, no entry locks).
 
 // sqlPlanSettings pins the plans of the statements that follow it in a batch (the batch's
@@ -139,35 +140,58 @@ func validUsers(ids []string) []string {
 //     average) cannot turn the read of a user's first entries into a walk of the primary
 //     key over its whole backlog, sorted a user at a time;
 //   - JIT compilation, on by default above a plan cost these statements reach with a few
-//     thousand rows, only slows such plans down, by 10–20 ms.
+//     thousand rows, only slows such plans down;
+//   - each statement's plan is the same for any arguments (the plan-shape test checks the
+//     generic plan of every one), so the generic plan is forced, made once per connection
+//     and statement, instead of a plan made again at every call.
 const sqlPlanSettings = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
-	set_config('enable_incremental_sort', 'off', true), set_config('jit', 'off', true)`
+	set_config('enable_incremental_sort', 'off', true), set_config('jit', 'off', true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
-// sqlHoldSettings is sqlPlanSettings for the calls that write only holds and routes (Ready,
-// Release, Route): their commit does not wait for the write-ahead log to reach the disk
-// (synchronous_commit off, for their transaction only). A server crash can lose the last
-// such writes, which only lets a hold end early or leaves a user in its previous group to
-// be routed again; claims, completions and entries are always written durably. It saves a
-// disk flush, a few milliseconds, on every dispatch cycle.
+// sqlHoldSettings is sqlPlanSettings for the calls that write only holds, routes and limits
+// (Ready, Release, Route): their commit does not wait for the write-ahead log to reach the
+// disk (synchronous_commit off, for their transaction only). A server crash can lose the
+// last such writes, which only lets a hold end early or leaves a user with its previous
+// group and limits, to be routed again; claims, completions and entries are always written
+// durably. It saves a disk flush on every dispatch cycle.
 const sqlHoldSettings = sqlPlanSettings + `, set_config('synchronous_commit', 'off', true)`
 
 const (
 	sqlEnsureUser = `INSERT INTO rota_users (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`
 	sqlLockUser   = `SELECT 1 FROM rota_users WHERE user_id = $1 FOR NO KEY UPDATE`
-	// sqlRecompute sets free_at, claim_end_at and turn of the users $1, whose rows the
-	// caller has locked. A user whose free_at and claim_end_at are already right is not
-	// written.
-	sqlRecompute = sqlRecomputeFrom + `unnest($1::text[]) AS k(user_id)` + sqlRecomputeWhere
+	// sqlLockUsers locks the users $1 (sorted, distinct) in UserID order: one index scan
+	// over the sorted array, whose rows are locked as it returns them.
+	sqlLockUsers = `SELECT count(*) FROM (SELECT 1 FROM rota_users u WHERE u.user_id = ANY($1::text[])
+		ORDER BY u.user_id FOR NO KEY UPDATE) l`
+)
+
+var (
+	// sqlRecompute sets free_at, claim_end_at, slot_at and turn of the users $1, whose rows
+	// the caller has locked. A user whose free_at, claim_end_at and slot_at are already right
+	// is not written.
+	sqlRecompute = sqlRecomputeFrom + `(SELECT m.user_id, m.max_in_flight AS m FROM unnest($1::text[]) AS k(user_id)
+		JOIN rota_users m ON m.user_id = k.user_id) k` + sqlRecomputeWhere
 	// sqlRecomputeLocked is sqlRecompute of the users named in rota.locked (see sqlLocked).
 	sqlRecomputeLocked = sqlRecomputeFrom + lockedUsers + sqlRecomputeWhere
 
-	sqlRecomputeFrom = `UPDATE rota_users u SET free_at = n.free_at, claim_end_at = n.claim_end_at,
-		turn = CASE WHEN n.free_at IS NOT NULL OR n.claim_end_at IS NOT NULL THEN greatest(least(n.free_at, n.claim_end_at), u.last_served) END
-		FROM (SELECT k.user_id, ` + freeAtOfK + ` AS free_at, ` + claimEndAtOfK + ` AS claim_end_at FROM `
+	sqlRecomputeFrom = `UPDATE rota_users u SET free_at = n.free_at, claim_end_at = n.claim_end_at, slot_at = n.slot_at,
+		turn = ` + turnOf("n.free_at", "n.claim_end_at", "n.slot_at", "u.rate_mark", "u.every", "u.burst", "u.pass") + `
+		FROM (SELECT k.user_id, ` + freeAtOfK + ` AS free_at, ` + claimEndAtOfK + ` AS claim_end_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at FROM `
 	sqlRecomputeWhere = ` OFFSET 0) n
-		WHERE u.user_id = n.user_id AND (u.free_at IS DISTINCT FROM n.free_at OR u.claim_end_at IS DISTINCT FROM n.claim_end_at)`
+		WHERE u.user_id = n.user_id AND (u.free_at, u.claim_end_at, u.slot_at) IS DISTINCT FROM (n.free_at, n.claim_end_at, n.slot_at)`
 )
+
+// sqlLocked names, in transaction-local settings, the users l(user_id, max_in_flight)
+// locked: rota.locked their IDs and rota.caps their caps, in one order (the aggregates of
+// one query take its rows in the same order, so the arrays stay aligned without a sort).
+// The next statement of the batch finds them there (lockedUsers). It is the final SELECT's one-time
+// filter, so it runs once, before the SELECT returns a row, and always.
+const sqlLocked = `(SELECT set_config('rota.locked', coalesce(array_agg(l.user_id), '{}')::text, true) ||
+	set_config('rota.caps', coalesce(array_agg(l.max_in_flight), '{}')::text, true) FROM l) IS NOT NULL`
+
+// lockedUsers is the FROM item k(user_id, m) of the users sqlLocked named, with their caps.
+const lockedUsers = `unnest(current_setting('rota.locked', true)::text[], current_setting('rota.caps', true)::int[]) AS k(user_id, m)`
 
 // freeAtOfK and claimEndAtOfK are the two halves of the ReadyAt of the user k.user_id, each
 // a keyset probe (see "Per-user reads" above): the due_at of its first unclaimed entry in
@@ -186,16 +210,26 @@ const (
 			 ORDER BY d.user_id, greatest(d.due_at, d.claim_until) LIMIT 1)`
 )
 
+// write is one statement of a batch and its arguments.
+type write struct {
+	sql  string
+	args []any
+}
+
 // writeOne runs one write of a user's entries and keeps the user's ReadyAt exact,
 // atomically and in one round trip: the statements go as one pgx batch, which the server
 // runs as one implicit transaction, each statement with its own snapshot. result, when not
 // nil, turns the entry write's row count into the call's error; ReadyAt is recomputed either
-// way (recomputing an unchanged user changes nothing). The entry write locks entry rows
-// only, then the user's row is locked: the lock order above.
-func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, result func(rowsAffected int64) error, sql string, args ...any) error {
+// way (recomputing an unchanged user changes nothing). then are statements that follow the
+// write (a notification). The entry write locks entry rows only, then the user's row is
+// locked: the lock order above.
+func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, result func(rowsAffected int64) error, w write, then ...write) error {
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sql, args...)
+	b.Queue(w.sql, w.args...)
+	for _, t := range then {
+		b.Queue(t.sql, t.args...)
+	}
 	if ensure {
 		b.Queue(sqlEnsureUser, user)
 	}
@@ -219,69 +253,77 @@ func (x *Index) writeOne(ctx context.Context, op, user string, ensure bool, resu
 	return nil
 }
 
-// sendBatch runs b — a settings statement, a query whose rows scan reads one at a time,
-// then statements whose results are not read — in one round trip and one transaction.
-func (x *Index) sendBatch(ctx context.Context, b *pgx.Batch, scan func(pgx.Rows) error) error {
+// sendBatch runs b in one round trip and one transaction: statements whose results are not
+// read, and at position query (counting from 0) a query whose rows scan reads one at a time.
+func (x *Index) sendBatch(ctx context.Context, b *pgx.Batch, query int, scan func(pgx.Rows) error) error {
 	br := x.pool.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return err
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			rows.Close()
+	for i := range b.Len() {
+		if i != query {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			continue
+		}
+		rows, err := br.Query()
+		if err != nil {
 			return err
 		}
-	}
-	if rows.Close(); rows.Err() != nil {
-		return rows.Err()
-	}
-	for range b.Len() - 2 {
-		if _, err := br.Exec(); err != nil {
-			return err
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		if rows.Close(); rows.Err() != nil {
+			return rows.Err()
 		}
 	}
 	return br.Close()
 }
 
-// exec runs one statement under sqlHoldSettings, in one round trip: Route and Release.
-func (x *Index) exec(ctx context.Context, op, sql string, args ...any) error {
+// exec runs statements under sqlHoldSettings, in one round trip: Route and Release.
+func (x *Index) exec(ctx context.Context, op string, ws ...write) error {
 	b := &pgx.Batch{}
 	b.Queue(sqlHoldSettings)
-	b.Queue(sql, args...)
+	for _, w := range ws {
+		b.Queue(w.sql, w.args...)
+	}
 	return interpret(ctx, op, x.pool.SendBatch(ctx, b).Close())
 }
 
 // Schedule inserts or replaces tc's entry e.WorkKey. Replacing a claimed entry ends the
 // claim: the claimant's Complete then gets duework.ErrClaimLost. A user's first Schedule
-// puts it in the unrouted group "".
+// puts it in the unrouted group "". An entry due by the server's now wakes the listeners
+// of ListenDue.
 func (x *Index) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entry) error {
 	if err := e.Validate(tc); err != nil {
 		return err
 	}
-	return x.writeOne(ctx, "Index.Schedule", e.UserID, true, nil, `
+	return x.writeOne(ctx, "Index.Schedule", e.UserID, true, nil, write{`
 		INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (user_id, work_key) DO UPDATE SET
 			tier = EXCLUDED.tier, due_at = EXCLUDED.due_at, last_run_at = EXCLUDED.last_run_at,
 			miss_streak = EXCLUDED.miss_streak, claim_token = NULL, claim_until = NULL`,
-		e.UserID, e.WorkKey, e.Tier, e.DueAt, ts(e.LastRunAt), e.MissStreak)
+		[]any{e.UserID, e.WorkKey, e.Tier, e.DueAt, ts(e.LastRunAt), e.MissStreak}},
+		write{sqlNotifyIfDue, []any{e.DueAt}})
 }
 
 // ScheduleMissing inserts each of entries (all tc's) whose WorkKey tc does not have yet,
 // and leaves the others exactly as they are, claims included; it returns how many it
 // inserted. A WorkKey given twice is inserted at most once, the first one winning. Invalid
-// input is duework.ErrInvalid and writes nothing.
+// input is duework.ErrInvalid and writes nothing. When an entry it inserts is due by the
+// server's now, it wakes the listeners of ListenDue, once for the call.
 //
 // The whole batch is one round trip: one INSERT … ON CONFLICT DO NOTHING of every entry, in
 // WorkKey order (so two concurrent calls for one tenant lock new keys in the same order),
 // then the user's ReadyAt.
 func (x *Index) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
-	if err := duework.ValidateEntries(tc, entries); err != nil {
+	if err := tc.Check(); err != nil {
+		return 0, err
+	}
+	if err := vocab.Each("entries", entries, func(e duework.Entry) error { return e.Validate(tc) }); err != nil {
 		return 0, err
 	}
 	if len(entries) == 0 {
@@ -304,14 +346,18 @@ func (x *Index) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries
 		keys[i], tiers[i], due[i], last[i], streaks[i] = e.WorkKey, e.Tier, e.DueAt, ts(e.LastRunAt), int64(e.MissStreak)
 	}
 	var added int64
-	err := x.writeOne(ctx, "Index.ScheduleMissing", tc.UserID(), true, func(n int64) error { added = n; return nil }, `
-		INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak)
-		SELECT $1, k.work_key, k.tier, k.due_at, k.last_run_at, k.miss_streak
-		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bigint[])
-			WITH ORDINALITY AS k(work_key, tier, due_at, last_run_at, miss_streak, ord)
-		ORDER BY k.ord
-		ON CONFLICT (user_id, work_key) DO NOTHING`,
-		tc.UserID(), keys, tiers, due, last, streaks)
+	err := x.writeOne(ctx, "Index.ScheduleMissing", tc.UserID(), true, func(n int64) error { added = n; return nil }, write{`
+		WITH ins AS (
+			INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak)
+			SELECT $1, k.work_key, k.tier, k.due_at, k.last_run_at, k.miss_streak
+			FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bigint[])
+				WITH ORDINALITY AS k(work_key, tier, due_at, last_run_at, miss_streak, ord)
+			ORDER BY k.ord
+			ON CONFLICT (user_id, work_key) DO NOTHING
+			RETURNING due_at
+		)
+		SELECT 1 FROM ins WHERE (SELECT CASE WHEN bool_or(i.due_at <= now()) THEN pg_notify(` + sqlDueChannel + `, '') IS NOT NULL ELSE true END FROM ins i)`,
+		[]any{tc.UserID(), keys, tiers, due, last, streaks}})
 	if err != nil {
 		return 0, err
 	}
@@ -323,11 +369,11 @@ func (x *Index) Unschedule(ctx context.Context, tc tenancy.Context, workKey stri
 	if err := tc.Check(); err != nil {
 		return err
 	}
-	if err := duework.ValidateWorkKey(workKey); err != nil {
+	if err := vocab.Name(duework.ErrInvalid, "WorkKey", workKey); err != nil {
 		return err
 	}
 	return x.writeOne(ctx, "Index.Unschedule", tc.UserID(), false, nil,
-		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2`, tc.UserID(), workKey)
+		write{`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2`, []any{tc.UserID(), workKey}})
 }
 
 const entryColumns = `d.user_id, d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak`
@@ -348,7 +394,7 @@ func (x *Index) Get(ctx context.Context, tc tenancy.Context, workKey string) (du
 	if err := tc.Check(); err != nil {
 		return duework.Entry{}, err
 	}
-	if err := duework.ValidateWorkKey(workKey); err != nil {
+	if err := vocab.Name(duework.ErrInvalid, "WorkKey", workKey); err != nil {
 		return duework.Entry{}, err
 	}
 	e, err := scanEntry(x.pool.QueryRow(ctx,
@@ -367,10 +413,10 @@ func (x *Index) Get(ctx context.Context, tc tenancy.Context, workKey string) (du
 // claims ended, so its cost grows with limit and with the number of ended claims, not with
 // the backlog.
 func (x *Index) DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error) {
-	if err := duework.ValidateTime("now", now); err != nil {
+	if err := vocab.Time(duework.ErrInvalid, "now", now); err != nil {
 		return nil, err
 	}
-	if err := duework.ValidateLimit("limit", limit); err != nil {
+	if err := vocab.Limit(duework.ErrInvalid, "limit", limit); err != nil {
 		return nil, err
 	}
 	rows, err := x.pool.Query(ctx, `

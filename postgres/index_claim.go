@@ -11,94 +11,152 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// sqlClaim is Claim's write, one statement and so one atomic step:
+// Claim is three statements in one batch, so one round trip and one transaction:
 //
-//   - k: among the given keys, it locks the rows visible at now (due, and unclaimed or their
-//     claim ended) by primary key, skipping rows another transaction holds — so concurrent
-//     dispatchers never wait for each other nor claim one entry twice; a row whose claim
-//     another transaction committed meanwhile is re-checked by the lock (READ COMMITTED)
-//     and dropped;
-//   - c: it gives each a new token from the rota_claim_token sequence and its until;
-//   - l: then it locks the rows of the users it claimed an entry for, in UserID order (one
-//     index scan over the sorted array of their IDs, which waits for c), and names them in
-//     the transaction-local setting rota.locked (sqlLocked) for sqlServe, next in the
-//     batch, which stamps them; and those of them of which it claimed again an entry whose
-//     claim had ended in rota.reclaimed.
+//   - sqlClaimLock locks the users of the keys, in UserID order (sqlLockUsers' scan), and
+//     names those with a cap or a rate, with their limits and rate mark as the locks
+//     return them (the latest committed), in transaction-local settings (rota.lim_*);
+//   - sqlClaim, with a snapshot taken after those locks — so it sees every claim of those
+//     users committed before it — decides each limited user's allowance at now (the least
+//     of its free slots and its rate allowance), locks the keys' rows that are visible at
+//     now by primary key, skipping rows another transaction holds, and claims, for each
+//     user, its first rows in the order of the keys, up to its allowance. It names the
+//     users it claimed for in rota.locked, with their caps, their number of claims and
+//     whether any claim replaced one that had ended, for
+//   - sqlServe, which stamps them.
 //
-// It cannot deadlock: its entry locks never wait (SKIP LOCKED), and its user locks are
-// taken in UserID order after them.
-const sqlClaim = `
-WITH c AS (` + sqlClaimEntries + `), l AS (
-	SELECT u.user_id FROM rota_users u
-	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
-	ORDER BY u.user_id FOR NO KEY UPDATE
+// A concurrent Claim of the same user waits for the first one's user lock and then sees
+// its claims, so the limits hold whoever claims: no stale or concurrent claimer passes a
+// cap or a rate. A concurrent Complete or Unclaim that the snapshot does not see yet only
+// makes the in-flight count one too high for this call, never too low. The statements
+// cannot deadlock: the user locks are taken first, in UserID order, and the entry locks
+// never wait (SKIP LOCKED).
+//
+// sqlClaimLock's aggregates filter the limited users rather than a WHERE on l, which the
+// planner would push down into l, leaving the users it dropped unlocked.
+var sqlClaimLock = `SELECT set_config('rota.lim_users', coalesce(array_agg(l.user_id) FILTER (WHERE l.limited), '{}')::text, true) ||
+	set_config('rota.lim_caps', coalesce(array_agg(l.max_in_flight) FILTER (WHERE l.limited), '{}')::text, true) ||
+	set_config('rota.lim_every', coalesce(array_agg(l.every) FILTER (WHERE l.limited), '{}')::text, true) ||
+	set_config('rota.lim_burst', coalesce(array_agg(l.burst) FILTER (WHERE l.limited), '{}')::text, true) ||
+	set_config('rota.lim_mark', coalesce(array_agg(l.rate_mark) FILTER (WHERE l.limited), '{}')::text, true)
+FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, u.max_in_flight > 0 OR u.every > 0 OR u.weight > 1 AS limited
+	FROM rota_users u WHERE u.user_id = ANY($1::text[])
+	ORDER BY u.user_id FOR NO KEY UPDATE) l`
+
+// sqlClaim is Claim's second statement (see above): $1 and $2 the keys' users and work
+// keys, $3 now, $4 until, $5 now in nanoseconds (nanosOf).
+//
+//   - lim: each limited user's allowance, from rota.lim_* and, for a user with a cap, its
+//     in-flight count (one index entry per claim in flight);
+//   - k: the keys' rows visible at now, locked FOR UPDATE SKIP LOCKED by primary key; a
+//     row whose claim another transaction committed meanwhile is re-checked by the lock
+//     (READ COMMITTED) and dropped;
+//   - r: k and lim sorted together by user, each user's lim row first, so that a window
+//     over the sort gives each key its user's allowance and its place among the user's
+//     locked keys, in the order of the keys, with no join;
+//   - c: the keys within their users' allowances get a new token from rota_claim_token and
+//     their until; the others stay locked until the end of the call, unclaimed. When no
+//     user of the call is limited, every locked key is claimed and r is never run.
+var sqlClaim = `
+WITH lim AS MATERIALIZED (
+	SELECT l.user_id, l.m, least(` + slotAllowance("l.m", inFlight("l.user_id", "$3::timestamptz")) + `,
+		` + rateAllowance("l.mark", "l.every", "l.burst", "$5::numeric") + `) AS allow
+	FROM unnest(current_setting('rota.lim_users', true)::text[], current_setting('rota.lim_caps', true)::int[],
+		current_setting('rota.lim_every', true)::bigint[], current_setting('rota.lim_burst', true)::int[],
+		current_setting('rota.lim_mark', true)::numeric[]) AS l(user_id, m, every, burst, mark)
+), k AS MATERIALIZED (
+	SELECT d.user_id, d.work_key, d.claim_until AS ended, k.ord
+	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
+	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
+	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+	FOR UPDATE OF d SKIP LOCKED
+), r AS (
+	SELECT x.user_id, x.work_key, x.ended, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
+		first_value(x.head) OVER w AS heavy, row_number() OVER w - CASE WHEN first_value(x.head) OVER w THEN 1 ELSE 0 END AS n
+	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
+		UNION ALL
+		SELECT lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
+	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
+), c AS (
+	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
+	FROM (SELECT k.user_id, k.work_key, k.ended, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
+		UNION ALL
+		SELECT r.user_id, r.work_key, r.ended, r.m, r.heavy FROM r
+		WHERE EXISTS (SELECT FROM lim) AND NOT r.head AND (r.allow IS NULL OR r.n <= r.allow)) s
+	WHERE d.user_id = s.user_id AND d.work_key = s.work_key
+	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ended, s.m, s.heavy
 )
 SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.claim_token, c.claim_until FROM c
-WHERE ` + sqlLocked + ` AND (SELECT set_config('rota.reclaimed',
-	coalesce(array_agg(DISTINCT c.user_id) FILTER (WHERE c.ended IS NOT NULL), '{}')::text, true) FROM c) IS NOT NULL`
+WHERE (SELECT set_config('rota.locked', coalesce(array_agg(s.user_id), '{}')::text, true) ||
+	set_config('rota.caps', coalesce(array_agg(s.m), '{}')::text, true) ||
+	set_config('rota.claimed', coalesce(array_agg(s.k), '{}')::text, true) ||
+	set_config('rota.reclaimed', coalesce(array_agg(s.reclaimed), '{}')::text, true) ||
+	set_config('rota.heavy', coalesce(array_agg(s.heavy), '{}')::text, true)
+	FROM (SELECT c.user_id, max(c.m) AS m, count(*) AS k, bool_or(c.ended IS NOT NULL) AS reclaimed, bool_or(c.heavy) AS heavy
+		FROM c GROUP BY c.user_id) s) IS NOT NULL`
 
-// sqlClaimEntries is sqlClaim's k and c: the claimed rows, each with the end of the claim it
-// replaced (ended, NULL for an entry that was not claimed).
-const sqlClaimEntries = `
-	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
-	FROM (
-		SELECT d.user_id, d.work_key, d.claim_until AS ended
-		FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
-		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
-		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
-		FOR UPDATE OF d SKIP LOCKED
-	) k
-	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
-	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, k.ended
-`
-
-// sqlServe is the second statement of Claim, in the same batch as the first, so with a
-// snapshot taken after the first one's locks. On each user that statement locked (named in
-// rota.locked) it sets LastServed to the later of LastServed and $1 (Claim's now), ends the
-// hold, and sets free_at, claim_end_at and turn: one write per user, on rows already
-// locked, so it never waits.
+// sqlServe is the third statement of Claim ($1 now, $2 until, $3 now in nanoseconds), with
+// a snapshot that sees the second one's claims. On each user the second one claimed for
+// (rota.locked, with its cap, its number of claims k and whether it claimed again an entry
+// whose claim had ended), all locked by the first, it sets LastServed to the later of
+// LastServed and now, ends the hold, moves the rate mark (newMark) and the stride position
+// (newPass, from the Turn before the call), and sets free_at, claim_end_at, slot_at and
+// turn: one write per user, on rows already locked, so it never waits. For a user with a
+// rate or a weight (rota.heavy) the new mark and pass are computed once each, in
+// subqueries of their own over its row (OFFSET 0 keeps the planner from folding them into
+// the expressions that use them); every other user's pass simply moves to now.
 //
-// free_at is probed again (the claim took entries off the unclaimed ones). claim_end_at is
-// the lesser of the stored one and $2 (until, the end of every claim the first statement
-// made: each claimed entry was due by now, before until), except for the users of
-// rota.reclaimed, whose stored claim_end_at may be the end of a claim that was just
-// replaced, and which are probed again. The stored value is exact for everything but the
-// first statement's own claims: every write to a user's entries sets it under the user's
-// row lock, which this transaction now holds, and a writer still in flight sets it again
-// after this one.
-const sqlServe = `UPDATE rota_users u SET last_served = greatest(u.last_served, $1::timestamptz), held_until = NULL,
-		free_at = n.free_at, claim_end_at = ` + claimEndAtServed + `,
-		turn = greatest(least(n.free_at, ` + claimEndAtServed + `), u.last_served, $1::timestamptz)
-	FROM (SELECT k.user_id, ` + freeAtOfK + ` AS free_at, k.user_id = ANY(current_setting('rota.reclaimed', true)::text[]) AS reclaimed,
-			CASE WHEN k.user_id = ANY(current_setting('rota.reclaimed', true)::text[]) THEN ` + claimEndAtOfK + ` END AS claim_end_at
-		FROM ` + lockedUsers + ` OFFSET 0) n
+// free_at is probed again (the claim took entries off the unclaimed ones), and slot_at
+// when the user has a cap. claim_end_at is the lesser of the stored one and $2 (until, the
+// end of every claim the call made: each claimed entry was due by now, before until),
+// except for users that claimed again an entry whose claim had ended: their stored
+// claim_end_at may be the end of a claim that was just replaced, and they are probed
+// again. The stored value is exact for everything but this call's own claims: every write
+// to a user's entries sets it under the user's row lock, which this transaction holds, and
+// a writer still in flight sets it again after this one.
+var sqlServe = `UPDATE rota_users u SET last_served = greatest(u.last_served, $1::timestamptz), held_until = NULL,
+		free_at = n.free_at, claim_end_at = ` + claimEndAtServed + `, slot_at = n.slot_at,
+		rate_mark = CASE WHEN n.heavy THEN n.mark ELSE u.rate_mark END, pass = ` + passServed + `,
+		turn = greatest(least(n.free_at, ` + claimEndAtServed + `), n.slot_at, CASE WHEN n.bound IS NOT NULL THEN ` + tsCeil("n.bound") + ` END, ` + passServed + `)
+	FROM (SELECT k.user_id, k.reclaimed, k.heavy, ` + freeAtOfK + ` AS free_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at,
+			CASE WHEN k.reclaimed THEN ` + claimEndAtOfK + ` END AS claim_end_at, h.mark, h.pass, h.bound
+		FROM unnest(current_setting('rota.locked', true)::text[], current_setting('rota.caps', true)::int[],
+			current_setting('rota.claimed', true)::bigint[], current_setting('rota.reclaimed', true)::bool[],
+			current_setting('rota.heavy', true)::bool[]) AS k(user_id, m, k, reclaimed, heavy)
+		LEFT JOIN LATERAL (SELECT a.mark, b.pass, b.bound FROM rota_users o
+			CROSS JOIN LATERAL (SELECT ` + newMark("o.rate_mark", "o.every", "k.k", "$3::numeric") + ` AS mark,
+				CASE WHEN o.weight > 1 AND k.k < o.weight THEN ` + strideStart("o.turn", "o.last_served", "o.weight", "$1::timestamptz") + ` ELSE o.turn END AS t
+				OFFSET 0) a
+			CROSS JOIN LATERAL (SELECT ` + newPass("o.pass", "a.t", "o.weight", "k.k", "$1::timestamptz") + ` AS pass,
+				` + rateBound("a.mark", "o.every", "o.burst") + ` AS bound OFFSET 0) b
+			WHERE k.heavy AND o.user_id = k.user_id OFFSET 0) h ON true
+		OFFSET 0) n
 	WHERE u.user_id = n.user_id`
 
-// claimEndAtServed is a served user's claim_end_at in sqlServe.
-const claimEndAtServed = `CASE WHEN n.reclaimed THEN n.claim_end_at ELSE least(u.claim_end_at, $2::timestamptz) END`
+// claimEndAtServed and passServed are a served user's new claim_end_at and stride
+// position in sqlServe; a user of weight 1 moves its pass to now.
+var (
+	claimEndAtServed = `CASE WHEN n.reclaimed THEN n.claim_end_at ELSE least(u.claim_end_at, $2::timestamptz) END`
+	passServed       = `CASE WHEN n.heavy THEN n.pass ELSE greatest(u.pass, $1::timestamptz) END`
+)
 
-// sqlLocked names, in the transaction-local setting rota.locked, the users l locked: the
-// next statement of the batch finds them there (lockedUsers). It is the final SELECT's
-// one-time filter, so it runs once, before the SELECT returns a row, and always.
-const sqlLocked = `(SELECT set_config('rota.locked', coalesce(array_agg(l.user_id), '{}')::text, true) FROM l) IS NOT NULL`
-
-// lockedUsers is the FROM item k(user_id) of the users sqlLocked named.
-const lockedUsers = `unnest(current_setting('rota.locked', true)::text[]) AS k(user_id)`
-
-// Claim claims, atomically, those of keys that are visible at now, until until, and
-// returns their claims in the order of keys; for every user it claimed an entry of, it sets
-// LastServed to the later of LastServed and now and ends the user's hold. Keys that are
-// absent, invalid, not visible, given twice, or whose row a concurrent writer holds at that
-// moment are skipped.
+// Claim claims, atomically, those of keys that are visible at now and that their users'
+// limits allow, until until, and returns their claims in the order of keys; for every
+// user it claimed an entry of, it sets LastServed to the later of LastServed and now,
+// moves the user's rate mark and stride position, and ends the user's hold. Keys that are
+// absent, invalid, not visible, beyond a limit, given twice, or whose row a concurrent
+// writer holds at that moment are skipped. A user's keys count against its limits in the
+// order they are given.
 //
-// It is one round trip: the claim itself (sqlClaim), then the claimed users (sqlServe). Stored
-// times have microsecond precision: until is rounded up to the next microsecond, so a claim
-// never ends before the until it was given.
+// It is one round trip (see sqlClaimLock): the users' locks, the claim, then the claimed
+// users. Stored times have microsecond precision: until is rounded up to the next
+// microsecond, so a claim never ends before the until it was given.
 func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
-	if err := duework.ValidateClaimWindow(now, until); err != nil {
+	if err := vocab.ClaimWindow(duework.ErrInvalid, now, until); err != nil {
 		return nil, err
 	}
 	users := make([]string, 0, len(keys))
@@ -117,10 +175,12 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	}
 	var got []duework.Claim
 	b := &pgx.Batch{}
-	b.Queue(sqlPlanSettings)
-	b.Queue(sqlClaim, users, works, now, ceilMicro(until))
-	b.Queue(sqlServe, now, ceilMicro(until))
-	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
+	b.Queue(sqlPlanSettings + sqlSortOff)
+	b.Queue(sqlClaimLock, validUsers(users))
+	nowNs := nanosOf(now)
+	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs)
+	b.Queue(sqlServe, now, ceilMicro(until), nowNs)
+	err := x.sendBatch(ctx, b, 2, func(rows pgx.Rows) error {
 		var c duework.Claim
 		var token int64
 		e, err := scanEntry(rows, &token, &c.Until)
@@ -150,7 +210,7 @@ func (x *Index) writeClaimed(ctx context.Context, op string, tc tenancy.Context,
 		}
 		return nil
 	}
-	return x.writeOne(ctx, op, tc.UserID(), false, ifLost, sql, append([]any{tc.UserID(), c.Entry.WorkKey, tok}, args...)...)
+	return x.writeOne(ctx, op, tc.UserID(), false, ifLost, write{sql, append([]any{tc.UserID(), c.Entry.WorkKey, tok}, args...)})
 }
 
 // token returns c's token as the server stores it, or ErrClaimLost for a token no claim
@@ -171,7 +231,7 @@ func lost(op string, c duework.Claim) error {
 // later claim replaced it, or the host rescheduled or unscheduled the entry). It succeeds
 // past c.Until as long as no later claim was made.
 func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
-	if err := duework.ValidateCompletion(tc, c, next); err != nil {
+	if err := (duework.Done{Tenant: tc, Claim: c, Next: next}).Validate(); err != nil {
 		return err
 	}
 	return x.writeClaimed(ctx, "Index.Complete", tc, c, `
@@ -181,40 +241,130 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 		next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak)
 }
 
-// sqlCompleteMany is CompleteMany's write, one statement for the whole batch:
+// sqlClaimedItems is the start of the batched writes of current claims (CompleteMany,
+// Unclaim), whose items are the arrays $1 users, $2 work keys and $3 tokens, then the
+// write's own:
 //
 //   - e: it locks the rows that still carry the claim of an item, in (UserID, WorkKey)
 //     order, waiting for a row another transaction holds and re-checking the claim after
 //     the wait (READ COMMITTED);
-//   - c: it writes each item's next entry and ends its claim, returning the item's ordinal;
+//   - c (the caller's): it writes each item's entry and ends its claim, returning the
+//     item's ordinal and user;
 //   - l: then it locks the rows of the users it wrote for, in UserID order (one index scan
-//     over the sorted array of their IDs, which waits for c), and names them in rota.locked
+//     over the sorted array of their IDs, which waits for c), and names them and their caps
 //     (sqlLocked) for sqlRecomputeLocked, next in the batch, which recomputes their
 //     ReadyAt from a snapshot taken after the locks.
 //
 // It cannot deadlock: entries are locked in one global order, and users after every entry,
-// in UserID order. Items are one per key and claim token (CompleteMany sends no key and
+// in UserID order. Items are one per key and claim token (the callers send no key and
 // token twice), so no row is written twice.
-const sqlCompleteMany = `
+const sqlClaimedItems = `
 WITH k AS MATERIALIZED (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[])
-		WITH ORDINALITY AS k(user_id, work_key, token, tier, due_at, last_run_at, miss_streak, ord)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]` + "%s" + `)
+		WITH ORDINALITY AS k(user_id, work_key, token` + "%s" + `, ord)
 ), e AS (
 	SELECT d.ctid AS tid, k.* FROM k JOIN rota_due d
 		ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
 	ORDER BY d.user_id, d.work_key
 	FOR UPDATE OF d
-), c AS (
-	UPDATE rota_due d SET tier = e.tier, due_at = e.due_at, last_run_at = e.last_run_at,
-		miss_streak = e.miss_streak, claim_token = NULL, claim_until = NULL
-	FROM e WHERE d.ctid = e.tid
-	RETURNING e.ord, d.user_id
-), l AS (
-	SELECT u.user_id FROM rota_users u
+), c AS (`
+
+// sqlClaimedUsers ends sqlClaimedItems after c.
+const sqlClaimedUsers = `), l AS (
+	SELECT u.user_id, u.max_in_flight FROM rota_users u
 	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
 	ORDER BY u.user_id FOR NO KEY UPDATE
 )
 SELECT c.ord FROM c WHERE ` + sqlLocked
+
+// sqlCompleteMany is CompleteMany's write, one statement for the whole batch
+// (sqlClaimedItems): its c writes each item's next entry ($4 tiers, $5 due times, $6 last
+// runs, $7 streaks) and ends its claim.
+var sqlCompleteMany = fmt.Sprintf(sqlClaimedItems, `, $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[]`,
+	`, tier, due_at, last_run_at, miss_streak`) + `
+	UPDATE rota_due d SET tier = e.tier, due_at = e.due_at, last_run_at = e.last_run_at,
+		miss_streak = e.miss_streak, claim_token = NULL, claim_until = NULL
+	FROM e WHERE d.ctid = e.tid
+	RETURNING e.ord, d.user_id` + sqlClaimedUsers
+
+// sqlUnclaim is Unclaim's write, one statement for the whole batch (sqlClaimedItems): its c
+// ends each item's claim and leaves the entry as it is.
+var sqlUnclaim = fmt.Sprintf(sqlClaimedItems, "", "") + `
+	UPDATE rota_due d SET claim_token = NULL, claim_until = NULL
+	FROM e WHERE d.ctid = e.tid
+	RETURNING e.ord, d.user_id` + sqlClaimedUsers
+
+// claimItems is a batch of claims to write, as the arrays of sqlClaimedItems: ords[j] is
+// the item of the call that row j is, errs each item's outcome so far.
+type claimItems struct {
+	op           string
+	errs         []error
+	ords         []int
+	users, works []string
+	tokens       []int64
+	seen         map[claimKey]bool
+}
+
+type claimKey struct {
+	key   duework.Key
+	token int64
+}
+
+func newClaimItems(op string, n int) *claimItems {
+	return &claimItems{op: op, errs: make([]error, n), seen: make(map[claimKey]bool, n)}
+}
+
+// add checks item i's claim (valid is its validation) and, when it may be sent, adds it
+// and reports true. A key and token an earlier item named gets ErrClaimLost when once
+// is set: a write of the first leaves the second nothing to find.
+func (ci *claimItems) add(i int, c duework.Claim, valid error, once bool) bool {
+	if valid != nil {
+		ci.errs[i] = valid
+		return false
+	}
+	tok, err := token(ci.op, c)
+	if err != nil {
+		ci.errs[i] = err
+		return false
+	}
+	k := claimKey{c.Entry.Key(), tok}
+	if once && ci.seen[k] {
+		ci.errs[i] = lost(ci.op, c)
+		return false
+	}
+	ci.seen[k] = true
+	ci.ords = append(ci.ords, i)
+	ci.users = append(ci.users, c.Entry.UserID)
+	ci.works = append(ci.works, c.Entry.WorkKey)
+	ci.tokens = append(ci.tokens, tok)
+	return true
+}
+
+// runClaimItems sends b, whose statement at position query returns the ordinals (from 1)
+// of the items that carried their claim, and gives every other sent item ErrClaimLost.
+func (x *Index) runClaimItems(ctx context.Context, ci *claimItems, b *pgx.Batch, query int, claimOf func(i int) duework.Claim) ([]error, error) {
+	found := make([]bool, len(ci.ords))
+	err := x.sendBatch(ctx, b, query, func(rows pgx.Rows) error {
+		var j int64
+		err := rows.Scan(&j)
+		if err == nil {
+			if j < 1 || j > int64(len(found)) {
+				return fmt.Errorf("the server answered item %d of %d", j, len(found))
+			}
+			found[j-1] = true // WITH ORDINALITY counts from 1
+		}
+		return err
+	})
+	if err != nil {
+		return nil, interpret(ctx, ci.op, err)
+	}
+	for j, i := range ci.ords {
+		if !found[j] {
+			ci.errs[i] = lost(ci.op, claimOf(i))
+		}
+	}
+	return ci.errs, nil
+}
 
 // CompleteMany completes every item of done as Complete would, in one round trip: one
 // statement writes the whole batch (sqlCompleteMany), a second (sqlRecomputeLocked) its
@@ -227,94 +377,130 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(done))
-	type sent struct {
-		key   duework.Key
-		token int64
-	}
-	seen := make(map[sent]bool, len(done))
-	ords := make([]int, 0, len(done)) // ords[j]: the item of done that row j of the arrays is
+	ci := newClaimItems("Index.CompleteMany", len(done))
 	var (
-		users, works, tiers []string
-		tokens, streaks     []int64
-		due                 []time.Time
-		last                []*time.Time
+		tiers   []string
+		streaks []int64
+		due     []time.Time
+		last    []*time.Time
 	)
 	for i, d := range done {
-		if err := duework.ValidateCompletion(d.Tenant, d.Claim, d.Next); err != nil {
-			errs[i] = err
+		if !ci.add(i, d.Claim, d.Validate(), true) {
 			continue
 		}
-		tok, err := token("Index.CompleteMany", d.Claim)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		s := sent{d.Claim.Entry.Key(), tok}
-		if seen[s] {
-			errs[i] = lost("Index.CompleteMany", d.Claim)
-			continue
-		}
-		seen[s] = true
-		ords = append(ords, i)
-		users = append(users, d.Next.UserID)
-		works = append(works, d.Next.WorkKey)
-		tokens = append(tokens, tok)
 		tiers = append(tiers, d.Next.Tier)
 		due = append(due, d.Next.DueAt)
 		last = append(last, ts(d.Next.LastRunAt))
 		streaks = append(streaks, int64(d.Next.MissStreak))
 	}
-	if len(ords) == 0 {
-		return errs, nil
+	if len(ci.ords) == 0 {
+		return ci.errs, nil
 	}
-	written := make([]bool, len(ords))
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlCompleteMany, users, works, tokens, tiers, due, last, streaks)
+	b.Queue(sqlCompleteMany, ci.users, ci.works, ci.tokens, tiers, due, last, streaks)
 	b.Queue(sqlRecomputeLocked)
-	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
-		var j int64
-		err := rows.Scan(&j)
-		if err == nil {
-			written[j-1] = true // WITH ORDINALITY counts from 1
-		}
-		return err
-	})
-	if err != nil {
-		return nil, interpret(ctx, "Index.CompleteMany", err)
-	}
-	for j, i := range ords {
-		if !written[j] {
-			errs[i] = lost("Index.CompleteMany", done[i].Claim)
-		}
-	}
-	return errs, nil
+	return x.runClaimItems(ctx, ci, b, 1, func(i int) duework.Claim { return done[i].Claim })
 }
 
-// CheckClaim returns nil while c is the current claim of tc's entry c.Entry.WorkKey, and
-// duework.ErrClaimLost otherwise. It reads one row by its primary key and writes nothing.
+// Unclaim hands claims back unrun, as CompleteMany completes them and in one round trip:
+// one statement ends every item's claim that is still current and leaves its entry exactly
+// as it is (sqlUnclaim), a second recomputes the users' ReadyAt, so the entries are
+// visible at once and the in-flight slots free. The rate mark, LastServed and the stride
+// position stay as they are. errs follows CompleteMany's rules.
+func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ci := newClaimItems("Index.Unclaim", len(claims))
+	for i, c := range claims {
+		ci.add(i, c.Claim, c.Validate(), true)
+	}
+	if len(ci.ords) == 0 {
+		return ci.errs, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(sqlPlanSettings)
+	b.Queue(sqlUnclaim, ci.users, ci.works, ci.tokens)
+	b.Queue(sqlRecomputeLocked)
+	return x.runClaimItems(ctx, ci, b, 1, func(i int) duework.Claim { return claims[i].Claim })
+}
+
+// sqlCheckClaims finds the items ($1 users, $2 work keys, $3 tokens, $4 untils) whose
+// claim is their entry's current one, token and until: one probe of the primary key each.
+// The untils (never NULL) are compared with IS NOT DISTINCT FROM, which, unlike =, does not
+// imply claim_until IS NOT NULL, so that the planner cannot take rota_due_claimed_user, a
+// walk of the user's claims, for the probe.
+const sqlCheckClaims = `SELECT k.ord FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
+	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+		AND d.claim_until IS NOT DISTINCT FROM k.until`
+
+// checkUntil returns ErrClaimLost for a claim whose Until no claim of this Index has: a
+// stored until is a whole microsecond within [duework.MinTime, duework.MaxTime], so any
+// other is forged (or another Index's), and pgx would round it onto a stored one.
+func checkUntil(op string, c duework.Claim) error {
+	if c.Until.IsZero() || !c.Until.Truncate(time.Microsecond).Equal(c.Until) || !vocab.ValidTime(c.Until) {
+		return lost(op, c)
+	}
+	return nil
+}
+
+// CheckClaim returns nil while c is the current claim of tc's entry c.Entry.WorkKey, its
+// token and its Until both the claim's as Claim returned them, and duework.ErrClaimLost
+// otherwise. It reads one row by its primary key and writes nothing.
 func (x *Index) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := duework.ValidateClaim(tc, c); err != nil {
+	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
 	tok, err := token("Index.CheckClaim", c)
 	if err != nil {
 		return err
 	}
+	if err := checkUntil("Index.CheckClaim", c); err != nil {
+		return err
+	}
 	var one int
-	err = x.pool.QueryRow(ctx, `SELECT 1 FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
-		tc.UserID(), c.Entry.WorkKey, tok).Scan(&one)
+	err = x.pool.QueryRow(ctx, `SELECT 1 FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3
+		AND claim_until IS NOT DISTINCT FROM $4`,
+		tc.UserID(), c.Entry.WorkKey, tok, c.Until).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return lost("Index.CheckClaim", c)
 	}
 	return interpret(ctx, "Index.CheckClaim", err)
 }
 
+// CheckClaims is CheckClaim for many claims, each under its own Context, in one round trip
+// and one statement (sqlCheckClaims); it writes nothing. errs[i] is item i's outcome: nil,
+// duework.ErrClaimLost, or the validation error of an item refused before anything was
+// sent. A claim given twice is checked twice. When err is not nil, errs is nil.
+func (x *Index) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ci := newClaimItems("Index.CheckClaims", len(claims))
+	var untils []time.Time
+	for i, c := range claims {
+		valid := c.Validate()
+		if valid == nil {
+			valid = checkUntil(ci.op, c.Claim)
+		}
+		if ci.add(i, c.Claim, valid, false) {
+			untils = append(untils, c.Claim.Until)
+		}
+	}
+	if len(ci.ords) == 0 {
+		return ci.errs, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(sqlPlanSettings)
+	b.Queue(sqlCheckClaims, ci.users, ci.works, ci.tokens, untils)
+	return x.runClaimItems(ctx, ci, b, 1, func(i int) duework.Claim { return claims[i].Claim })
+}
+
 // UnscheduleClaimed removes tc's entry c.Entry.WorkKey while c is its current claim, and
 // otherwise returns duework.ErrClaimLost and removes nothing.
 func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := duework.ValidateClaim(tc, c); err != nil {
+	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
 	return x.writeClaimed(ctx, "Index.UnscheduleClaimed", tc, c,

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // sqlReady is the whole of Ready, one statement:
@@ -22,55 +23,76 @@ import (
 //   - held: held_until = $5 on those rows (found by ctid: they are locked), a HOT update;
 //     the users read are the ones it wrote — a row that another transaction changed after
 //     this statement began is not visible to it and is passed over, like a locked one;
-//   - part 0: each user's first $4 unclaimed entries with due_at <= now, a keyset range of
-//     rota_due_free_user in (due_at, work_key) order; part 1: its first $4 claims that have
-//     ended, read from rota_due_claimed_user (the user's claimed rows by the instant they
-//     end; only that index holds them by user, so an equality serves) and sorted: never
-//     more of its backlog than that, nor more of its claims than those that ended. Ready
-//     merges the two parts of a user;
+//   - heads: each user's in-flight count (a probe of its claims, only when it has any) and
+//     cap, the most Due entries it gets: the least of its free slots, its rate allowance at
+//     $6 (now in nanoseconds) and $4 (PerUser) × its weight;
+//   - part 0: each user's first cap+1 unclaimed entries with due_at <= now, a keyset range of rota_due_free_user in
+//     (due_at, work_key) order; part 1: its first cap+1 claims that have ended, read from
+//     rota_due_claimed_user (the user's claimed rows by the instant they end; only that
+//     index holds them by user, so an equality serves) and sorted: never more of its
+//     backlog than that, nor more of its claims than those that ended. Each row carries its
+//     user's LastServed, Turn, limits, in-flight count and cap, NULL where they are zero
+//     (the cap where it is PerUser), which is most users' and quick to read. Ready merges
+//     the two parts of a user;
 //   - part 2: the turn of the first ready, unheld user after the last one picked,
 //     ReadyPage.Next.
 //
 // It cannot deadlock: it locks only user rows and never waits for one (SKIP LOCKED). Its
-// cost is the users it returns, their entries, and the held or locked users it passes.
-// sqlPeek is the same without a hold: held is then picked as it is.
-const sqlReady = sqlPicked + `, held AS MATERIALIZED (
+// cost is the users it returns, their entries and claims in flight, and the held or
+// locked users it passes. sqlPeek is the same without a hold: held is then picked as it
+// is.
+var sqlReady = sqlPicked + `, held AS MATERIALIZED (
 	UPDATE rota_users u SET held_until = $5
 	WHERE u.ctid = ANY(ARRAY(SELECT p.tid FROM picked p))
-	RETURNING u.user_id, u.last_served, u.turn, u.claim_end_at
+	RETURNING ` + readColumns("u") + `
 )` + sqlReadParts
 
-const sqlPeek = sqlPicked + `, held AS (
-	SELECT p.user_id, p.last_served, p.turn, p.claim_end_at FROM picked p WHERE $5::timestamptz IS NULL
+var sqlPeek = sqlPicked + `, held AS (
+	SELECT ` + readColumns("p") + ` FROM picked p WHERE $5::timestamptz IS NULL
 )` + sqlReadParts
+
+// readColumns are the columns of rota_users (aliased t) that Ready reads.
+func readColumns(t string) string {
+	return t + ".user_id, " + t + ".last_served, " + t + ".turn, " + t + ".claim_end_at, " + t + ".weight, " + t + ".max_in_flight, " +
+		t + ".every, " + t + ".burst, " + t + ".rate_mark"
+}
 
 // sqlPicked is the picked step of sqlReady and sqlPeek: the front of the group's queue,
 // locked with SKIP LOCKED.
-const sqlPicked = `
+var sqlPicked = `
 WITH picked AS MATERIALIZED (
-	SELECT u.ctid AS tid, u.user_id, u.last_served, u.turn, u.claim_end_at FROM rota_users u
+	SELECT u.ctid AS tid, ` + readColumns("u") + ` FROM rota_users u
 	WHERE u.group_name = $1 AND u.turn <= $2 AND (u.held_until IS NULL OR u.held_until <= $2)
 	ORDER BY u.group_name, u.turn, u.user_id
 	LIMIT $3
 	FOR NO KEY UPDATE SKIP LOCKED
 )`
 
-const sqlReadParts = `
-SELECT 0 AS part, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak
-FROM held h CROSS JOIN LATERAL (
+var sqlReadParts = `, heads AS MATERIALIZED (
+	SELECT f.user_id, f.last_served, f.turn, f.claim_end_at, f.weight, f.max_in_flight, f.every, f.burst, f.in_flight,
+		least(` + slotAllowance("f.max_in_flight", "f.in_flight") + `, ` + rateAllowance("f.rate_mark", "f.every", "f.burst", "$6::numeric") + `,
+			$4::bigint * greatest(f.weight, 1))::bigint AS cap
+	FROM (SELECT h.*, CASE WHEN h.claim_end_at IS NULL THEN 0 ELSE ` + inFlight("h.user_id", "$2::timestamptz") + ` END AS in_flight
+		FROM held h OFFSET 0) f
+)
+SELECT 0 AS part, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak,
+	nullif(h.weight, 0)::bigint AS weight, nullif(h.max_in_flight, 0)::bigint AS max_in_flight, nullif(h.every, 0) AS every,
+	nullif(h.burst, 0)::bigint AS burst, nullif(h.in_flight, 0) AS in_flight, nullif(h.cap, $4) AS cap
+FROM heads h CROSS JOIN LATERAL (
 	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
 	WHERE (d.user_id, d.due_at) BETWEEN (h.user_id, '-infinity') AND (h.user_id, $2)
 	  AND d.claim_until IS NULL
-	ORDER BY d.user_id, d.due_at, d.work_key LIMIT $4) e
+	ORDER BY d.user_id, d.due_at, d.work_key LIMIT h.cap + 1) e
 UNION ALL
-SELECT 1, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak
-FROM held h CROSS JOIN LATERAL (
+SELECT 1, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak,
+	nullif(h.weight, 0), nullif(h.max_in_flight, 0), nullif(h.every, 0), nullif(h.burst, 0), nullif(h.in_flight, 0), nullif(h.cap, $4)
+FROM heads h CROSS JOIN LATERAL (
 	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
 	WHERE d.user_id = h.user_id AND greatest(d.due_at, d.claim_until) <= $2 AND d.claim_until IS NOT NULL
-	ORDER BY d.due_at, d.work_key LIMIT $4) e
+	ORDER BY d.due_at, d.work_key LIMIT h.cap + 1) e
 WHERE h.claim_end_at <= $2
 UNION ALL
-(SELECT 2, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL FROM rota_users n
+(SELECT 2, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM rota_users n
  WHERE n.group_name = $1 AND n.turn <= $2 AND (n.held_until IS NULL OR n.held_until <= $2)
    AND (n.turn, n.user_id) > (
 	coalesce((SELECT p.turn FROM picked p ORDER BY p.turn DESC, p.user_id DESC LIMIT 1), '-infinity'),
@@ -78,14 +100,17 @@ UNION ALL
  ORDER BY n.group_name, n.turn, n.user_id LIMIT 1)`
 
 // Ready returns up to q.Users users of q.Group that are ready and not held at q.Now, in
-// (Turn, UserID) order, each with its first q.PerUser visible entries in (DueAt, WorkKey)
-// order, and holds them until q.Now+q.Hold (rounded up to the microsecond) when q.Hold > 0.
+// (Turn, UserID) order, each with its limits, its in-flight count and its first visible
+// entries in (DueAt, WorkKey) order — as many as its limits allow at q.Now and at most
+// q.PerUser × its weight — and holds them until q.Now+q.Hold (rounded up to the
+// microsecond) when q.Hold > 0.
 //
 // It is one round trip and one statement (see the package documentation): it locks the
 // users it reads with SKIP LOCKED, so a Ready on another connection at the same moment
 // reads other users, and a user that a concurrent call is writing is passed over, keeping
-// its Turn. Its cost is what it returns and the held users it passes, never the number of
-// ready users of the group nor any user's backlog.
+// its Turn. Its cost is what it returns, the claims in flight of the users it returns and
+// the held users it passes, never the number of ready users of the group nor any user's
+// backlog.
 func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
 	if err := q.Validate(); err != nil {
 		return duework.ReadyPage{}, err
@@ -97,17 +122,19 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	}
 	var page duework.ReadyPage
 	heads := map[string]int{} // user → index in page.Heads
+	caps := []int64{}         // by index in page.Heads: the most Due entries it gets
 	b := &pgx.Batch{}
-	b.Queue(sqlHoldSettings)
-	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser+1, heldUntil)
+	b.Queue(sqlHoldSettings + sqlSortOff)
+	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser, heldUntil, nanosOf(q.Now))
 	var (
-		part                   int32
-		user, workKey, tier    pgtype.Text
-		served, due, last, rtn pgtype.Timestamptz
-		streak                 pgtype.Int8
+		part                            int32
+		user, workKey, tier             pgtype.Text
+		served, due, last, rtn          pgtype.Timestamptz
+		streak, weight, m, every, burst pgtype.Int8
+		inFlight, cap                   pgtype.Int8
 	)
-	err := x.sendBatch(ctx, b, func(rows pgx.Rows) error {
-		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak); err != nil {
+	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
+		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak, &weight, &m, &every, &burst, &inFlight, &cap); err != nil {
 			return err
 		}
 		if part == 2 {
@@ -118,42 +145,67 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		if !ok {
 			i = len(page.Heads)
 			heads[user.String] = i
-			page.Heads = append(page.Heads, duework.Head{UserID: user.String, LastServed: served.Time, Turn: rtn.Time})
+			page.Heads = append(page.Heads, duework.Head{
+				UserID: user.String, LastServed: served.Time, Turn: rtn.Time, InFlight: int(inFlight.Int64),
+				Limits: duework.Limits{Weight: int(weight.Int64), MaxInFlight: int(m.Int64), Every: time.Duration(every.Int64), Burst: int(burst.Int64)},
+			})
+			if cap.Valid {
+				caps = append(caps, cap.Int64)
+			} else {
+				caps = append(caps, int64(q.PerUser))
+			}
 		}
-		page.Heads[i].Due = append(page.Heads[i].Due, duework.Entry{
-			UserID: page.Heads[i].UserID, WorkKey: workKey.String, Tier: tier.String, DueAt: due.Time, LastRunAt: last.Time, MissStreak: int(streak.Int64),
+		h := &page.Heads[i]
+		h.Due = append(h.Due, duework.Entry{
+			UserID: h.UserID, WorkKey: workKey.String, Tier: tier.String, DueAt: due.Time, LastRunAt: last.Time, MissStreak: int(streak.Int64),
 		})
 		return nil
 	})
 	if err != nil {
 		return duework.ReadyPage{}, interpret(ctx, "Index.Ready", err)
 	}
-	slices.SortFunc(page.Heads, func(a, b duework.Head) int {
-		return cmp.Or(a.Turn.Compare(b.Turn), strings.Compare(a.UserID, b.UserID))
-	})
 	for i := range page.Heads {
 		h := &page.Heads[i]
 		slices.SortFunc(h.Due, func(a, b duework.Entry) int {
 			return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
 		})
-		if len(h.Due) > q.PerUser {
-			h.Due, h.More = h.Due[:q.PerUser:q.PerUser], true
+		if n := int(caps[i]); len(h.Due) > n {
+			h.Due, h.More = h.Due[:n:n], true
 		}
 	}
+	slices.SortFunc(page.Heads, func(a, b duework.Head) int {
+		return cmp.Or(a.Turn.Compare(b.Turn), strings.Compare(a.UserID, b.UserID))
+	})
 	return page, nil
 }
 
-// Route moves each named user to its group; the last route of a user given twice wins.
-// Users the index does not store (and IDs no user could have) are ignored. A user keeps its
-// Turn and hold. One statement, which locks the users' rows in UserID order and holds no
-// entry, so it cannot deadlock.
+// sqlRoute is Route's write, after sqlLockUsers locked the users $1 in UserID order, with
+// a snapshot that sees every claim committed before the locks: it stores each user's group
+// and limits ($2 groups, $3 weights, $4 caps, $5 every in nanoseconds, $6 bursts) and sets
+// slot_at (probed for a user with a cap) and turn from them. A user whose group and limits
+// are already those is not written.
+var sqlRoute = `UPDATE rota_users u SET group_name = r.group_name, weight = r.weight, max_in_flight = r.m, every = r.every, burst = r.burst,
+		slot_at = r.slot_at,
+		turn = ` + turnOf("u.free_at", "u.claim_end_at", "r.slot_at", "u.rate_mark", "r.every", "r.burst", "u.pass") + `
+	FROM (SELECT k.*, ` + slotAt("k.user_id", "k.m") + ` AS slot_at
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::bigint[], $6::int[]) AS k(user_id, group_name, weight, m, every, burst)
+		OFFSET 0) r
+	WHERE u.user_id = r.user_id
+	  AND (u.group_name, u.weight, u.max_in_flight, u.every, u.burst) IS DISTINCT FROM (r.group_name, r.weight, r.m, r.every, r.burst)`
+
+// Route moves each named user to its group and stores its limits; the last route of a user
+// given twice wins. Users the index does not store (and IDs no user could have) are
+// ignored. Invalid limits are duework.ErrInvalid and nothing is written. A user keeps its
+// hold, LastServed and stride position; its Turn follows its new limits. One round trip
+// of two statements, which lock the users' rows in UserID order (sqlLockUsers) and then
+// write each once (sqlRoute), holding no entry, so they cannot deadlock.
 func (x *Index) Route(ctx context.Context, routes []duework.Route) error {
-	if err := duework.ValidateRoutes(routes); err != nil {
+	if err := vocab.Each("routes", routes, duework.Route.Validate); err != nil {
 		return err
 	}
-	last := make(map[string]string, len(routes))
+	last := make(map[string]duework.Route, len(routes))
 	for _, r := range routes {
-		last[r.UserID] = r.Group
+		last[r.UserID] = r
 	}
 	ids := make([]string, 0, len(last))
 	for id := range last {
@@ -163,18 +215,17 @@ func (x *Index) Route(ctx context.Context, routes []duework.Route) error {
 	if len(users) == 0 {
 		return ctx.Err()
 	}
-	groups := make([]string, len(users))
+	n := len(users)
+	groups := make([]string, n)
+	weights, caps, bursts := make([]int32, n), make([]int32, n), make([]int32, n)
+	every := make([]int64, n)
 	for i, u := range users {
-		groups[i] = last[u]
+		r := last[u]
+		groups[i] = r.Group
+		weights[i], caps[i], bursts[i] = int32(r.Limits.Weight), int32(r.Limits.MaxInFlight), int32(r.Limits.Burst)
+		every[i] = int64(r.Limits.Every)
 	}
-	return x.exec(ctx, "Index.Route", `
-		WITH l AS (
-			SELECT u.user_id FROM rota_users u WHERE u.user_id = ANY($1::text[])
-			ORDER BY u.user_id FOR NO KEY UPDATE
-		)
-		UPDATE rota_users u SET group_name = r.group_name
-		FROM unnest($1::text[], $2::text[]) AS r(user_id, group_name)
-		WHERE u.user_id = r.user_id AND u.group_name <> r.group_name AND (SELECT count(*) FROM l) >= 0`, users, groups)
+	return x.exec(ctx, "Index.Route", write{sqlLockUsers, []any{users}}, write{sqlRoute, []any{users, groups, weights, caps, every, bursts}})
 }
 
 // sqlGroups lists the groups with a user ready at $1 by a loose index scan of
@@ -195,7 +246,7 @@ SELECT g.name FROM g WHERE g.turn <= $1 ORDER BY g.name`
 // Groups returns, sorted bytewise, the groups that hold a user ready at now. It reads one
 // index entry per group that has a user with entries, whatever the number of users.
 func (x *Index) Groups(ctx context.Context, now time.Time) ([]string, error) {
-	if err := duework.ValidateTime("now", now); err != nil {
+	if err := vocab.Time(duework.ErrInvalid, "now", now); err != nil {
 		return nil, err
 	}
 	rows, err := x.pool.Query(ctx, sqlGroups, now)
@@ -215,18 +266,18 @@ func (x *Index) Groups(ctx context.Context, now time.Time) ([]string, error) {
 // Turns stay as they were. One statement, which locks the users' rows in UserID order and
 // holds no entry, so it cannot deadlock.
 func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
-	if err := duework.ValidateTime("heldUntil", heldUntil); err != nil {
+	if err := vocab.Time(duework.ErrInvalid, "heldUntil", heldUntil); err != nil {
 		return err
 	}
 	users := validUsers(userIDs)
 	if len(users) == 0 {
 		return ctx.Err()
 	}
-	return x.exec(ctx, "Index.Release", `
+	return x.exec(ctx, "Index.Release", write{`
 		WITH l AS (
 			SELECT u.user_id FROM rota_users u WHERE u.user_id = ANY($1::text[]) AND u.held_until = $2
 			ORDER BY u.user_id FOR NO KEY UPDATE
 		)
 		UPDATE rota_users u SET held_until = NULL FROM l WHERE u.user_id = l.user_id AND u.held_until = $2`,
-		users, ceilMicro(heldUntil))
+		[]any{users, ceilMicro(heldUntil)}})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
@@ -21,7 +22,7 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func mustTC(tb testing.TB, user string) tenancy.Context {
+func mustTC(tb fataler, user string) tenancy.Context {
 	tb.Helper()
 	tc, err := tenancy.NewContext(user)
 	if err != nil {
@@ -122,6 +123,10 @@ func TestErrorsTranslated(t *testing.T) {
 		_, calls["CompleteMany"] = idx.CompleteMany(cctx, []duework.Done{{Tenant: amy, Claim: c, Next: e}})
 		calls["CheckClaim"] = idx.CheckClaim(cctx, amy, c)
 		calls["UnscheduleClaimed"] = idx.UnscheduleClaimed(cctx, amy, c)
+		_, calls["CheckClaims"] = idx.CheckClaims(cctx, []duework.Unclaim{{Tenant: amy, Claim: c}})
+		_, calls["Unclaim"] = idx.Unclaim(cctx, []duework.Unclaim{{Tenant: amy, Claim: c}})
+		_, calls["User"] = idx.User(cctx, "u", t0)
+		_, calls["Entries"] = idx.Entries(cctx, "u", "", 1)
 		for name, err := range calls {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("%s with a cancelled ctx = %v, want context.Canceled", name, err)
@@ -166,7 +171,7 @@ func TestTimesOutOfRangeRefused(t *testing.T) {
 	_, calls["Claim until year 586,577"] = idx.Claim(ctx, []duework.Key{seed.Key()}, t0, far)
 	_, calls["Claim now year 586,577"] = idx.Claim(ctx, []duework.Key{seed.Key()}, far, far.Add(time.Hour))
 	_, calls["Ready Now year 586,577"] = idx.Ready(ctx, duework.ReadyQuery{Now: far, Users: 1, PerUser: 1})
-	_, calls["Ready Now+Hold past MaxTime"] = idx.Ready(ctx, duework.ReadyQuery{Now: duework.MaxTime.Add(-time.Hour), Users: 1, PerUser: 1, Hold: 2 * time.Hour})
+	_, calls["Ready Now+Hold past MaxTime"] = idx.Ready(ctx, duework.ReadyQuery{Now: vocab.MaxTime.Add(-time.Hour), Users: 1, PerUser: 1, Hold: 2 * time.Hour})
 	_, calls["Groups now year 586,577"] = idx.Groups(ctx, far)
 	_, calls["DueBefore now year 586,577"] = idx.DueBefore(ctx, far, 1)
 	for what, err := range calls {
@@ -179,22 +184,22 @@ func TestTimesOutOfRangeRefused(t *testing.T) {
 		t.Errorf("CompleteMany with next DueAt year 586,577 = %v, %v; want one duework.ErrInvalid outcome", errs, err)
 	}
 	// Nothing changed: amy has the one entry, unclaimed, and nothing else is due ever.
-	if got, err := idx.DueBefore(ctx, duework.MaxTime, 10); err != nil || len(got) != 1 || !sameEntry(got[0], seed) {
+	if got, err := idx.DueBefore(ctx, vocab.MaxTime, 10); err != nil || len(got) != 1 || !sameEntry(got[0], seed) {
 		t.Fatalf("after the refused calls DueBefore(MaxTime) = %v, %v; want only %+v", got, err, seed)
 	}
 	// The bounds are stored (to the microsecond) and read back.
-	last := with(func(e *duework.Entry) { e.DueAt = duework.MaxTime; e.LastRunAt = duework.MinTime.Add(time.Microsecond) })
+	last := with(func(e *duework.Entry) { e.DueAt = vocab.MaxTime; e.LastRunAt = vocab.MinTime.Add(time.Microsecond) })
 	if err := idx.Schedule(ctx, amy, last); err != nil {
 		t.Fatalf("Schedule at MaxTime: %v", err)
 	}
 	got, err := idx.Get(ctx, amy, "b")
-	if err != nil || !got.DueAt.Equal(duework.MaxTime.Truncate(time.Microsecond)) || !got.LastRunAt.Equal(last.LastRunAt) {
+	if err != nil || !got.DueAt.Equal(vocab.MaxTime.Truncate(time.Microsecond)) || !got.LastRunAt.Equal(last.LastRunAt) {
 		t.Fatalf("Get of the entry at the bounds = %+v, %v", got, err)
 	}
-	if _, err := idx.Ready(ctx, duework.ReadyQuery{Now: duework.MaxTime, Users: 1, PerUser: 1}); err != nil {
+	if _, err := idx.Ready(ctx, duework.ReadyQuery{Now: vocab.MaxTime, Users: 1, PerUser: 1}); err != nil {
 		t.Fatalf("Ready at MaxTime: %v", err)
 	}
-	if cs, err := idx.Claim(ctx, []duework.Key{seed.Key()}, t0, duework.MaxTime); err != nil || len(cs) != 1 {
+	if cs, err := idx.Claim(ctx, []duework.Key{seed.Key()}, t0, vocab.MaxTime); err != nil || len(cs) != 1 {
 		t.Fatalf("Claim until MaxTime = %v, %v", cs, err)
 	}
 	checkReadyAt(t, pool)
@@ -372,9 +377,10 @@ func ceil(t time.Time) time.Time {
 	return t
 }
 
-// Concurrent writers, readers, claimers and completers of the same few users, on one pool,
-// never deadlock and leave every user's ReadyAt exact: a ReadyAt later than the truth would
-// hide due work, an earlier one would put a user before its turn.
+// Concurrent writers, readers, claimers, hand-backs, completers and routes with limits of
+// the same few users, on one pool, never deadlock and leave every user's ReadyAt exact: a
+// ReadyAt later than the truth would hide due work, an earlier one would put a user before
+// its turn.
 func TestReadyAtStaysExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -421,11 +427,16 @@ func TestReadyAtStaysExactUnderConcurrency(t *testing.T) {
 							err = nil
 						}
 					}
+					if len(cs) > 1 && i%3 == 1 && err == nil {
+						last := cs[len(cs)-1]
+						_, err = idx.Unclaim(ctx, []duework.Unclaim{{Tenant: mustTC(t, last.Entry.UserID), Claim: last}})
+					}
 					if err == nil {
 						err = idx.Release(ctx, userIDs(p), now.Add(time.Duration(w+1)*time.Second))
 					}
 				case 5:
-					err = idx.Route(ctx, []duework.Route{{UserID: u, Group: []string{"", "pro"}[i%2]}, {UserID: users[(w+2)%3], Group: ""}})
+					limits := duework.Limits{Weight: i % 3, MaxInFlight: (w + i) % 3, Every: time.Duration(i%2) * 7 * time.Second, Burst: w % 2}
+					err = idx.Route(ctx, []duework.Route{{UserID: u, Group: []string{"", "pro"}[i%2], Limits: limits}, {UserID: users[(w+2)%3], Group: ""}})
 				case 6:
 					_, err = idx.Groups(ctx, now)
 				case 7:

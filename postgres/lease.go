@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
 
@@ -39,9 +40,9 @@ var _ maintenance.Lease = (*Lease)(nil)
 
 // NewLease returns the lease called name in the pool's schema, whose grants cannot be renewed
 // once held for maxHold and never expire later than AcquiredAt + maxHold. The row is created
-// on first use. A name that maintenance.ValidateName refuses makes every call return that
-// maintenance.ErrInvalid error. It panics if pool is nil or maxHold ≤ 0, like
-// maintenance.NewMemoryLease.
+// on first use. A name that is not a valid name (see Names and times in package
+// maintenance) makes every call return a maintenance.ErrInvalid error. It panics if pool
+// is nil or maxHold ≤ 0, like maintenance.NewMemoryLease.
 func NewLease(pool *pgxpool.Pool, name string, maxHold time.Duration) *Lease {
 	switch {
 	case pool == nil:
@@ -49,7 +50,7 @@ func NewLease(pool *pgxpool.Pool, name string, maxHold time.Duration) *Lease {
 	case maxHold <= 0:
 		panic(fmt.Sprintf("postgres: NewLease: maxHold %v must be positive", maxHold))
 	}
-	return &Lease{pool: pool, name: name, bad: maintenance.ValidateName("lease name", name), maxHold: maxHold}
+	return &Lease{pool: pool, name: name, bad: vocab.Name(maintenance.ErrInvalid, "lease name", name), maxHold: maxHold}
 }
 
 // leaseRow is the stored state of a lease.
@@ -77,13 +78,13 @@ func (l *Lease) check(op, holder string, ttl time.Duration, now time.Time) error
 	if l.bad != nil {
 		return fmt.Errorf("postgres: Lease.%s: %w", op, l.bad)
 	}
-	if err := maintenance.ValidateName("holder", holder); err != nil {
+	if err := vocab.Name(maintenance.ErrInvalid, "holder", holder); err != nil {
 		return fmt.Errorf("postgres: Lease.%s: %w", op, err)
 	}
 	if ttl <= 0 {
 		return fmt.Errorf("postgres: Lease.%s: %w: ttl must be positive, got %v", op, maintenance.ErrInvalid, ttl)
 	}
-	if err := maintenance.ValidateTime("now", now); err != nil {
+	if err := vocab.Time(maintenance.ErrInvalid, "now", now); err != nil {
 		return fmt.Errorf("postgres: Lease.%s: %w", op, err)
 	}
 	return nil
@@ -96,7 +97,7 @@ func (l *Lease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, e
 	if capAt := acquired.Add(l.maxHold); exp.After(capAt) {
 		exp = capAt
 	}
-	if err := maintenance.ValidateTime("expiry now + ttl", exp); err != nil {
+	if err := vocab.Time(maintenance.ErrInvalid, "expiry now + ttl", exp); err != nil {
 		return time.Time{}, err
 	}
 	return exp.Truncate(time.Microsecond), nil
@@ -228,7 +229,7 @@ func (l *Lease) Current(ctx context.Context, now time.Time) (maintenance.Grant, 
 	if l.bad != nil {
 		return maintenance.Grant{}, false, fmt.Errorf("postgres: Lease.Current: %w", l.bad)
 	}
-	if err := maintenance.ValidateTime("now", now); err != nil {
+	if err := vocab.Time(maintenance.ErrInvalid, "now", now); err != nil {
 		return maintenance.Grant{}, false, fmt.Errorf("postgres: Lease.Current: %w", err)
 	}
 	now = now.Truncate(time.Microsecond)

@@ -158,7 +158,7 @@ func sameGrant(a, b maintenance.Grant) bool {
 	return a.Holder == b.Holder && a.Token == b.Token && a.AcquiredAt.Equal(b.AcquiredAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 }
 
-// A lease name or holder that maintenance.ValidateName refuses — a megabyte long, past the
+// A lease name or holder that is not a valid name — a megabyte long, past the
 // index's limit, or with a control character — is maintenance.ErrInvalid, refused before
 // anything reaches the server.
 func TestLeaseRefusesBadNames(t *testing.T) {

@@ -25,7 +25,7 @@ CREATE TABLE rota_users (
 	-- free_at is a lower bound of the earliest due_at among the user's unclaimed entries,
 	-- NULL only when it has none. Claim leaves it alone (a claim can only raise that
 	-- minimum); Schedule, Complete and Unschedule recompute it exactly under this row's
-	-- lock. DueHeads visits the users with free_at <= now.
+	-- lock. Step 3 makes it exact.
 	free_at     timestamptz
 ) WITH (fillfactor = 70);
 CREATE INDEX rota_users_free_at ON rota_users (free_at) WHERE free_at IS NOT NULL;
@@ -135,10 +135,64 @@ CREATE TABLE IF NOT EXISTS rota_plans (
 -- Every serve moves a user to the back of its queue and leaves its old entry of
 -- rota_users_queue dead at the front, where every read of the queue steps over it until
 -- VACUUM removes it: behind 1,000,000 serves, Groups and Ready each walk some 7,600 index
--- pages before the first live user (BenchmarkReadyBehindServes). The server's default waits
+-- pages before the first live user. The server's default waits
 -- for a fifth of the table to be dead, 200,000 serves at a million users; vacuum rota_users
 -- after 10,000 instead, whatever its size. Its rows are small, so each vacuum is short.
 ALTER TABLE rota_users SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000);
+`},
+	{6, "flow control", `
+-- Each user's duework.Limits, as Route stores them (zero: weight 1, no cap, no rate); every
+-- is in nanoseconds. rate_mark is the rate's one timestamp, nanoseconds since the Unix
+-- epoch (numeric, so that an Every of 1 ns is kept exactly over years 1 to 9999), NULL
+-- until the user's first rate-limited claim. pass is its stride position, the part of Turn
+-- that serves move; it starts at last_served, so no Turn changes. slot_at is
+-- the instant its in-flight count falls below max_in_flight: the max_in_flight-th latest
+-- claim_until among its claims, NULL with fewer claims or no cap. Every write of a user's
+-- entries sets it with free_at and claim_end_at, under the user's row lock, so a claim that
+-- ends by time frees its slot with no sweep. None of them is indexed: writing them keeps
+-- an update HOT.
+ALTER TABLE rota_users
+	ADD COLUMN weight        integer NOT NULL DEFAULT 0,
+	ADD COLUMN max_in_flight integer NOT NULL DEFAULT 0,
+	ADD COLUMN every         bigint NOT NULL DEFAULT 0,
+	ADD COLUMN burst         integer NOT NULL DEFAULT 0,
+	ADD COLUMN rate_mark     numeric,
+	ADD COLUMN pass          timestamptz,
+	ADD COLUMN slot_at       timestamptz;
+UPDATE rota_users SET pass = last_served WHERE last_served IS NOT NULL;
+-- A claim always ends after its entry is due (Claim claims only entries due by now, until
+-- a later instant, and every write of due_at ends the claim), so that
+-- greatest(due_at, claim_until), by which rota_due_claimed_user holds a user's claims, is
+-- the claim's end: the in-flight count and slot_at read it there. NOT VALID: the rows of
+-- earlier releases were written under the same rule.
+ALTER TABLE rota_due ADD CONSTRAINT rota_due_claim_after_due CHECK (claim_until > due_at) NOT VALID;
+`},
+	{7, "host plans", `
+-- A plan is any name the host gives (tenancy.PlanID.Valid, checked before anything is
+-- sent), no longer only free, plus or pro: drop the CHECK step 4 put on rota_plans.plan,
+-- whatever it was named — every CHECK on that column alone, and nothing else. Every row
+-- stays as it is.
+DO $$
+DECLARE c name;
+BEGIN
+	FOR c IN
+		SELECT con.conname FROM pg_constraint con
+		JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attname = 'plan'
+		WHERE con.conrelid = 'rota_plans'::regclass AND con.contype = 'c' AND con.conkey = ARRAY[a.attnum]
+	LOOP
+		EXECUTE format('ALTER TABLE rota_plans DROP CONSTRAINT %I', c);
+	END LOOP;
+END
+$$;
+`},
+	{8, "task claims", `
+-- A running flag is a claim that lapses at running_until unless its run extends it. The
+-- flags an earlier release left keep the bound they had there with its default knobs:
+-- MaxHold + LeaseTTL, 2 h 05 min from their start.
+ALTER TABLE rota_task_state ADD COLUMN running_until timestamptz;
+UPDATE rota_task_state
+SET running_until = least(running_since + interval '2 hours 5 minutes', timestamptz '9999-12-31 23:59:59.999999+00')
+WHERE running AND running_since IS NOT NULL;
 `},
 }
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 )
@@ -97,4 +99,79 @@ func TestMigrateAddsWatchlistAndPlans(t *testing.T) {
 	if _, err := idx.Get(ctx, tc, "k"); err != nil {
 		t.Fatalf("after the upgrade the due entry is gone: %v", err)
 	}
+}
+
+// Step 6 (flow control) upgrades a populated schema of step 5 in place and loses nothing:
+// every entry and claim survives, each user's Turn stays what it was (zero limits, the
+// stride position starting at LastServed), claims go on counting, and limits routed after
+// the upgrade hold at once over the claims made before it.
+func TestMigrateAddsFlowControl(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2)
+	if err := postgres.MigrateTo(ctx, pool, 5); err != nil {
+		t.Fatal(err)
+	}
+	s := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Second) }
+	// The rows as step 5's Index keeps them: amy served at 10s with two entries, one of
+	// them claimed until 30s; bo never served, one entry due at 20s; cy served, no entries.
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak, claim_token, claim_until) VALUES
+			('amy', 'a', 'hot', $1, NULL, 2, NULL, NULL),
+			('amy', 'b', 'cold', $2, $1, 0, nextval('rota_claim_token'), $3),
+			('amy', 'c', 'cold', $2, NULL, 0, nextval('rota_claim_token'), $4),
+			('bo', 'd', '', $4, NULL, 0, NULL, NULL)`,
+		s(-5), s(-1), s(30), s(20)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO rota_users (user_id, group_name, last_served, free_at, claim_end_at, turn) VALUES
+			('amy', 'pro', $1, $2, $3, $1), ('bo', '', NULL, $3, NULL, $3), ('cy', 'free', $4, NULL, NULL, NULL)`,
+		s(10), s(-5), s(20), s(50)); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]duework.UserState{}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from step 5: %v", err)
+	}
+	if got := appliedVersions(t, pool); !slices.Contains(got, 6) {
+		t.Fatalf("the schema records %v, want step 6", got)
+	}
+	checkReadyAt(t, pool)
+	idx := postgres.NewIndex(pool)
+	for _, w := range []struct {
+		user, group string
+		served      time.Time
+		turn        time.Time
+		inFlight    int
+	}{{"amy", "pro", s(10), s(10), 2}, {"bo", "", time.Time{}, s(20), 0}, {"cy", "free", s(50), time.Time{}, 0}} {
+		st, err := idx.User(ctx, w.user, s(0))
+		if err != nil || st.Group != w.group || !st.LastServed.Equal(w.served) || !st.Turn.Equal(w.turn) || st.InFlight != w.inFlight || st.Limits != (duework.Limits{}) {
+			t.Errorf("after the upgrade User(%s) = %+v, %v; want group %q, LastServed %s, Turn %s, %d in flight, zero limits",
+				w.user, st, err, w.group, since(w.served), since(w.turn), w.inFlight)
+		}
+		before[w.user] = st
+	}
+	es, err := idx.Entries(ctx, "amy", "", 10)
+	if err != nil || len(es) != 3 || !es[1].ClaimedUntil.Equal(s(30)) || !es[2].ClaimedUntil.Equal(s(20)) || es[0].Entry.MissStreak != 2 {
+		t.Fatalf("after the upgrade Entries(amy) = %+v, %v", es, err)
+	}
+	// A cap of 2 routed now counts the two claims made before the upgrade: amy is not
+	// ready until the first of them ends at 20s.
+	route(t, idx, "amy", "pro", duework.Limits{MaxInFlight: 2})
+	if st := userState(t, idx, "amy", s(0)); !st.Turn.Equal(s(20)) {
+		t.Errorf("amy with a cap of 2 and two claims = %+v; want Turn t0+20s", st)
+	}
+	if cs, err := idx.Claim(ctx, []duework.Key{{UserID: "amy", WorkKey: "a"}}, s(15), s(60)); err != nil || len(cs) != 0 {
+		t.Errorf("a claim beyond the cap after the upgrade = %v, %v; want none", cs, err)
+	}
+	if cs, err := idx.Claim(ctx, []duework.Key{{UserID: "amy", WorkKey: "a"}}, s(20), s(60)); err != nil || len(cs) != 1 {
+		t.Errorf("a claim once a slot freed = %v, %v; want one", cs, err)
+	}
+	// A weight set now starts from the stride position the upgrade gave, LastServed.
+	route(t, idx, "bo", "", duework.Limits{Weight: 4})
+	if st := userState(t, idx, "bo", s(0)); !st.Turn.Equal(before["bo"].Turn) {
+		t.Errorf("bo with weight 4 = %+v; want its Turn unchanged, %s", st, since(before["bo"].Turn))
+	}
+	checkReadyAt(t, pool)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -193,4 +194,95 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	if err := postgres.Migrate(context.Background(), pool); !errors.Is(err, postgres.ErrSchemaTooNew) {
 		t.Fatalf("Migrate over a newer schema = %v, want ErrSchemaTooNew", err)
 	}
+}
+
+// Step 8 adds the claims' running_until to a populated rota_task_state and loses
+// nothing: every row and field an earlier release wrote survives, and each running flag
+// it left keeps the bound it had there with its default knobs — it counts for MaxHold +
+// LeaseTTL (2 h 05 min) from its start, capped at the end of year 9999 — so a scheduler
+// of this release starts that task once the bound has passed, not before.
+func TestMigrateAddsTaskClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2)
+	if err := postgres.MigrateTo(ctx, pool, 5); err != nil {
+		t.Fatal(err)
+	}
+	late := time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC)
+	// The rows as the earlier release's Save wrote them (the Class and Rank numbers are
+	// maintenance's).
+	if _, err := pool.Exec(ctx, `INSERT INTO rota_task_fence (token) VALUES (7)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO rota_task_state (name, class, rank, last_run_at, last_outcome, last_error, running, running_since,
+			running_by, running_token, deferred_since, deferred_at, deferrals, defer_reason, defer_blocker) VALUES
+			('verify', 1, 0, $1, 'failed', 'disk full', true, $2, 'daemon-a', 0, NULL, NULL, 0, '', ''),
+			('reindex', 0, 2, NULL, '', '', true, $2, 'daemon-b', 7, NULL, NULL, 0, '', ''),
+			('compact', 0, 1, $1, 'succeeded', '', false, NULL, '', 0, $3, $2, 4, 'lease-held', 'daemon-b'),
+			('far', 1, 0, NULL, '', '', true, $4, 'daemon-a', 0, NULL, NULL, 0, '', '')`,
+		t0.Add(-time.Hour), t0, t0.Add(-30*time.Minute), late); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from step 5: %v", err)
+	}
+	snap, err := postgres.NewStateStore(pool).Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := 2*time.Hour + 5*time.Minute
+	want := []maintenance.TaskState{
+		{Name: "compact", Class: maintenance.Heavy, Rank: maintenance.RankBootstrap, LastRunAt: t0.Add(-time.Hour), LastOutcome: maintenance.OutcomeSucceeded,
+			DeferredSince: t0.Add(-30 * time.Minute), DeferredAt: t0, Deferrals: 4, DeferReason: maintenance.ReasonLeaseHeld, DeferBlocker: "daemon-b"},
+		{Name: "far", Class: maintenance.OffLease, Running: true, RunningSince: late, RunningBy: "daemon-a",
+			RunningUntil: time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)},
+		{Name: "reindex", Class: maintenance.Heavy, Rank: maintenance.RankDataSafety, Running: true, RunningSince: t0, RunningBy: "daemon-b", RunningToken: 7, RunningUntil: t0.Add(bound)},
+		{Name: "verify", Class: maintenance.OffLease, LastRunAt: t0.Add(-time.Hour), LastOutcome: maintenance.OutcomeFailed, LastError: "disk full",
+			Running: true, RunningSince: t0, RunningBy: "daemon-a", RunningUntil: t0.Add(bound)},
+	}
+	if snap.Token != 7 || len(snap.States) != len(want) {
+		t.Fatalf("after the upgrade Load = fence %d, %d states; want 7 and %d: %+v", snap.Token, len(snap.States), len(want), snap.States)
+	}
+	for i, w := range want {
+		if got := snap.States[i]; !sameState(got, w) {
+			t.Errorf("after the upgrade %s = %+v\nwant %+v", w.Name, got, w)
+		}
+		if err := snap.States[i].Validate(); err != nil {
+			t.Errorf("after the upgrade %s is not a valid state: %v", w.Name, err)
+		}
+	}
+	// verify's flag counts until its bound: a scheduler of this release starts it then.
+	noop := func(context.Context) error { return nil }
+	s, err := maintenance.NewScheduler([]maintenance.Task{{Name: "verify", Class: maintenance.OffLease, Cadence: time.Minute, Run: noop}},
+		maintenance.Config{Lease: postgres.NewLease(pool, "heavy", time.Hour), StateStore: postgres.NewStateStore(pool),
+			Holder: "daemon-c", MaxHold: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		at    time.Time
+		start bool
+	}{{t0.Add(bound - time.Microsecond), false}, {t0.Add(bound), true}} {
+		res, err := s.Poll(ctx, tt.at)
+		if err != nil || (res.Winner != nil) != tt.start {
+			t.Errorf("poll at the flag's start + %v: winner %v, %v; want a start: %v", tt.at.Sub(t0), res.Winner, err, tt.start)
+		}
+	}
+}
+
+// sameState reports whether two states hold the same values, times compared with Equal.
+func sameState(a, b maintenance.TaskState) bool {
+	times := func(s maintenance.TaskState) []time.Time {
+		return []time.Time{s.LastRunAt, s.RunningSince, s.RunningUntil, s.DeferredSince, s.DeferredAt}
+	}
+	ta, tb := times(a), times(b)
+	for i := range ta {
+		if !ta[i].Equal(tb[i]) {
+			return false
+		}
+	}
+	a.LastRunAt, a.RunningSince, a.RunningUntil, a.DeferredSince, a.DeferredAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	b.LastRunAt, b.RunningSince, b.RunningUntil, b.DeferredSince, b.DeferredAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return a == b
 }

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rotaworks/rota/internal/vocab"
+	"github.com/rotaworks/rota/maintenance"
 )
 
 // ErrInvalidSchema is returned by Open for a schema name it refuses: empty, longer than
@@ -102,4 +106,81 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool, schema, quoted string
 		_, err := tx.Exec(ctx, "CREATE SCHEMA "+quoted)
 		return err
 	})
+}
+
+// DefaultLeaseName is the name OpenStores gives the maintenance Lease when
+// StoresConfig.LeaseName is "".
+const DefaultLeaseName = "heavy"
+
+// StoresConfig is what OpenStores needs besides the URL and the schema. The zero value is
+// ready to use: a Lease named DefaultLeaseName with maintenance.DefaultMaxHold, which is
+// also what a zero maintenance.Config.MaxHold means.
+type StoresConfig struct {
+	// LeaseName names the maintenance Lease (DefaultLeaseName when ""): one row of
+	// rota_leases, which every daemon of a fleet must name alike. A name that is not a
+	// valid name (see Names and times in package maintenance) is refused.
+	LeaseName string
+	// MaxHold is the Lease's maxHold (maintenance.DefaultMaxHold when 0): no grant is
+	// renewed once held that long. Give maintenance.Config.MaxHold the same value, on every
+	// daemon. A negative MaxHold is refused.
+	MaxHold time.Duration
+}
+
+// Stores are the PostgreSQL stores of one schema over one pool, as OpenStores builds them.
+// A service hands them to the core: the Index to dispatch.New and the Bridge, the
+// Watchlist to the Bridge, the Entitlements to bridge.PlanLanes and bridge.PlanLimits, the
+// Lease and the StateStore to maintenance.Config.
+type Stores struct {
+	// Pool is the pool every store uses, in the schema OpenStores was given; the host may
+	// use it for its own tables.
+	Pool         *pgxpool.Pool
+	Index        *Index
+	Watchlist    *Watchlist
+	Entitlements *Entitlements
+	Lease        *Lease
+	StateStore   *StateStore
+}
+
+// OpenStores is Open followed by the five constructors over its pool: the Index, the
+// Watchlist, the Entitlements, the Lease named cfg.LeaseName with cfg.MaxHold, and the
+// StateStore. It is what a service calls at start-up, on every replica:
+//
+//	st, err := postgres.OpenStores(ctx, os.Getenv("DATABASE_URL"), "rota", postgres.StoresConfig{})
+//	if err != nil { ... }
+//	defer st.Close()
+//
+// A cfg it refuses is an error wrapping maintenance.ErrInvalid, naming the field, before
+// anything is sent; every other error is Open's, and then nothing stays open. It costs what
+// Open costs: the constructors send nothing.
+func OpenStores(ctx context.Context, url, schema string, cfg StoresConfig) (*Stores, error) {
+	if cfg.LeaseName == "" {
+		cfg.LeaseName = DefaultLeaseName
+	}
+	switch {
+	case cfg.MaxHold < 0:
+		return nil, fmt.Errorf("postgres: OpenStores: %w: StoresConfig.MaxHold %v is negative", maintenance.ErrInvalid, cfg.MaxHold)
+	case cfg.MaxHold == 0:
+		cfg.MaxHold = maintenance.DefaultMaxHold
+	}
+	if err := vocab.Name(maintenance.ErrInvalid, "StoresConfig.LeaseName", cfg.LeaseName); err != nil {
+		return nil, fmt.Errorf("postgres: OpenStores: %w", err)
+	}
+	pool, err := Open(ctx, url, schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Stores{
+		Pool:         pool,
+		Index:        NewIndex(pool),
+		Watchlist:    NewWatchlist(pool),
+		Entitlements: NewEntitlements(pool),
+		Lease:        NewLease(pool, cfg.LeaseName, cfg.MaxHold),
+		StateStore:   NewStateStore(pool),
+	}, nil
+}
+
+// Close closes the pool, waiting for the connections in use to be returned; every store's
+// calls fail after it. Closing twice is harmless.
+func (s *Stores) Close() {
+	s.Pool.Close()
 }

@@ -10,6 +10,7 @@ import (
 	"log"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rotaworks/rota/internal/vocab"
+	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
@@ -220,5 +223,186 @@ func TestOpenNamesTheFailingStep(t *testing.T) {
 	err = open(pgtest.URL(), schema)
 	if !errors.Is(err, postgres.ErrSchemaTooNew) || !strings.Contains(err.Error(), "Open: migrating schema") {
 		t.Errorf("Open of a schema from a newer release = %v, want ErrSchemaTooNew at the migrating step", err)
+	}
+}
+
+// ExampleOpenStores opens every store a service runs on in one call: the pool, then the
+// Index, the Watchlist, the Entitlements, the maintenance Lease and the StateStore over it.
+//
+// It has no Output comment because it needs a running server (DATABASE_URL), and an
+// Example cannot skip. TestExampleOpenStores runs the same steps against the test server
+// and checks what they print.
+func ExampleOpenStores() {
+	ctx := context.Background()
+	if err := exampleOpenStores(ctx, os.Getenv("DATABASE_URL"), "rota", os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func exampleOpenStores(ctx context.Context, url, schema string, out io.Writer) error {
+	st, err := postgres.OpenStores(ctx, url, schema, postgres.StoresConfig{MaxHold: time.Hour})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// Hand them to the core: st.Index to dispatch.New and the Bridge, st.Watchlist to the
+	// Bridge, st.Entitlements to the plan wiring, and to the maintenance scheduler
+	// maintenance.Config{Lease: st.Lease, StateStore: st.StateStore, MaxHold: time.Hour}.
+
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ana, err := tenancy.NewContext("ana")
+	if err != nil {
+		return err
+	}
+	if err := st.Watchlist.AddMany(ctx, ana, []tenancy.WatchlistEntry{
+		{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now},
+		{UserID: "ana", Slug: "news", Tier: "cold", AddedAt: now},
+	}); err != nil {
+		return err
+	}
+	if err := st.Entitlements.SetPlan(ctx, ana, "enterprise"); err != nil { // a host's own plan
+		return err
+	}
+	g, err := st.Lease.Acquire(ctx, "daemon-1", 2*time.Hour, now)
+	if err != nil {
+		return err
+	}
+
+	tenants, err := st.Watchlist.Tenants(ctx, "", 100)
+	if err != nil {
+		return err
+	}
+	for _, id := range tenants {
+		tc, err := tenancy.NewContext(id)
+		if err != nil {
+			return err
+		}
+		entries, err := st.Watchlist.List(ctx, tc)
+		if err != nil {
+			return err
+		}
+		plan, err := st.Entitlements.Plan(ctx, tc)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, id, len(entries), "entries, plan", plan)
+	}
+	fmt.Fprintln(out, "lease held for", g.ExpiresAt.Sub(g.AcquiredAt)) // capped at MaxHold
+	return nil
+}
+
+// TestExampleOpenStores runs ExampleOpenStores' steps on a schema of its own.
+func TestExampleOpenStores(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	if err := exampleOpenStores(context.Background(), pgtest.URL(), freshSchema(t, "rota_stores"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "ana 2 entries, plan enterprise\nlease held for 1h0m0s\n"; out.String() != want {
+		t.Fatalf("Example printed %q, want %q", out.String(), want)
+	}
+}
+
+// OpenStores opens and migrates the schema and builds every store over one pool in it: the
+// Lease with the name and MaxHold given (DefaultLeaseName and maintenance.DefaultMaxHold for
+// the zero StoresConfig), fencing the StateStore of the same schema. Close closes the pool,
+// twice harmlessly.
+func TestOpenStores(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		cfg     postgres.StoresConfig
+		name    string
+		maxHold time.Duration
+	}{
+		{postgres.StoresConfig{}, postgres.DefaultLeaseName, maintenance.DefaultMaxHold},
+		{postgres.StoresConfig{LeaseName: "nightly", MaxHold: time.Minute}, "nightly", time.Minute},
+	} {
+		schema := freshSchema(t, "rota_stores_")
+		st, err := postgres.OpenStores(ctx, pgtest.URL(), schema, c.cfg)
+		if err != nil {
+			t.Fatalf("OpenStores(%+v): %v", c.cfg, err)
+		}
+		if st.Pool == nil || st.Index == nil || st.Watchlist == nil || st.Entitlements == nil || st.Lease == nil || st.StateStore == nil {
+			t.Fatalf("OpenStores(%+v) = %+v, want every store", c.cfg, st)
+		}
+		var current string
+		if err := st.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil || current != schema {
+			t.Fatalf("the pool works in schema %q, %v; want %q", current, err, schema)
+		}
+		if !tableExists(t, st.Pool, "rota_plans") || !slices.Contains(appliedVersions(t, st.Pool), 7) {
+			t.Fatalf("OpenStores left %q unmigrated: steps %v", schema, appliedVersions(t, st.Pool))
+		}
+
+		tc := mustTC(t, "ana")
+		schedule(t, st.Index, "ana", "jobs", t0)
+		if _, err := st.Index.Get(ctx, tc, "jobs"); err != nil {
+			t.Errorf("Index.Get of the entry it scheduled: %v", err)
+		}
+		if err := st.Watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: t0}); err != nil {
+			t.Errorf("Watchlist.Add: %v", err)
+		}
+		if ids, err := st.Watchlist.Tenants(ctx, "", 10); err != nil || !slices.Equal(ids, []string{"ana"}) {
+			t.Errorf("Watchlist.Tenants = %q, %v; want [ana]", ids, err)
+		}
+		if err := st.Entitlements.SetPlan(ctx, tc, "enterprise"); err != nil {
+			t.Errorf("Entitlements.SetPlan of a host plan: %v", err)
+		}
+		g, err := st.Lease.Acquire(ctx, "daemon-1", 100*time.Hour, t0)
+		if err != nil {
+			t.Fatalf("Lease.Acquire: %v", err)
+		}
+		if held := g.ExpiresAt.Sub(g.AcquiredAt); held != c.maxHold {
+			t.Errorf("a grant asked for 100 h is held for %v, want the MaxHold %v", held, c.maxHold)
+		}
+		var names []string
+		rows, err := st.Pool.Query(ctx, `SELECT name FROM rota_leases`)
+		if err == nil {
+			names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil || !slices.Equal(names, []string{c.name}) {
+			t.Errorf("rota_leases holds %q, %v; want the one lease %q", names, err, c.name)
+		}
+		// The StateStore is fenced by that Lease: its fence is the grant's token.
+		if snap, err := st.StateStore.Load(ctx); err != nil || snap.Token != g.Token {
+			t.Errorf("StateStore.Load = fence %d, %v; want the grant's token %d", snap.Token, err, g.Token)
+		}
+
+		st.Close()
+		st.Close()
+		if _, err := st.Index.Get(ctx, tc, "jobs"); err == nil {
+			t.Errorf("Index.Get after Close succeeded")
+		}
+		if _, err := st.Watchlist.List(ctx, tc); err == nil {
+			t.Errorf("Watchlist.List after Close succeeded")
+		}
+	}
+}
+
+// A StoresConfig OpenStores cannot use is refused, naming the field, before anything is
+// sent; any other failure is Open's, and returns no Stores.
+func TestOpenStoresRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nowhere := "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1"
+	for _, c := range []struct {
+		cfg    postgres.StoresConfig
+		schema string
+		is     error
+		says   string
+	}{
+		{postgres.StoresConfig{MaxHold: -time.Nanosecond}, "rota", maintenance.ErrInvalid, "MaxHold"},
+		{postgres.StoresConfig{LeaseName: "heavy\x00"}, "rota", maintenance.ErrInvalid, "LeaseName"},
+		{postgres.StoresConfig{LeaseName: strings.Repeat("l", vocab.MaxNameLength+1)}, "rota", maintenance.ErrInvalid, "LeaseName"},
+		{postgres.StoresConfig{}, "pg_rota", postgres.ErrInvalidSchema, "reserves"},
+		{postgres.StoresConfig{}, "", postgres.ErrInvalidSchema, "empty"},
+	} {
+		st, err := postgres.OpenStores(ctx, nowhere, c.schema, c.cfg)
+		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.says) || st != nil {
+			t.Errorf("OpenStores(%+v, schema %q) = %v, %v; want %v saying %q", c.cfg, c.schema, st, err, c.is, c.says)
+		}
+	}
+	if st, err := postgres.OpenStores(ctx, nowhere, "rota", postgres.StoresConfig{}); err == nil || !strings.Contains(err.Error(), "Open: connecting") || st != nil {
+		t.Errorf("OpenStores with no server = %v, %v; want Open's error at the connecting step", st, err)
 	}
 }

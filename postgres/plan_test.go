@@ -57,6 +57,26 @@ func staleFixture(tb testing.TB, backlog, claimed, quiet int) *pgxpool.Pool {
 			FROM rota_due d WHERE d.user_id = 'noisy') x WHERE user_id = 'noisy'`); err != nil {
 		tb.Fatal(err)
 	}
+	// Limits on the noisy user and a few quiet ones, so that the probes of claims in
+	// flight and of slots have users to read.
+	limits := duework.Limits{Weight: 3, MaxInFlight: 3, Every: time.Second, Burst: 2}
+	if err := idx.Route(ctx, []duework.Route{{UserID: "noisy", Limits: limits}, {UserID: "quiet001", Limits: limits}, {UserID: "bulk00001", Group: "pro", Limits: limits}}); err != nil {
+		tb.Fatal(err)
+	}
+	// The watch list in the same shape: the noisy tenant's sources analyzed alone, then
+	// every other tenant's.
+	for _, sql := range []string{
+		fmt.Sprintf(`INSERT INTO rota_watchlist (user_id, slug, tier, added_at) SELECT 'noisy', format('s%%s', i), 'hot', $1 FROM generate_series(1, %d) AS i`, backlog),
+		`ANALYZE rota_watchlist`,
+		`INSERT INTO rota_watchlist (user_id, slug, tier, added_at) SELECT user_id, 's0', 'hot', $1 FROM rota_users WHERE user_id <> 'noisy'`,
+	} {
+		if _, err := pool.Exec(ctx, strings.ReplaceAll(sql, "$1", "'2026-03-01 12:00:00+00'")); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "ALTER TABLE rota_watchlist SET (autovacuum_enabled = false)"); err != nil {
+		tb.Fatal(err)
+	}
 	checkReadyAt(tb, pool)
 	return pool
 }
@@ -102,10 +122,10 @@ func (n planNode) bitmapIndexes() []string {
 	return out
 }
 
-// planOf returns the plan the server makes for sql with args, prepared as pgx prepares it, under
-// plan_cache_mode mode: force_custom_plan (a plan for these values) or force_generic_plan (the
+// planOf returns the plan the server makes for sql with args, prepared as pgx prepares it
+// after settings (the Index's plan settings for it), under plan_cache_mode mode: force_custom_plan (a plan for these values) or force_generic_plan (the
 // plan a prepared statement switches to after five executions, for any values).
-func planOf(t *testing.T, pool *pgxpool.Pool, mode, sql string, args ...any) planNode {
+func planOf(t *testing.T, pool *pgxpool.Pool, mode, settings, sql string, args ...any) planNode {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
@@ -118,10 +138,12 @@ func planOf(t *testing.T, pool *pgxpool.Pool, mode, sql string, args ...any) pla
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+	if _, err := tx.Exec(ctx, settings); err != nil { // as the Index runs them
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, postgres.SQLPlanSettings); err != nil { // as the Index runs them
+	// After the settings, which force the generic plan: the custom plan is checked too, so
+	// that the shapes do not rest on that setting alone.
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
 		t.Fatal(err)
 	}
 	sd, err := tx.Prepare(ctx, "", sql)
@@ -192,6 +214,7 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 	now := t0.Add(time.Minute)
 	users := []string{"bulk00001", "bulk00002", "noisy", "quiet007"}
 	works := []string{"w0", "w0", "w0000001", "w0"}
+	tokens := []int64{1, 2, 3, 4}
 	const (
 		queue       = "Index Scan using rota_users_queue"
 		queueOnly   = "Index Only Scan using rota_users_queue"
@@ -201,34 +224,50 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		claimed     = "Index Scan using rota_due_claimed_user"
 		claimedOnly = "Index Only Scan using rota_due_claimed_user"
 		dueKey      = "Index Scan using rota_due_pkey"
+		watchKey    = "Index Scan using rota_watchlist_pkey"
+		watchOnly   = "Index Only Scan using rota_watchlist_pkey"
 		tid         = "Tid Scan"
 	)
+	plain, counting := postgres.SQLPlanSettings, postgres.SQLCountSettings
 	reads := []struct {
-		name       string
-		sql        string
-		args       []any
-		users, due []string // the scans allowed on rota_users and rota_due
+		name                string
+		settings            string
+		sql                 string
+		args                []any
+		users, due, watched []string // the scans allowed on rota_users, rota_due and rota_watchlist
 	}{
-		{"Ready", postgres.SQLReady, []any{"", now, 100, 11, now.Add(time.Minute)}, []string{queue, tid}, []string{free, claimed}},
-		{"Ready without a hold", postgres.SQLPeek, []any{"", now, 100, 11, nil}, []string{queue}, []string{free, claimed}},
-		{"Ready of a small group", postgres.SQLReady, []any{"pro", now, 100, 11, now.Add(time.Minute)}, []string{queue, tid}, []string{free, claimed}},
-		{"Claim", postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour)}, []string{userKey}, []string{dueKey, tid}},
-		{"Claim's users", postgres.SQLServe, []any{now, now.Add(time.Hour)}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
-		{"CompleteMany's users", postgres.SQLRecomputeLocked, nil, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
-		{"CompleteMany", postgres.SQLCompleteMany, []any{users, works, []int64{1, 2, 3, 4}, []string{"hot", "hot", "hot", "hot"},
-			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}}, []string{userKey}, []string{dueKey, tid}},
-		{"Groups", postgres.SQLGroups, []any{now}, []string{queueOnly, queue}, nil},
-		{"ReadyAt recomputation", postgres.SQLRecompute, []any{users}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
-		{"ReadyAt recomputation of the noisy user", postgres.SQLRecompute, []any{[]string{"noisy"}}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}},
+		{"Ready", counting, postgres.SQLReady, []any{"", now, 100, 10, now.Add(time.Minute), "1772366460000000000"}, []string{queue, tid}, []string{free, claimed}, nil},
+		{"Ready without a hold", counting, postgres.SQLPeek, []any{"", now, 100, 10, nil, "1772366460000000000"}, []string{queue}, []string{free, claimed}, nil},
+		{"Ready of a small group", counting, postgres.SQLReady, []any{"pro", now, 100, 10, now.Add(time.Minute), "1772366460000000000"}, []string{queue, tid}, []string{free, claimed}, nil},
+		{"Claim's locks", counting, postgres.SQLClaimLock, []any{users}, []string{userKey}, nil, nil},
+		{"Claim", counting, postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), "1772366460000000000"}, nil, []string{dueKey, claimed}, nil},
+		{"Claim's users", counting, postgres.SQLServe, []any{now, now.Add(time.Hour), "1772366460000000000"}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
+		{"CompleteMany", plain, postgres.SQLCompleteMany, []any{users, works, tokens, []string{"hot", "hot", "hot", "hot"},
+			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}}, []string{userKey}, []string{dueKey, tid}, nil},
+		{"CompleteMany's users", plain, postgres.SQLRecomputeLocked, nil, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
+		{"Unclaim", plain, postgres.SQLUnclaim, []any{users, works, tokens}, []string{userKey}, []string{dueKey, tid}, nil},
+		{"CheckClaims", plain, postgres.SQLCheckClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}, nil, []string{dueKey}, nil},
+		{"Groups", plain, postgres.SQLGroups, []any{now}, []string{queueOnly, queue}, nil, nil},
+		{"ReadyAt recomputation", plain, postgres.SQLRecompute, []any{users}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
+		{"ReadyAt recomputation of the noisy user", plain, postgres.SQLRecompute, []any{[]string{"noisy"}}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
+		{"Route's locks", plain, postgres.SQLLockUsers, []any{users}, []string{userKey}, nil, nil},
+		{"Route", plain, postgres.SQLRoute, []any{users, []string{"a", "b", "c", "d"}, []int32{0, 2, 3, 0}, []int32{0, 1, 2, 3},
+			[]int64{0, 1e9, 0, 5}, []int32{0, 0, 4, 1}}, []string{userKey}, []string{claimedOnly, claimed}, nil},
+		{"User", counting, postgres.SQLUser, []any{"noisy", now}, []string{userKey}, []string{claimed}, nil},
+		{"User of a quiet user", counting, postgres.SQLUser, []any{"quiet001", now}, []string{userKey}, []string{claimed}, nil},
+		{"Entries", plain, postgres.SQLEntries, []any{"noisy", "w0000100", 50}, nil, []string{dueKey}, nil},
+		{"Entries of a quiet user", plain, postgres.SQLEntries, []any{"quiet001", "", 50}, nil, []string{dueKey}, nil},
+		{"Watchlist.Tenants", plain, postgres.SQLTenants, []any{"", 100}, nil, nil, []string{watchOnly, watchKey}},
+		{"Watchlist.Tenants after the noisy one", plain, postgres.SQLTenants, []any{"noisy", 100}, nil, nil, []string{watchOnly, watchKey}},
 	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		t.Run(mode, func(t *testing.T) {
 			for _, r := range reads {
-				plan := planOf(t, pool, mode, r.sql, r.args...)
+				plan := planOf(t, pool, mode, r.settings, r.sql, r.args...)
 				for _, rel := range []struct {
 					name    string
 					allowed []string
-				}{{"rota_users", r.users}, {"rota_due", r.due}} {
+				}{{"rota_users", r.users}, {"rota_due", r.due}, {"rota_watchlist", r.watched}} {
 					scans, conds := plan.scans(rel.name)
 					if !allowedScans(scans, rel.allowed) {
 						t.Errorf("%s reads %s with %q; want only %q", r.name, rel.name, scans, rel.allowed)
@@ -236,6 +275,9 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 					for i, s := range scans {
 						if s == dueKey && !strings.Contains(conds[i], "work_key") {
 							t.Errorf("%s reads a range of rota_due's primary key (%s), which walks a user's backlog", r.name, conds[i])
+						}
+						if (s == watchKey || s == watchOnly) && !strings.Contains(conds[i], "user_id >") {
+							t.Errorf("%s reads rota_watchlist's primary key without a bound (%s), which walks every entry", r.name, conds[i])
 						}
 					}
 				}

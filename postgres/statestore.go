@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
 
@@ -17,17 +18,20 @@ import (
 // NewStateStore after Migrate. It is safe for concurrent use.
 //
 // States are rows of rota_task_state, one column per TaskState field. The fence is the
-// greater of the one row of rota_task_fence — the highest token of a Save that succeeded —
-// and the latest token of every Lease in the schema, so a schema holds one StateStore and
-// the one Lease that fences it. Save locks the fence row and shares the lease rows' locks,
-// refuses a token below the fence with maintenance.ErrStaleToken, raises the fence row and
-// upserts every state, in one transaction: all or nothing; concurrent Saves are
-// serialized by the fence row, and an Acquire waits for a Save in flight. Load reads the
-// fence and every state from one snapshot (a read-only REPEATABLE READ transaction).
+// greater of the one row of rota_task_fence — the highest token of a write that
+// succeeded — and the latest token of every Lease in the schema, so a schema holds one
+// StateStore and the one Lease that fences it. Save and Update lock the fence row and
+// share the lease rows' locks, in one transaction: Save refuses a token below the fence
+// with maintenance.ErrStaleToken, raises the fence row and upserts every state; Update
+// reads the states it was given the names of, calls its UpdateFunc once, upserts what it
+// returns and raises the fence row. All or nothing; concurrent writes are serialized by
+// the fence row, so an Update's read and write are atomic across every daemon, and an
+// Acquire waits for a write in flight. Load reads the fence and every state from one
+// snapshot (a read-only REPEATABLE READ transaction).
 //
-// Save checks its token and states as maintenance.MemoryStateStore does (see
-// maintenance.TaskState.Validate) before anything is sent. Times are stored with
-// microsecond precision.
+// Save and Update check their input as maintenance.MemoryStateStore does (see
+// maintenance.TaskState.Validate), a Save's before anything is sent, an Update's names
+// before and its writes before they are. Times are stored with microsecond precision.
 type StateStore struct {
 	pool *pgxpool.Pool
 }
@@ -44,7 +48,26 @@ func NewStateStore(pool *pgxpool.Pool) *StateStore {
 }
 
 const stateColumns = `name, class, rank, last_run_at, last_outcome, last_error, running, running_since,
-	running_by, running_token, deferred_since, deferred_at, deferrals, defer_reason, defer_blocker`
+	running_by, running_token, running_until, deferred_since, deferred_at, deferrals, defer_reason, defer_blocker`
+
+// sqlUpsertState inserts or replaces one state.
+const sqlUpsertState = `INSERT INTO rota_task_state (` + stateColumns + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+	ON CONFLICT (name) DO UPDATE SET class = EXCLUDED.class, rank = EXCLUDED.rank,
+		last_run_at = EXCLUDED.last_run_at, last_outcome = EXCLUDED.last_outcome,
+		last_error = EXCLUDED.last_error, running = EXCLUDED.running,
+		running_since = EXCLUDED.running_since, running_by = EXCLUDED.running_by,
+		running_token = EXCLUDED.running_token, running_until = EXCLUDED.running_until,
+		deferred_since = EXCLUDED.deferred_since, deferred_at = EXCLUDED.deferred_at,
+		deferrals = EXCLUDED.deferrals, defer_reason = EXCLUDED.defer_reason,
+		defer_blocker = EXCLUDED.defer_blocker`
+
+// queueUpsert queues the upsert of st.
+func queueUpsert(b *pgx.Batch, st maintenance.TaskState) {
+	b.Queue(sqlUpsertState, st.Name, int32(st.Class), int32(st.Rank), ts(st.LastRunAt), string(st.LastOutcome), st.LastError,
+		st.Running, ts(st.RunningSince), st.RunningBy, int64(st.RunningToken), ts(st.RunningUntil), ts(st.DeferredSince),
+		ts(st.DeferredAt), int64(st.Deferrals), string(st.DeferReason), st.DeferBlocker)
+}
 
 // Load returns the highest token seen and every task's state, ordered by Name.
 func (s *StateStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
@@ -71,16 +94,16 @@ func (s *StateStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
 
 func scanState(r pgx.CollectableRow) (maintenance.TaskState, error) {
 	var (
-		st                                               maintenance.TaskState
-		class, rank                                      int32
-		lastRun, runningSince, deferredSince, deferredAt *time.Time
-		outcome, reason                                  string
-		token, deferrals                                 int64
+		st                                                             maintenance.TaskState
+		class, rank                                                    int32
+		lastRun, runningSince, runningUntil, deferredSince, deferredAt *time.Time
+		outcome, reason                                                string
+		token, deferrals                                               int64
 	)
 	err := r.Scan(&st.Name, &class, &rank, &lastRun, &outcome, &st.LastError, &st.Running, &runningSince,
-		&st.RunningBy, &token, &deferredSince, &deferredAt, &deferrals, &reason, &st.DeferBlocker)
+		&st.RunningBy, &token, &runningUntil, &deferredSince, &deferredAt, &deferrals, &reason, &st.DeferBlocker)
 	st.Class, st.Rank = maintenance.Class(class), maintenance.Rank(rank)
-	st.LastRunAt, st.RunningSince = fromTS(lastRun), fromTS(runningSince)
+	st.LastRunAt, st.RunningSince, st.RunningUntil = fromTS(lastRun), fromTS(runningSince), fromTS(runningUntil)
 	st.DeferredSince, st.DeferredAt = fromTS(deferredSince), fromTS(deferredAt)
 	st.LastOutcome, st.RunningToken, st.Deferrals = maintenance.Outcome(outcome), uint64(token), int(deferrals)
 	st.DeferReason = maintenance.Reason(reason)
@@ -114,25 +137,101 @@ func (s *StateStore) Save(ctx context.Context, token uint64, states ...maintenan
 		b := &pgx.Batch{}
 		b.Queue(`UPDATE rota_task_fence SET token = $1`, int64(token))
 		for i, st := range states {
-			if last[st.Name] != i {
-				continue // a later state of the same task replaces it
+			if last[st.Name] == i { // a later state of the same task replaces an earlier one
+				queueUpsert(b, st)
 			}
-			b.Queue(`INSERT INTO rota_task_state (`+stateColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-				ON CONFLICT (name) DO UPDATE SET class = EXCLUDED.class, rank = EXCLUDED.rank,
-					last_run_at = EXCLUDED.last_run_at, last_outcome = EXCLUDED.last_outcome,
-					last_error = EXCLUDED.last_error, running = EXCLUDED.running,
-					running_since = EXCLUDED.running_since, running_by = EXCLUDED.running_by,
-					running_token = EXCLUDED.running_token, deferred_since = EXCLUDED.deferred_since,
-					deferred_at = EXCLUDED.deferred_at, deferrals = EXCLUDED.deferrals,
-					defer_reason = EXCLUDED.defer_reason, defer_blocker = EXCLUDED.defer_blocker`,
-				st.Name, int32(st.Class), int32(st.Rank), ts(st.LastRunAt), string(st.LastOutcome), st.LastError,
-				st.Running, ts(st.RunningSince), st.RunningBy, int64(st.RunningToken), ts(st.DeferredSince),
-				ts(st.DeferredAt), int64(st.Deferrals), string(st.DeferReason), st.DeferBlocker)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	return interpretAs(ctx, "StateStore.Save", maintenance.ErrInvalid, err)
+}
+
+// Update reads the fence and the states of names, calls f once with them, and upserts
+// the states f returns (a task written twice keeps the later state), raising the fence
+// row to the token f returns if that is higher: one transaction under the fence row's
+// lock, so no other Save or Update of the schema takes effect in between. Names that are
+// not valid names (see Names and times in package maintenance) or that repeat are
+// maintenance.ErrInvalid before anything is sent; so are writes that
+// maintenance.TaskState.Validate refuses, of a name not given, or a token above
+// math.MaxInt64, before they are sent. f's error is returned (wrapped) and nothing is
+// written.
+//
+// Cost: one round trip for the locks, one for the states, one for the writes.
+func (s *StateStore) Update(ctx context.Context, names []string, f maintenance.UpdateFunc) error {
+	given := make(map[string]bool, len(names))
+	for i, n := range names {
+		if err := vocab.Name(maintenance.ErrInvalid, fmt.Sprintf("names[%d]", i), n); err != nil {
+			return fmt.Errorf("postgres: StateStore.Update: %w", err)
+		}
+		if given[n] {
+			return fmt.Errorf("postgres: StateStore.Update: %w: names[%d] %q repeats", maintenance.ErrInvalid, i, n)
+		}
+		given[n] = true
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		fence, err := lockFence(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+stateColumns+` FROM rota_task_state WHERE name = ANY($1)`, names)
+		if err != nil {
+			return err
+		}
+		found, err := pgx.CollectRows(rows, scanState)
+		if err != nil {
+			return err
+		}
+		writes, raise, err := f(uint64(fence), aligned(names, found))
+		if err != nil {
+			return err
+		}
+		if err := checkWrites(given, raise, writes); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		if raise > uint64(fence) {
+			b.Queue(`UPDATE rota_task_fence SET token = $1`, int64(raise))
+		}
+		for _, st := range writes {
+			queueUpsert(b, st)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return interpretAs(ctx, "StateStore.Update", maintenance.ErrInvalid, err)
+}
+
+// aligned returns, for each of names, its state among found, or the zero state with its
+// name.
+func aligned(names []string, found []maintenance.TaskState) []maintenance.TaskState {
+	byName := make(map[string]maintenance.TaskState, len(found))
+	for _, st := range found {
+		byName[st.Name] = st
+	}
+	out := make([]maintenance.TaskState, len(names))
+	for i, n := range names {
+		st, ok := byName[n]
+		if !ok {
+			st = maintenance.TaskState{Name: n}
+		}
+		out[i] = st
+	}
+	return out
+}
+
+// checkWrites checks what an UpdateFunc given the names in given returned.
+func checkWrites(given map[string]bool, raise uint64, writes []maintenance.TaskState) error {
+	if raise > math.MaxInt64 {
+		return fmt.Errorf("%w: raise must be at most %d, got %d", maintenance.ErrInvalid, int64(math.MaxInt64), raise)
+	}
+	for i, st := range writes {
+		if !given[st.Name] {
+			return fmt.Errorf("%w: writes[%d] is of task %q, which the update was not given", maintenance.ErrInvalid, i, st.Name)
+		}
+		if err := st.Validate(); err != nil {
+			return fmt.Errorf("writes[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // lockFence locks the fence row (creating it if needed) and shares the locks of the lease

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,17 +16,15 @@ import (
 // Watchlist is a tenancy.Watchlist on PostgreSQL: the watch lists of every replica in one
 // table, rota_watchlist, keyed by (user_id, slug). Like the in-memory one it is
 // deny-by-default: every statement filters by the Context's user, so no argument reaches
-// another tenant's rows. Each call is one round trip; List reads the tenant's whole list in
-// one query, ordered by slug, and GetMany (tenancy.BatchGetter) reads many tenants'
-// entries in one query. AddedAt is stored to the microsecond.
+// another tenant's rows. Each call is one round trip and one statement. List reads the
+// tenant's whole list, ordered by slug; AddMany writes many entries of one tenant;
+// GetMany reads many tenants' entries; Tenants pages through the tenants by a loose scan
+// of the primary key. AddedAt is stored to the microsecond.
 type Watchlist struct {
 	pool *pgxpool.Pool
 }
 
-var (
-	_ tenancy.Watchlist   = (*Watchlist)(nil)
-	_ tenancy.BatchGetter = (*Watchlist)(nil)
-)
+var _ tenancy.Watchlist = (*Watchlist)(nil)
 
 // NewWatchlist returns the Watchlist over pool's schema, which Migrate must have created.
 func NewWatchlist(pool *pgxpool.Pool) *Watchlist {
@@ -73,6 +73,85 @@ func (w *Watchlist) Add(ctx context.Context, tc tenancy.Context, e tenancy.Watch
 		ON CONFLICT (user_id, slug) DO UPDATE SET tier = EXCLUDED.tier, added_at = EXCLUDED.added_at`,
 		tc.UserID(), e.Slug, e.Tier, e.AddedAt)
 	return interpretTenancy(ctx, "Watchlist.Add", err)
+}
+
+// AddMany implements [tenancy.Watchlist]: after the Context and ctx it checks every entry
+// with [tenancy.WatchlistEntry.Validate] before anything is sent — one refused entry
+// refuses the call, naming its index, and writes nothing — then inserts or replaces them
+// all in one statement. A slug given twice is written once, the last one winning. The
+// entries are written in slug order, so that two calls for one tenant lock its rows in
+// the same order.
+func (w *Watchlist) AddMany(ctx context.Context, tc tenancy.Context, entries []tenancy.WatchlistEntry) error {
+	if err := checkTenant(ctx, tc); err != nil {
+		return err
+	}
+	last := make(map[string]int, len(entries)) // slug → the index of its last entry
+	for i, e := range entries {
+		if err := e.Validate(tc); err != nil {
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+		last[e.Slug] = i
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	slugs := make([]string, 0, len(last))
+	for slug := range last {
+		slugs = append(slugs, slug)
+	}
+	slices.Sort(slugs)
+	tiers, added := make([]string, len(slugs)), make([]time.Time, len(slugs))
+	for i, slug := range slugs {
+		e := entries[last[slug]]
+		tiers[i], added[i] = e.Tier, e.AddedAt
+	}
+	_, err := w.pool.Exec(ctx, `
+		INSERT INTO rota_watchlist (user_id, slug, tier, added_at)
+		SELECT $1, k.slug, k.tier, k.added_at
+		FROM unnest($2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS k(slug, tier, added_at, ord)
+		ORDER BY k.ord
+		ON CONFLICT (user_id, slug) DO UPDATE SET tier = EXCLUDED.tier, added_at = EXCLUDED.added_at`,
+		tc.UserID(), slugs, tiers, added)
+	return interpretTenancy(ctx, "Watchlist.AddMany", err)
+}
+
+// sqlTenants is Tenants' read ($1 after, $2 limit): a loose index scan of rota_watchlist's
+// primary key, which jumps from one user's first entry to the next user's, so it reads
+// one index entry per tenant it returns, whatever their lists hold.
+const sqlTenants = `
+WITH RECURSIVE t(user_id) AS (
+	(SELECT w.user_id FROM rota_watchlist w WHERE w.user_id > $1 ORDER BY w.user_id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT w.user_id FROM rota_watchlist w WHERE w.user_id > t.user_id ORDER BY w.user_id LIMIT 1)
+	FROM t WHERE t.user_id IS NOT NULL
+)
+SELECT t.user_id FROM t WHERE t.user_id IS NOT NULL LIMIT $2`
+
+// Tenants implements [tenancy.Watchlist]: up to limit user IDs with at least one entry,
+// after after, in byte order. It is the operator's and the start-up sync's cross-tenant
+// read, and lists IDs only. One statement (sqlTenants), which reads one index entry per
+// tenant it returns.
+func (w *Watchlist) Tenants(ctx context.Context, after string, limit int) ([]string, error) {
+	if after != "" {
+		if err := tenancy.ValidateID("after", after); err != nil {
+			return nil, err
+		}
+	}
+	if limit < 1 || limit > tenancy.MaxTenantsPage {
+		return nil, fmt.Errorf("%w: limit must be in [1, %d], got %d", tenancy.ErrInvalidID, tenancy.MaxTenantsPage, limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := w.pool.Query(ctx, sqlTenants, after, limit)
+	if err != nil {
+		return nil, interpretTenancy(ctx, "Watchlist.Tenants", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpretTenancy(ctx, "Watchlist.Tenants", err)
+	}
+	return ids, nil
 }
 
 // Remove implements [tenancy.Watchlist].
@@ -128,7 +207,7 @@ func (w *Watchlist) List(ctx context.Context, tc tenancy.Context) ([]tenancy.Wat
 	return es, nil
 }
 
-// GetMany implements [tenancy.BatchGetter] in one query, whatever the number of lookups:
+// GetMany implements [tenancy.Watchlist] in one query, whatever the number of lookups:
 // the (user, slug) pair of each lookup, taken from its own Context, is joined to
 // rota_watchlist by primary key, so a lookup can match only its own tenant's row. A zero
 // Context or a bad slug is that lookup's error, found before anything is sent; a call

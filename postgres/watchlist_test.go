@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -232,8 +234,8 @@ func TestWatchlistRefusesBeforeSending(t *testing.T) {
 			t.Errorf("Add with AddedAt %v = %v, want ErrInvalidID before any statement", at, err)
 		}
 	}
-	if err := plans.SetPlan(ctx, ana, "gold"); !errors.Is(err, tenancy.ErrInvalidPlan) {
-		t.Errorf("SetPlan(gold) = %v, want ErrInvalidPlan", err)
+	if err := plans.SetPlan(ctx, ana, "gold "); !errors.Is(err, tenancy.ErrInvalidPlan) {
+		t.Errorf("SetPlan(%q) = %v, want ErrInvalidPlan", "gold ", err)
 	}
 	if _, err := w.List(ctx, ana); !errors.Is(err, postgres.ErrNotMigrated) {
 		t.Errorf("List on a schema without tables = %v, want ErrNotMigrated", err)
@@ -262,6 +264,124 @@ func TestWatchlistAddedAtMicroseconds(t *testing.T) {
 		got, err := w.Get(ctx, ana, slug)
 		if want := at.Truncate(time.Microsecond); err != nil || !got.AddedAt.Equal(want) {
 			t.Errorf("AddedAt %v came back as %v, %v; want %v", at, got.AddedAt, err, want)
+		}
+	}
+}
+
+// AddMany writes a tenant's whole batch in one statement, the last entry of a slug given
+// twice winning and entries already there replaced; one bad entry refuses the call, naming
+// its index, before anything is sent, and writes nothing.
+func TestWatchlistAddMany(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, counter := countedPool(t)
+	w := postgres.NewWatchlist(pool)
+	ana := mustTC(t, "ana")
+	if err := w.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "src-0000", Tier: "cold", AddedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	var es []tenancy.WatchlistEntry
+	for i := range 2_000 {
+		es = append(es, tenancy.WatchlistEntry{UserID: "ana", Slug: fmt.Sprintf("src-%04d", i%1_500), Tier: []string{"hot", "warm"}[i/1_500], AddedAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	before := counter.n.Load()
+	if err := w.AddMany(ctx, ana, es); err != nil {
+		t.Fatal(err)
+	}
+	if q := counter.n.Load() - before; q != 1 {
+		t.Fatalf("AddMany of %d entries sent %d statements, want 1", len(es), q)
+	}
+	got, err := w.List(ctx, ana)
+	if err != nil || len(got) != 1_500 {
+		t.Fatalf("after AddMany List = %d entries, %v; want 1,500", len(got), err)
+	}
+	for i, e := range got {
+		tier, at := "hot", t0.Add(time.Duration(i)*time.Second)
+		if i < 500 { // given twice: the second, warm, wins
+			tier, at = "warm", t0.Add(time.Duration(i+1_500)*time.Second)
+		}
+		if e.Slug != fmt.Sprintf("src-%04d", i) || e.Tier != tier || !e.AddedAt.Equal(at) {
+			t.Fatalf("entry %d = %+v; want tier %s added at %v", i, e, tier, at)
+		}
+	}
+	for _, bad := range []struct {
+		e    tenancy.WatchlistEntry
+		want error
+	}{
+		{tenancy.WatchlistEntry{UserID: "bo", Slug: "x", Tier: "hot", AddedAt: t0}, tenancy.ErrForbidden},
+		{tenancy.WatchlistEntry{UserID: "ana", Slug: "x\x00", Tier: "hot", AddedAt: t0}, tenancy.ErrInvalidID},
+		{tenancy.WatchlistEntry{UserID: "ana", Slug: "x", Tier: "hot", AddedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, tenancy.ErrInvalidID},
+	} {
+		batch := []tenancy.WatchlistEntry{{UserID: "ana", Slug: "new-0", Tier: "hot", AddedAt: t0}, {UserID: "ana", Slug: "new-1", Tier: "hot", AddedAt: t0}, bad.e}
+		before := counter.n.Load()
+		err := w.AddMany(ctx, ana, batch)
+		if !errors.Is(err, bad.want) || !strings.Contains(err.Error(), "entries[2]") {
+			t.Errorf("AddMany with %+v at index 2 = %v; want %v naming entries[2]", bad.e, err, bad.want)
+		}
+		if q := counter.n.Load() - before; q != 0 {
+			t.Errorf("a refused AddMany sent %d statements, want none", q)
+		}
+	}
+	if err := w.AddMany(ctx, tenancy.Context{}, es[:1]); !errors.Is(err, tenancy.ErrNoTenant) {
+		t.Errorf("AddMany with the zero Context = %v, want ErrNoTenant", err)
+	}
+	if _, err := w.Get(ctx, ana, "new-0"); !errors.Is(err, tenancy.ErrNotFound) {
+		t.Errorf("after the refused calls Get(new-0) = %v; want ErrNotFound: nothing written", err)
+	}
+	if err := w.AddMany(ctx, ana, nil); err != nil {
+		t.Errorf("AddMany of nothing = %v", err)
+	}
+}
+
+// Tenants pages through the tenants with entries in byte order, one statement a page,
+// whatever each tenant's list holds, and refuses a bad after or limit.
+func TestWatchlistTenants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, counter := countedPool(t)
+	var rows [][]any
+	users := []string{"a", "a/b", "b", "ba", "z", "é"} // byte order: é is 0xc3 0xa9
+	for i, u := range users {
+		for k := range 1 + 400*(i%2) {
+			rows = append(rows, []any{u, fmt.Sprintf("s%03d", k), "hot", t0})
+		}
+	}
+	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"rota_watchlist"}, []string{"user_id", "slug", "tier", "added_at"}, pgx.CopyFromRows(rows)); err != nil {
+		t.Fatal(err)
+	}
+	w := postgres.NewWatchlist(pool)
+	var got []string
+	pages := 0
+	for after := ""; ; pages++ {
+		before := counter.n.Load()
+		page, err := w.Tenants(ctx, after, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q := counter.n.Load() - before; q != 1 {
+			t.Fatalf("Tenants sent %d statements, want 1", q)
+		}
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		after = page[len(page)-1]
+	}
+	if !slices.Equal(got, users) || pages != 2 {
+		t.Fatalf("Tenants, 4 a page = %q in %d pages; want %q in 2", got, pages, users)
+	}
+	if err := w.Remove(ctx, mustTC(t, "b"), "s000"); err != nil {
+		t.Fatal(err)
+	}
+	if page, err := w.Tenants(ctx, "a/b", 2); err != nil || !slices.Equal(page, []string{"ba", "z"}) {
+		t.Fatalf("Tenants after a/b once b has no entry = %q, %v; want ba z", page, err)
+	}
+	for _, bad := range []struct {
+		after string
+		limit int
+	}{{"x\x00", 1}, {"", 0}, {"", tenancy.MaxTenantsPage + 1}} {
+		if _, err := w.Tenants(ctx, bad.after, bad.limit); !errors.Is(err, tenancy.ErrInvalidID) {
+			t.Errorf("Tenants(%q, %d) = %v, want ErrInvalidID", bad.after, bad.limit, err)
 		}
 	}
 }
