@@ -1,0 +1,300 @@
+package rotanats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+)
+
+var _ bridge.Sink = (*Sink)(nil)
+
+// Sink hands a Dispatcher's items to JetStream, one subject per lane, and says how many
+// more each lane can take: a bridge.Sink for bridge.NewFeeder. Most dispatcher processes
+// make one Sink and give it to a Feeder. A Sink is safe for concurrent use.
+type Sink struct {
+	js    jetstream.JetStream
+	cfg   Config // with defaults
+	lanes map[dispatch.Lane]bool
+
+	mu     sync.Mutex
+	stream jetstream.Stream // nil until declared
+}
+
+// NewSink returns a Sink that publishes through js as cfg describes. It refuses a nil js
+// and a Config that cannot work, wrapping ErrInvalidConfig. It does no I/O: the stream is
+// created, when missing, by the first Room or Send that reaches the server, and again
+// after a call finds it gone.
+func NewSink(js jetstream.JetStream, cfg Config) (*Sink, error) {
+	err := cfg.validate()
+	if js == nil {
+		err = errors.Join(fmt.Errorf("%w: NewSink's js must not be nil", ErrInvalidConfig), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{js: js, cfg: cfg.withDefaults(), lanes: map[dispatch.Lane]bool{}}
+	for _, l := range cfg.Lanes {
+		s.lanes[l] = true
+	}
+	return s, nil
+}
+
+// declared returns the stream, creating or updating it the first time.
+func (s *Sink) declared(ctx context.Context) (jetstream.Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil {
+		return s.stream, nil
+	}
+	st, err := declareStream(ctx, s.js, s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.stream = st
+	return st, nil
+}
+
+// forget drops the stream's handle when err says the stream is gone, so that the next
+// call declares it again.
+func (s *Sink) forget(err error) {
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		s.mu.Lock()
+		s.stream = nil
+		s.mu.Unlock()
+	}
+}
+
+// declareStream creates cfg's stream, or updates it to cfg.
+func declareStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+	st, err := js.CreateOrUpdateStream(ctx, cfg.streamConfig())
+	if err != nil {
+		return nil, fmt.Errorf("rotanats: declare stream %q: %w", cfg.Stream, err)
+	}
+	return st, nil
+}
+
+// Room returns how many items each lane can take now, and their sum as Total. For each
+// lane of the Config it first drops from the stream the lane's oldest messages whose
+// claims have ended or end within ClaimMargin — no worker would run them, their entries
+// are due again, and a newer claim of the same entry must not sit in the queue beside
+// them — and then gives the lane its capacity less the messages it holds unacknowledged
+// (pending delivery, or delivered and not yet acknowledged: the consumer's NumPending plus
+// NumAckPending, which count every dispatcher's sends). The capacity is MaxAckPending, as
+// the lane's consumer holds it, times (ClaimFor − ClaimMargin) / RunTime, or times 1 for
+// a zero RunTime: what the lane's in-flight slots can start before the claims end. A
+// lane has no room while no worker takes its items: before any worker has declared its
+// consumer, and while no worker is pulling from it (NumWaiting) and none holds a message
+// of it.
+//
+// So a Feeder that calls Room before each dispatch keeps each lane's queue within its
+// capacity, stops claiming when the workers stop, and never queues an entry twice. With
+// several dispatchers feeding one stream the bound is their number times the capacity,
+// and their claims interleave: a stale message behind a fresher one of another
+// dispatcher is dropped by the worker that receives it instead.
+//
+// Room costs one consumer read per lane, one message read for each lane that holds
+// messages and one more read and one delete per stale message. A lane whose reads fail
+// has no room; the error names it, joined with the others'.
+func (s *Sink) Room(ctx context.Context) (dispatch.Take, error) {
+	t := dispatch.Take{PerLane: make(map[dispatch.Lane]int, len(s.cfg.Lanes))}
+	st, err := s.declared(ctx)
+	if err != nil {
+		for _, l := range s.cfg.Lanes {
+			t.PerLane[l] = 0
+		}
+		return t, err
+	}
+	now := s.cfg.Clock.Now()
+	var errs []error
+	for _, l := range s.cfg.Lanes {
+		n, err := s.laneRoom(ctx, st, l, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rotanats: room of lane %q: %w", l, err))
+		}
+		t.PerLane[l] = n
+		t.Total += n
+	}
+	err = errors.Join(errs...)
+	s.forget(err)
+	return t, err
+}
+
+// laneRoom is Room for one lane.
+func (s *Sink) laneRoom(ctx context.Context, st jetstream.Stream, lane dispatch.Lane, now time.Time) (int, error) {
+	info, err := s.consumerInfo(ctx, st, lane)
+	if info == nil || err != nil {
+		return 0, err
+	}
+	if info.NumPending+uint64(info.NumAckPending) > 0 {
+		dropped, err := s.dropStale(ctx, st, lane, now)
+		if err != nil {
+			return 0, err
+		}
+		if dropped > 0 {
+			if info, err = s.consumerInfo(ctx, st, lane); info == nil || err != nil {
+				return 0, err
+			}
+		}
+	}
+	if info.NumWaiting == 0 && info.NumAckPending == 0 {
+		return 0, nil // no worker takes the lane's items
+	}
+	unacked := int(min(info.NumPending, uint64(duework.MaxLimit))) + info.NumAckPending
+	return max(0, s.cfg.capacity(info.Config.MaxAckPending)-unacked), nil
+}
+
+// consumerInfo reads lane's consumer; nil, without an error, when none is declared.
+func (s *Sink) consumerInfo(ctx context.Context, st jetstream.Stream, lane dispatch.Lane) (*jetstream.ConsumerInfo, error) {
+	cons, err := st.Consumer(ctx, LaneToken(lane))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read its consumer: %w", err)
+	}
+	info := cons.CachedInfo()
+	if info.Config.MaxAckPending <= 0 {
+		return nil, fmt.Errorf("its consumer %q has MaxAckPending %d: it must be positive", info.Name, info.Config.MaxAckPending)
+	}
+	return info, nil
+}
+
+// maxDropScan is the most messages one Room reads of a lane looking for stale ones.
+const maxDropScan = 4 * MaxSendBatch
+
+// dropStale deletes lane's oldest messages while their claims end within ClaimMargin of
+// now, and returns how many it deleted. It skips a message that does not decode: a
+// worker terminates it.
+func (s *Sink) dropStale(ctx context.Context, st jetstream.Stream, lane dispatch.Lane, now time.Time) (int, error) {
+	subject := s.cfg.subject(lane)
+	dropped := 0
+	for seq, scanned := uint64(1), 0; scanned < maxDropScan; scanned++ {
+		raw, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return dropped, fmt.Errorf("read its oldest messages: %w", err)
+		}
+		seq = raw.Sequence + 1
+		item, err := bridge.DecodeItem(raw.Data)
+		if err != nil {
+			continue
+		}
+		if now.Before(item.Claim.Until.Add(-s.cfg.ClaimMargin)) {
+			break
+		}
+		if err := st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return dropped, fmt.Errorf("drop stale message %d: %w", raw.Sequence, err)
+		}
+		dropped++
+	}
+	if dropped > 0 {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: stale items dropped", slog.String("lane", string(lane)), slog.Int("items", dropped))
+	}
+	return dropped, nil
+}
+
+// Send publishes items to lane's subject, each encoded with bridge.EncodeItem and
+// carrying a Nats-Msg-Id made of its user, work key and claim token, so a publish retried
+// within ClaimFor is stored once. It waits for the server to store each one, MaxSendBatch
+// at a time, and publishes once more one that failed.
+//
+// It returns an error only when it stored none of the items — an unknown lane
+// (ErrUnknownLane), the stream unreachable — so that the Feeder hands them all back.
+// When only some fail (a publish that failed twice, an item of another lane or one
+// EncodeItem refuses), Send logs them in one Warn line and returns nil: handing back a
+// claim whose sibling may already be running elsewhere is not safe, while an item left
+// unsent stays claimed until its claim ends and is then dispatched again.
+func (s *Sink) Send(ctx context.Context, lane dispatch.Lane, items []dispatch.Item) error {
+	if !s.lanes[lane] {
+		return fmt.Errorf("rotanats: send %d items: lane %q: %w", len(items), lane, ErrUnknownLane)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	if _, err := s.declared(ctx); err != nil {
+		return err
+	}
+	var errs []error
+	stored := 0
+	for rest := items; len(rest) > 0; {
+		n := min(len(rest), MaxSendBatch)
+		k, batchErrs := s.sendBatch(ctx, lane, rest[:n])
+		stored += k
+		errs = append(errs, batchErrs...)
+		rest = rest[n:]
+	}
+	err := errors.Join(errs...)
+	s.forget(err)
+	if err == nil || stored == 0 {
+		return err
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: items left claimed unsent", slog.String("lane", string(lane)),
+		slog.Int("items", len(items)-stored), slog.Any("error", err))
+	return nil
+}
+
+// sendBatch publishes items asynchronously, waits for each acknowledgement and returns
+// how many were stored and why each other one was not.
+func (s *Sink) sendBatch(ctx context.Context, lane dispatch.Lane, items []dispatch.Item) (stored int, errs []error) {
+	subject := s.cfg.subject(lane)
+	msgs := make([]*nats.Msg, len(items))
+	futs := make([]jetstream.PubAckFuture, len(items))
+	for i, it := range items {
+		if it.Lane != lane {
+			errs = append(errs, fmt.Errorf("rotanats: send %s: the item is of lane %q, not %q", name(it), it.Lane, lane))
+			continue
+		}
+		data, err := bridge.EncodeItem(it)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rotanats: send %s: %w", name(it), err))
+			continue
+		}
+		msgs[i] = &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+		futs[i], err = s.js.PublishMsgAsync(msgs[i], jetstream.WithMsgID(msgID(it)))
+		if err != nil {
+			futs[i] = nil // published again below
+		}
+	}
+	for i, f := range futs {
+		if msgs[i] == nil {
+			continue
+		}
+		var err error
+		if f != nil {
+			select {
+			case <-f.Ok():
+				stored++
+				continue
+			case err = <-f.Err():
+			case <-ctx.Done():
+				err = context.Cause(ctx)
+			}
+		}
+		if ctx.Err() == nil {
+			_, err = s.js.PublishMsg(ctx, msgs[i], jetstream.WithMsgID(msgID(items[i])))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rotanats: send %s to %q: %w", name(items[i]), subject, err))
+			continue
+		}
+		stored++
+	}
+	return stored, errs
+}
+
+// name names an item in errors and logs.
+func name(it dispatch.Item) string {
+	return fmt.Sprintf("user %q entry %q (claim %d)", it.Claim.Entry.UserID, it.Claim.Entry.WorkKey, it.Claim.Token)
+}
