@@ -37,14 +37,22 @@
 //	rota.dispatch.users_read      gauge   {user}   lane               users the lane's read returned in the last cycle
 //	rota.dispatch.shed_users      gauge   {user}   lane               users read and not given all their due work in the last cycle
 //	rota.dispatch.unrouted_users  gauge   {user}                      users whose lane could not be resolved in the last cycle
+//	rota.dispatch.limited_users   gauge   {user}   lane               users read whose own limits held back visible work in the last cycle
 //	rota.dispatch.wait            gauge   s        lane               how long the lane kept its longest-waiting ready user waiting
+//	rota.dispatch.lateness        gauge   s        lane               how late the most overdue work of the users the lane read was
 //
 // The wait is the cycle's now − dispatch.LaneReport.WaitingSince, 0 when the lane served
-// everyone ready. It is the figure to alert on: it stays within an interval or two however
-// many tenants the lane holds, and grows only when the lane is too small for its load or a
-// higher lane takes every slot. users_read is at most what the lane could be given, never
-// the number of tenants with due work. A failed cycle counts in
-// rota.dispatch.cycles{outcome=error} and leaves the gauges as they were.
+// everyone ready. It is the figure to alert on for noisy neighbours: it stays within an
+// interval or two however many tenants the lane holds, and grows only when the lane is too
+// small for its load or a higher lane takes every slot. The lateness is the cycle's now −
+// LaneReport.OldestDue, 0 when the users read had no visible work: it measures the work,
+// not the turn, so it grows when a tenant's sources come due faster than the tenant is
+// served — by its share or by its own limits (an in-flight cap, a rate) — while the wait
+// stays low. limited_users counts the users held back by their own limits
+// (LaneReport.Limited); they are neither shed nor waiting on their neighbours. users_read
+// is at most what the lane could be given, never the number of tenants with due work. A
+// failed cycle counts in rota.dispatch.cycles{outcome=error} and leaves the gauges as they
+// were.
 //
 // From the Runner (bridge.Observer), one report per cycle, after its last item:
 //
@@ -53,11 +61,14 @@
 //	rota.bridge.cycle.duration    histogram s                          dispatch to the last item's end, on the Runner's Clock
 //	rota.bridge.dispatch.duration histogram s                          the cycle's dispatch
 //	rota.bridge.alarms            counter   {alarm}  lane              noisy-neighbour alarms raised, once per episode
+//	rota.bridge.late_alarms       counter   {alarm}  lane              late-work alarms raised, once per tenant and episode
 //
 // released items were handed back unstarted at shutdown; late items were handed back
 // because their claim would have ended before a worker was free — a Runner with too few
-// Workers for its batch and ClaimFor. An alarm is raised when a lane's wait passes the
-// Runner's AlarmAfter; the Runner's Warn line names the lane's crowding users.
+// Workers for its batch and ClaimFor. A noisy-neighbour alarm is raised when a lane's wait
+// passes the Runner's AlarmAfter, and a late-work alarm when a tenant's work is later than
+// AlarmAfter; the Runner's Warn lines name the lane's crowding users and the late tenants,
+// and the metrics count them by lane only.
 //
 // From the maintenance Scheduler (maintenance.Observer), one report per poll:
 //
@@ -81,6 +92,7 @@
 //
 // No attribute ever holds a tenant ID, a work key or a lease holder's name: the values are
 // lane names, item outcomes, task names, reason codes and postures, all fixed by the
-// host's configuration, so the number of series does not grow with tenants. Who is shed
-// or crowds a lane is in the reports and in the Runner's log lines, not in the metrics.
+// host's configuration, so the number of series does not grow with tenants. Who is shed,
+// limited, late or crowding a lane is in the reports (LaneReport.Overdue, the alarms) and
+// in the Runner's log lines, not in the metrics.
 package rotaotel

@@ -27,7 +27,9 @@ import (
 // Four tenants share a lane that serves one of them a cycle, so the lane keeps someone
 // waiting: rota.dispatch.wait is that wait (now − WaitingSince) at the last cycle, and the
 // Runner's noisy-neighbour alarm, raised once the wait passes AlarmAfter, counts in
-// rota.bridge.alarms. Meanwhile another daemon holds the maintenance lease, so the
+// rota.bridge.alarms. The last tenant's source, due since the start, is as late as it has
+// waited: rota.dispatch.lateness (now − OldestDue), and its late-work alarm counts in
+// rota.bridge.late_alarms. Meanwhile another daemon holds the maintenance lease, so the
 // scheduler's task waits and its gauge turns degraded. No attribute names a tenant.
 func ExampleNewMetrics() {
 	ctx := context.Background()
@@ -106,8 +108,10 @@ func ExampleNewMetrics() {
 	// rota.bridge.alarms{lane=standard} 1
 	// rota.bridge.cycles{outcome=ok} 3
 	// rota.bridge.items{lane=standard,outcome=miss} 3
+	// rota.bridge.late_alarms{lane=standard} 1
 	// rota.dispatch.cycles{outcome=ok} 3
 	// rota.dispatch.items{lane=standard} 3
+	// rota.dispatch.lateness{lane=standard} 120 s
 	// rota.dispatch.lost_claims{lane=standard} 0
 	// rota.dispatch.users_read{lane=standard} 1
 	// rota.dispatch.wait{lane=standard} 120 s

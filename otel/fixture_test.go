@@ -22,9 +22,9 @@ type fixture struct {
 	tenants []string
 }
 
-// newFixture builds it: a noisy pro tenant with ten sources (more than its cap), three
-// quiet free tenants in a lane that serves one a cycle, and a tenant on a plan no lane
-// serves.
+// newFixture builds it: a noisy pro tenant with ten sources (more than its cap) that its
+// plan lets run one at a time, three quiet free tenants in a lane that serves one a cycle,
+// and a tenant on a plan no lane serves.
 func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 	t.Helper()
 	ctx := context.Background()
@@ -66,7 +66,11 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 10, LaneFor: laneFor, ClaimFor: time.Minute, Observer: m})
+	limitsFor, err := bridge.PlanLimits(plans, map[tenancy.PlanID]duework.Limits{tenancy.PlanFree: {}, tenancy.PlanPlus: {}, tenancy.PlanPro: {MaxInFlight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 10, LaneFor: laneFor, LimitsFor: limitsFor, ClaimFor: time.Minute, Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}

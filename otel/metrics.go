@@ -29,12 +29,15 @@ const (
 	DispatchShedUsers     = "rota.dispatch.shed_users"
 	DispatchUnroutedUsers = "rota.dispatch.unrouted_users"
 	DispatchWait          = "rota.dispatch.wait"
+	DispatchLateness      = "rota.dispatch.lateness"
+	DispatchLimitedUsers  = "rota.dispatch.limited_users"
 
 	BridgeCycles           = "rota.bridge.cycles"
 	BridgeItems            = "rota.bridge.items"
 	BridgeCycleDuration    = "rota.bridge.cycle.duration"
 	BridgeDispatchDuration = "rota.bridge.dispatch.duration"
 	BridgeAlarms           = "rota.bridge.alarms"
+	BridgeLateAlarms       = "rota.bridge.late_alarms"
 
 	MaintenancePolls      = "rota.maintenance.polls"
 	MaintenanceDispatched = "rota.maintenance.dispatched"
@@ -72,8 +75,10 @@ const (
 type Metrics struct {
 	dispatchCycles, dispatchItems, dispatchLost      metric.Int64Counter
 	dispatchRead, dispatchShed, dispatchUnrouted     metric.Int64Gauge
-	dispatchWait                                     metric.Float64Gauge
+	dispatchLimited                                  metric.Int64Gauge
+	dispatchWait, dispatchLateness                   metric.Float64Gauge
 	bridgeCycles, bridgeItems, bridgeAlarms          metric.Int64Counter
+	bridgeLateAlarms                                 metric.Int64Counter
 	bridgeCycleDuration, bridgeDispatchDuration      metric.Float64Histogram
 	pollCount, pollDispatched, pollDeferrals, stalls metric.Int64Counter
 	posture, waiters, chainDepth                     metric.Int64Gauge
@@ -130,10 +135,13 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m.dispatchShed = gauge(DispatchShedUsers, "{user}", "Users read who did not get all their due work in the last dispatch cycle, by lane.")
 	m.dispatchUnrouted = gauge(DispatchUnroutedUsers, "{user}", "Users whose lane could not be resolved in the last dispatch cycle.")
 	m.dispatchWait = fgauge(DispatchWait, "s", "How long the lane kept its longest-waiting ready user waiting at the last dispatch cycle, by lane; 0 when nobody waited.")
+	m.dispatchLateness = fgauge(DispatchLateness, "s", "How late the most overdue visible work of the users the lane read was at the last dispatch cycle (now − the oldest DueAt), by lane; 0 when there was none.")
+	m.dispatchLimited = gauge(DispatchLimitedUsers, "{user}", "Users read whose own limits (in-flight cap or rate) held back visible work in the last dispatch cycle, by lane.")
 
 	m.bridgeCycles = counter(BridgeCycles, "{cycle}", "Runner cycles, by outcome (ok, error: the dispatch failed).")
 	m.bridgeItems = counter(BridgeItems, "{item}", "Dispatched items the Runner ended, by lane and outcome (hit, miss, removed, error, lost_claim, released, late).")
 	m.bridgeAlarms = counter(BridgeAlarms, "{alarm}", "Noisy-neighbour alarms raised: a lane kept a user waiting past the Runner's AlarmAfter, once per episode, by lane.")
+	m.bridgeLateAlarms = counter(BridgeLateAlarms, "{alarm}", "Late-work alarms raised: a tenant's work was later than the Runner's AlarmAfter, once per tenant and episode, by lane.")
 	m.bridgeCycleDuration = seconds(BridgeCycleDuration, "Runner cycle duration, dispatch to the last item's end.")
 	m.bridgeDispatchDuration = seconds(BridgeDispatchDuration, "Duration of the dispatch of a Runner cycle.")
 
@@ -175,8 +183,9 @@ func outcome(failed bool) metric.MeasurementOption {
 
 // ObserveDispatch records one dispatch cycle: rota.dispatch.cycles; and, for a cycle that
 // did not fail, per lane rota.dispatch.items and rota.dispatch.lost_claims (added),
-// rota.dispatch.users_read, rota.dispatch.shed_users and rota.dispatch.wait (set), and
-// rota.dispatch.unrouted_users (set). A failed cycle leaves the gauges as they were.
+// rota.dispatch.users_read, rota.dispatch.shed_users, rota.dispatch.limited_users,
+// rota.dispatch.wait and rota.dispatch.lateness (set), and rota.dispatch.unrouted_users
+// (set). A failed cycle leaves the gauges as they were.
 func (m *Metrics) ObserveDispatch(info dispatch.CycleInfo) {
 	ctx := context.Background()
 	m.dispatchCycles.Add(ctx, 1, outcome(info.Err != nil))
@@ -189,23 +198,27 @@ func (m *Metrics) ObserveDispatch(info dispatch.CycleInfo) {
 		m.dispatchLost.Add(ctx, int64(l.LostClaims), opt)
 		m.dispatchRead.Record(ctx, int64(l.Users), opt)
 		m.dispatchShed.Record(ctx, int64(l.Shed), opt)
-		m.dispatchWait.Record(ctx, laneWait(info.Now, l).Seconds(), opt)
+		m.dispatchLimited.Record(ctx, int64(l.Limited), opt)
+		m.dispatchWait.Record(ctx, since(info.Now, l.WaitingSince).Seconds(), opt)
+		m.dispatchLateness.Record(ctx, since(info.Now, l.OldestDue).Seconds(), opt)
 	}
 	m.dispatchUnrouted.Record(ctx, int64(len(info.Batch.Unrouted)))
 }
 
-// laneWait is how long l kept its longest-waiting ready user waiting at now: now −
-// WaitingSince, or 0 when nobody waited (or the clocks of two dispatchers disagree).
-func laneWait(now time.Time, l dispatch.LaneReport) time.Duration {
-	if l.WaitingSince.IsZero() {
+// since is now − t, or 0 when t is zero (nobody waited, no work was late) or after now
+// (the clocks of two dispatchers disagree). Of WaitingSince it is the lane's wait, of
+// OldestDue the lateness of its most overdue work.
+func since(now, t time.Time) time.Duration {
+	if t.IsZero() {
 		return 0
 	}
-	return max(now.Sub(l.WaitingSince), 0)
+	return max(now.Sub(t), 0)
 }
 
 // ObserveCycle records one Runner cycle: rota.bridge.cycles, rota.bridge.items per lane
-// and outcome, both durations, and rota.bridge.alarms per lane. It records nothing of the
-// dispatch itself: that is ObserveDispatch's, from the Dispatcher's own Observer.
+// and outcome, both durations, and rota.bridge.alarms and rota.bridge.late_alarms per
+// lane. It records nothing of the dispatch itself, lateness included: that is
+// ObserveDispatch's, from the Dispatcher's own Observer.
 func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
 	ctx := context.Background()
 	m.bridgeCycles.Add(ctx, 1, outcome(rep.DispatchErr != nil))
@@ -224,6 +237,9 @@ func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
 	m.bridgeDispatchDuration.Record(ctx, rep.DispatchDuration.Seconds())
 	for _, a := range rep.Alarms {
 		m.bridgeAlarms.Add(ctx, 1, lane(a.Lane))
+	}
+	for _, a := range rep.LateAlarms {
+		m.bridgeLateAlarms.Add(ctx, 1, lane(a.Lane))
 	}
 }
 

@@ -128,35 +128,41 @@ func TestDispatchMetrics(t *testing.T) {
 		ShedUserIDs: []string{"tenant-a", "tenant-b"},
 		Unrouted:    []dispatch.Unrouted{{UserID: "tenant-b", Err: dispatch.ErrUnknownLane}},
 		Lanes: []dispatch.LaneReport{
-			{Lane: "pro", Users: 2, Dispatched: 3, Shed: 1, LostClaims: 1, WaitingSince: t0.Add(-time.Minute)},
-			{Lane: "free", Users: 1, Dispatched: 1},
+			{Lane: "pro", Users: 2, Dispatched: 3, Shed: 1, LostClaims: 1, WaitingSince: t0.Add(-time.Minute), Limited: 1, OldestDue: t0.Add(-5 * time.Minute)},
+			{Lane: "free", Users: 1, Dispatched: 1, OldestDue: t0.Add(-time.Second)},
 		},
 	}})
 	m.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(time.Minute), Err: errors.New("index down")})
 	m.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(2 * time.Minute), Batch: dispatch.Batch{
 		Items: make([]dispatch.Item, 2),
 		Lanes: []dispatch.LaneReport{
-			{Lane: "pro", Users: 1, Dispatched: 2},
-			{Lane: "free", Shed: 1, WaitingSince: t0.Add(-30 * time.Second)},
+			{Lane: "pro", Users: 1, Dispatched: 2, Limited: 1, OldestDue: t0.Add(3 * time.Minute)}, // a dispatcher whose clock runs ahead
+			{Lane: "free", Shed: 1, WaitingSince: t0.Add(-30 * time.Second), Limited: 2, OldestDue: t0.Add(-4 * time.Minute)},
 		},
 	}})
+	m.ObserveDispatch(dispatch.CycleInfo{Now: t0.Add(3 * time.Minute), Err: errors.New("index down again")})
 
 	want := map[string]float64{
 		"rota.dispatch.cycles{outcome=ok}":     2,
-		"rota.dispatch.cycles{outcome=error}":  1,
+		"rota.dispatch.cycles{outcome=error}":  2,
 		"rota.dispatch.items{lane=pro}":        5,
 		"rota.dispatch.items{lane=free}":       1,
 		"rota.dispatch.lost_claims{lane=pro}":  1,
 		"rota.dispatch.lost_claims{lane=free}": 0,
 		// Gauges hold the last good cycle's figures; the failed one changed none.
-		"rota.dispatch.users_read{lane=pro}":  1,
-		"rota.dispatch.users_read{lane=free}": 0,
-		"rota.dispatch.shed_users{lane=pro}":  0,
-		"rota.dispatch.shed_users{lane=free}": 1,
-		"rota.dispatch.unrouted_users{}":      0,
+		"rota.dispatch.users_read{lane=pro}":     1,
+		"rota.dispatch.users_read{lane=free}":    0,
+		"rota.dispatch.shed_users{lane=pro}":     0,
+		"rota.dispatch.shed_users{lane=free}":    1,
+		"rota.dispatch.unrouted_users{}":         0,
+		"rota.dispatch.limited_users{lane=pro}":  1,
+		"rota.dispatch.limited_users{lane=free}": 2,
 		// The wait is now − WaitingSince, 0 when nobody waits.
 		"rota.dispatch.wait{lane=pro}":  0,
 		"rota.dispatch.wait{lane=free}": 150,
+		// The lateness is now − OldestDue, never below 0.
+		"rota.dispatch.lateness{lane=pro}":  0,
+		"rota.dispatch.lateness{lane=free}": 360,
 	}
 	if diff := cmp.Diff(want, only(values(collect(t, reader)), "rota.dispatch.")); diff != "" {
 		t.Errorf("dispatch metrics (-want +got):\n%s", diff)
@@ -183,7 +189,8 @@ func TestBridgeMetrics(t *testing.T) {
 	m.ObserveCycle(bridge.CycleReport{Now: t0.Add(time.Minute), DispatchErr: errors.New("index down"),
 		DispatchDuration: 100 * time.Millisecond, Duration: 100 * time.Millisecond,
 		Items: []bridge.ItemReport{item("free", bridge.StatusReleased)}})
-	m.ObserveCycle(bridge.CycleReport{Now: t0.Add(2 * time.Minute), Alarms: []bridge.WaitAlarm{{Lane: "free"}, {Lane: "pro"}}})
+	m.ObserveCycle(bridge.CycleReport{Now: t0.Add(2 * time.Minute), Alarms: []bridge.WaitAlarm{{Lane: "free"}, {Lane: "pro"}},
+		LateAlarms: []bridge.LateAlarm{{Lane: "free", UserID: "tenant-a", Late: 3 * time.Minute}, {Lane: "free", UserID: "tenant-b", Late: time.Minute}}})
 
 	want := map[string]float64{
 		"rota.bridge.cycles{outcome=ok}":                  2,
@@ -197,6 +204,7 @@ func TestBridgeMetrics(t *testing.T) {
 		"rota.bridge.items{lane=free,outcome=late}":       2,
 		"rota.bridge.alarms{lane=free}":                   2,
 		"rota.bridge.alarms{lane=pro}":                    1,
+		"rota.bridge.late_alarms{lane=free}":              2,
 		"rota.bridge.cycle.duration{}":                    2.1,
 		"rota.bridge.cycle.duration{}/count":              3,
 		"rota.bridge.dispatch.duration{}":                 0.6,
@@ -275,7 +283,8 @@ func TestUnitsAndKinds(t *testing.T) {
 	m, reader := newMetrics(t)
 	big := maintenance.Candidate{Task: maintenance.Task{Name: "big"}}
 	m.ObserveDispatch(dispatch.CycleInfo{Batch: dispatch.Batch{Lanes: []dispatch.LaneReport{{Lane: "free"}}}})
-	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit}}, Alarms: []bridge.WaitAlarm{{Lane: "free"}}})
+	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit}}, Alarms: []bridge.WaitAlarm{{Lane: "free"}},
+		LateAlarms: []bridge.LateAlarm{{Lane: "free"}}})
 	m.ObservePoll(maintenance.PollReport{TurnedDegraded: true, Result: maintenance.PollResult{Winner: &big,
 		Deferred: []maintenance.Deferral{{Task: "x"}},
 		Gauge:    maintenance.Gauge{At: t0, Posture: maintenance.PostureDegraded, Waiters: []maintenance.Waiter{{Task: "x"}}}}})
@@ -291,11 +300,14 @@ func TestUnitsAndKinds(t *testing.T) {
 		rotaotel.DispatchShedUsers:      "gauge {user}",
 		rotaotel.DispatchUnroutedUsers:  "gauge {user}",
 		rotaotel.DispatchWait:           "gauge s",
+		rotaotel.DispatchLateness:       "gauge s",
+		rotaotel.DispatchLimitedUsers:   "gauge {user}",
 		rotaotel.BridgeCycles:           "counter {cycle}",
 		rotaotel.BridgeItems:            "counter {item}",
 		rotaotel.BridgeCycleDuration:    "histogram s",
 		rotaotel.BridgeDispatchDuration: "histogram s",
 		rotaotel.BridgeAlarms:           "counter {alarm}",
+		rotaotel.BridgeLateAlarms:       "counter {alarm}",
 		rotaotel.MaintenancePolls:       "counter {poll}",
 		rotaotel.MaintenanceDispatched:  "counter {run}",
 		rotaotel.MaintenanceDeferrals:   "counter {deferral}",
@@ -355,7 +367,14 @@ func TestNoTenantIDInAttributes(t *testing.T) {
 			t.Errorf("the scenario recorded no %s", name)
 		}
 	}
+	// The lateness, the limited users and the late-work alarms name lanes only, though
+	// the reports behind them name the late and limited tenants.
 	v := values(points)
+	for _, k := range []string{"rota.dispatch.lateness{lane=pro}", "rota.dispatch.limited_users{lane=pro}", "rota.bridge.late_alarms{lane=free}"} {
+		if v[k] <= 0 {
+			t.Errorf("%s = %v, want it above 0 in this scenario", k, v[k])
+		}
+	}
 	if v["rota.dispatch.cycles{outcome=ok}"] != 4 || v["rota.bridge.cycles{outcome=ok}"] != 4 || v["rota.maintenance.polls{outcome=ok}"] != 3 {
 		t.Errorf("cycle and poll counts: %v", only(v, "rota.dispatch.cycles"))
 	}
