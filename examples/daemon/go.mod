@@ -3,11 +3,14 @@ module github.com/rotaworks/rota/examples/daemon
 go 1.25.0
 
 require (
+	github.com/chromedp/chromedp v0.23.1
 	github.com/rotaworks/rota v0.2.0
 	github.com/rotaworks/rota/postgres v0.2.0
 )
 
 require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect

@@ -1,38 +1,60 @@
 // Command daemon is rota as a long-running service, the program to copy when you build
-// one: a Runner on the real clock that dispatches every Interval until SIGINT or SIGTERM,
-// then stops cleanly — the dispatch under way finishes its claim, items not started are
-// handed back, items in flight finish, and it exits 0 with nothing left claimed.
+// one. It runs a Runner, which dispatches every Interval and runs the items, beside a
+// maintenance Scheduler, which runs the service's upkeep tasks, until SIGINT or SIGTERM,
+// and then stops both cleanly: the dispatch under way finishes its claim, items not
+// started are handed back, items and tasks in flight finish, and it exits 0 with nothing
+// left claimed.
 //
-//	go run ./examples/daemon                                       # in memory, until Ctrl-C
-//	go run ./examples/daemon -for 10s                              # stop by itself
+//	go run ./examples/daemon                                             # in memory, until Ctrl-C
+//	go run ./examples/daemon -for 10s                                    # stop by itself
 //	go run ./examples/daemon -db postgres://localhost/app -schema rota   # on PostgreSQL
+//	go run ./examples/daemon -http localhost:8080 -actions               # with the inspector's pages
+//
+// The wiring is the function serve, over the stores of openStores: the plans' lanes and
+// limits (bridge.PlanLanes, bridge.PlanLimits), the Dispatcher, the Bridge, the Runner,
+// the Scheduler and the inspector, run together by bridge.RunAll, which stops them
+// together and, should one fail, stops the others and returns why.
 //
 // In memory everything lives in the process: one replica, nothing kept across restarts.
-// With -db it opens the PostgreSQL schema (creating and migrating it) and keeps the due-work
-// Index, the watch lists and the plans there, so several replicas of the daemon — started
-// the same way on other machines, or twice on one — share them and split the work: each
-// cycle's reads hold the users they return, so replicas read different users.
+// With -db it opens the PostgreSQL schema with postgres.OpenStores (creating and
+// migrating it) and keeps the due-work Index, the watch lists, the plans, the maintenance
+// lease and the task states there, so several replicas of the daemon — started the same
+// way on other machines, or twice on one — share them and split the work. Each cycle's
+// reads hold the users they return, so replicas read different users; the lease and the
+// task states let one replica at a time run each maintenance task, and -holder (by
+// default the host's name and the process ID) tells them apart. Each replica also
+// listens for entries scheduled due now by any of them (Index.ListenDue) and then starts
+// a cycle at once (Runner.Wake), and its Scheduler vacuums the queues every 30 seconds
+// (Index.QueueVacuumTask).
 //
 // The daemon registers a "dev" tier that polls a source every 2 seconds after a hit,
 // backing off to 20 seconds, so that a short run shows work; a service uses the presets
-// or tiers of its own. It adds a few demo tenants with their sources and plans at start-up
-// (-tenants; a service has its own), then syncs every tenant's watch list with
-// SyncTenants before it starts the Runner. The pipeline stands in for a real one: it
-// waits a few milliseconds, as a fetch would, and finds something new one time in four.
-// Logs go to stderr through log/slog: one line per cycle from the Runner, and the
-// daemon's own lines at start and stop.
+// or tiers of its own. At start-up it adds a few demo tenants, with their plans and three
+// sources each, through Bridge.Watch (-tenants; a service has its own), then syncs every
+// tenant on the watch lists with Bridge.SyncAll. The plans and their limits are the
+// demo's: a free tenant has at most two items in flight; a plus tenant weighs 2 and a pro
+// tenant 4, which multiplies what one cycle may give it (its lane's PerUserLimit, and in
+// the pro lane PerUserBurst, the more it may take when the others leave capacity unused).
+// The pipeline stands in for a real one: it waits a few milliseconds, as a fetch would,
+// and finds something new one time in four; the maintenance task "prune-results" stands
+// in for a service's own upkeep.
+//
+// Logs go to stderr through log/slog: one line per cycle from the Runner, one per poll
+// from the Scheduler, and the daemon's own lines at start and stop. With -http it also
+// serves the inspector's pages (package inspect) on that address, over the same stores,
+// its maintenance page reading the Scheduler's task states; a service mounts them behind
+// its own authentication.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -40,17 +62,22 @@ import (
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/inspect"
+	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/tenancy"
 )
 
 func main() {
-	var cfg config
+	cfg := config{claimFor: time.Minute} // far longer than a poll takes
 	flag.StringVar(&cfg.dbURL, "db", "", "PostgreSQL URL; empty keeps everything in memory")
 	flag.StringVar(&cfg.schema, "schema", "rota", "PostgreSQL schema, created and migrated if needed (with -db)")
+	flag.StringVar(&cfg.holder, "holder", defaultHolder(), "this replica's name on the maintenance lease; replicas sharing -db need distinct ones")
 	flag.IntVar(&cfg.tenants, "tenants", 20, "demo tenants to add at start-up, three sources each")
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between two dispatch cycles")
 	flag.IntVar(&cfg.workers, "workers", bridge.DefaultWorkers, "items run at once")
+	flag.StringVar(&cfg.httpAddr, "http", "", "serve the inspector's pages on this address, such as localhost:8080; empty serves none")
+	flag.BoolVar(&cfg.actions, "actions", false, "let the inspector's pages make an entry due now and re-route a tenant (with -http)")
 	runFor := flag.Duration("for", 0, "stop after this long; 0 runs until SIGINT or SIGTERM")
 	flag.Parse()
 
@@ -62,45 +89,49 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *runFor)
 		defer cancel()
 	}
-	if err := run(ctx, cfg, logger); err != nil {
+	logger.Info("daemon: starting", "store", cfg.store(), "holder", cfg.holder, "tenants", cfg.tenants, "interval", cfg.interval)
+	st, err := openStores(ctx, cfg)
+	if err == nil {
+		err = serve(ctx, cfg, st, logger)
+		st.close()
+	}
+	if err != nil {
 		logger.Error("daemon: stopped", "error", err)
 		stop()
 		os.Exit(1)
 	}
+	logger.Info("daemon: stopped")
 }
 
 // config is the daemon's flags.
 type config struct {
 	dbURL, schema string
+	holder        string // "": maintenance.DefaultHolder
 	tenants       int
 	interval      time.Duration
 	workers       int
-	claimFor      time.Duration // zero: defaultClaimFor
+	httpAddr      string // "": no inspector pages
+	actions       bool
+	claimFor      time.Duration
+	// The tests' knobs: the clock of the Runner, the Scheduler and the inspector (nil: the
+	// real one), an Observer told about every cycle, and a channel that receives the
+	// inspector's URL once it listens.
+	clock    bridge.Clock
+	observer bridge.Observer
+	served   chan<- string
 }
 
-// defaultClaimFor is how long a dispatched item stays claimed: far longer than a poll takes.
-const defaultClaimFor = time.Minute
-
-// run opens the stores, builds the service and runs it until ctx ends.
-func run(ctx context.Context, cfg config, logger *slog.Logger) error {
-	st, err := openStores(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer st.close()
-	s, err := newService(cfg, st, logger)
-	if err != nil {
-		return err
-	}
-	return s.run(ctx)
-}
-
-// stores are what replicas must share: the due-work Index, the watch lists and the plans.
+// stores are what replicas must share: the due-work Index, the watch lists, the plans,
+// the maintenance lease and the task states; and what comes with them: the maintenance
+// tasks the stores need, and how to listen for entries scheduled due now.
 type stores struct {
-	kind      string // "memory" or "postgres"
 	index     duework.Index
 	watchlist tenancy.Watchlist
 	plans     planStore
+	lease     maintenance.Lease
+	state     maintenance.StateStore
+	tasks     []maintenance.Task
+	listen    func(ctx context.Context, wake func()) error
 	close     func()
 }
 
@@ -111,146 +142,121 @@ type planStore interface {
 	SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID) error
 }
 
-// openStores opens the stores in memory, or in cfg.schema of the PostgreSQL at cfg.dbURL.
-func openStores(ctx context.Context, cfg config) (stores, error) {
-	if cfg.dbURL == "" {
-		return stores{kind: "memory", index: duework.NewMemory(), watchlist: tenancy.NewMemoryWatchlist(),
-			plans: tenancy.NewMemoryEntitlements(), close: func() {}}, nil
-	}
-	pool, err := postgres.Open(ctx, cfg.dbURL, cfg.schema)
-	if err != nil {
-		return stores{}, err
-	}
-	return stores{kind: "postgres", index: postgres.NewIndex(pool), watchlist: postgres.NewWatchlist(pool),
-		plans: postgres.NewEntitlements(pool), close: pool.Close}, nil
-}
-
-// service is one replica: the stores, a Bridge, a Runner and what its cycles did.
-type service struct {
-	cfg     config
-	stores  stores
-	bridge  *bridge.Bridge
-	runner  *bridge.Runner
-	logger  *slog.Logger
-	tenants []tenancy.Context
-
-	mu     sync.Mutex
-	ended  map[bridge.ItemStatus]int // items ended, by status
-	cycles int
-}
-
-// The lanes and the plans that map to them; every replica must configure them alike.
+// The lanes, the plans that map to them and their limits; every replica must configure
+// them alike. Weight scales a tenant's PerUserLimit and PerUserBurst, and its share
+// against lighter tenants of its lane.
 var (
 	lanes = []dispatch.LaneCapacity{ // highest priority first
-		{Lane: "pro", PerUserLimit: 10, PerCycleLimit: 200},
+		{Lane: "pro", PerUserLimit: 10, PerUserBurst: 20, PerCycleLimit: 200},
 		{Lane: "plus", PerUserLimit: 5, PerCycleLimit: 100},
 		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 100, MinShare: 20},
 	}
-	planLanes = map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPro: "pro", tenancy.PlanPlus: "plus", tenancy.PlanFree: "free"}
+	planLanes  = map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPro: "pro", tenancy.PlanPlus: "plus", tenancy.PlanFree: "free"}
+	planLimits = map[tenancy.PlanID]duework.Limits{tenancy.PlanPro: {Weight: 4}, tenancy.PlanPlus: {Weight: 2}, tenancy.PlanFree: {MaxInFlight: 2}}
 )
 
 // devTier is the "dev" tier: seconds, so that a short run shows work.
 var devTier = cadence.Backoff{Base: 2 * time.Second, Max: 20 * time.Second, Factor: 2}
 
-// newService wires one replica over st.
-func newService(cfg config, st stores, logger *slog.Logger) (*service, error) {
+// openStores opens the stores in memory, or in cfg.schema of the PostgreSQL at cfg.dbURL.
+// In memory the Scheduler makes its own lease, and there are no notifications to hear.
+func openStores(ctx context.Context, cfg config) (stores, error) {
+	if cfg.dbURL == "" {
+		return stores{index: duework.NewMemory(), watchlist: tenancy.NewMemoryWatchlist(), plans: tenancy.NewMemoryEntitlements(),
+			state: maintenance.NewMemoryStateStore(), listen: func(context.Context, func()) error { return nil }, close: func() {}}, nil
+	}
+	pg, err := postgres.OpenStores(ctx, cfg.dbURL, cfg.schema, postgres.StoresConfig{})
+	if err != nil {
+		return stores{}, err
+	}
+	return stores{index: pg.Index, watchlist: pg.Watchlist, plans: pg.Entitlements, lease: pg.Lease, state: pg.StateStore,
+		tasks: []maintenance.Task{pg.Index.QueueVacuumTask(30 * time.Second)}, listen: pg.Index.ListenDue, close: pg.Close}, nil
+}
+
+// serve wires one replica over st and runs it until ctx ends: the Runner, the Scheduler,
+// the listener that wakes the Runner, and the inspector's pages, under one context. It
+// returns nil after a clean stop.
+func serve(ctx context.Context, cfg config, st stores, logger *slog.Logger) error {
 	tiers := cadence.NewRegistry()
-	if err := tiers.Register("dev", devTier); err != nil {
-		return nil, err
-	}
-	laneFor, err := bridge.PlanLanes(st.plans, planLanes, lanes)
-	if err != nil {
-		return nil, err
-	}
-	claimFor := cfg.claimFor
-	if claimFor == 0 {
-		claimFor = defaultClaimFor
-	}
-	d, err := dispatch.New(st.index, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 300, LaneFor: laneFor, ClaimFor: claimFor})
-	if err != nil {
-		return nil, err
-	}
-	s := &service{cfg: cfg, stores: st, logger: logger, ended: map[bridge.ItemStatus]int{}}
-	s.bridge = &bridge.Bridge{Index: st.index, Watchlist: st.watchlist, Pipeline: bridge.PipelineFunc(poll), Tiers: tiers, RetryDelay: 5 * time.Second}
-	s.runner, err = bridge.NewRunner(s.bridge, d, bridge.RunnerConfig{
-		Interval: cfg.interval,
-		Workers:  cfg.workers,
-		Logger:   logger,
-		Observer: bridge.ObserverFunc(s.count),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// count adds one cycle's items to the service's totals.
-func (s *service) count(rep bridge.CycleReport) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cycles++
-	for _, it := range rep.Items {
-		s.ended[it.Status]++
-	}
-}
-
-// totals returns the cycles run and the items ended, by status.
-func (s *service) totals() (cycles int, ended map[bridge.ItemStatus]int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cycles, maps.Clone(s.ended)
-}
-
-// run adds the demo tenants, syncs every tenant's watch list, and runs the Runner until
-// ctx ends. It returns nil after a clean stop.
-func (s *service) run(ctx context.Context) error {
-	s.logger.Info("daemon: starting", "store", s.stores.kind, "schema", s.schemaName(), "tenants", s.cfg.tenants, "interval", s.cfg.interval)
-	if err := s.addDemoTenants(ctx); err != nil {
+	laneFor, errLanes := bridge.PlanLanes(st.plans, planLanes, lanes)
+	limitsFor, errLimits := bridge.PlanLimits(st.plans, planLimits)
+	d, errDispatch := dispatch.New(st.index, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 300, LaneFor: laneFor, LimitsFor: limitsFor,
+		ClaimFor: cfg.claimFor})
+	b := &bridge.Bridge{Index: st.index, Watchlist: st.watchlist, Pipeline: bridge.PipelineFunc(poll), Tiers: tiers}
+	insp, errInsp := inspect.New(inspect.Config{Index: st.index, Lanes: lanes, Dispatcher: d, StateStore: st.state, Clock: cfg.clock,
+		Logger: logger, Actions: cfg.actions})
+	runner, errRunner := bridge.NewRunner(b, d, bridge.RunnerConfig{Interval: cfg.interval, Workers: cfg.workers, Clock: cfg.clock,
+		Logger: logger, Observer: bridge.Observers(insp, cfg.observer)})
+	sched, errSched := maintenance.NewScheduler(append(st.tasks, pruneTask), maintenance.Config{Lease: st.lease, StateStore: st.state,
+		Holder: cfg.holder, PollInterval: 10 * time.Second, Clock: cfg.clock, Logger: logger, Observer: insp})
+	// Each constructor refuses what it cannot use (a nil from one that failed), naming it.
+	if err := errors.Join(tiers.Register("dev", devTier), errLanes, errLimits, errDispatch, errInsp, errRunner, errSched); err != nil {
 		return err
 	}
-	// A service syncs every tenant it serves at start-up: new sources get due work,
-	// scheduled ones are left as they are, so every replica may do it.
-	added, err := s.bridge.SyncTenants(ctx, s.tenants, time.Now())
-	if err != nil {
+	if err := addDemoTenants(ctx, cfg, b, st.plans); err != nil {
+		return err
+	}
+	if _, err := b.SyncAll(ctx, cfg.now()); err != nil {
 		return fmt.Errorf("daemon: sync: %w", err)
 	}
-	s.logger.Info("daemon: synced", "tenants", len(s.tenants), "added", added)
-	if err := s.runner.Run(ctx); err != nil {
-		return err
-	}
-	cycles, ended := s.totals()
-	s.logger.Info("daemon: stopped", "cycles", cycles, "hits", ended[bridge.StatusHit], "misses", ended[bridge.StatusMiss],
-		"errors", ended[bridge.StatusError], "released", ended[bridge.StatusReleased], "late", ended[bridge.StatusLate])
-	return nil
+	listen := func(ctx context.Context) error { return st.listen(ctx, runner.Wake) }
+	return bridge.RunAll(ctx, runner.Run, sched.Run, listen, serveInspector(cfg, insp, logger))
 }
 
-func (s *service) schemaName() string {
-	if s.stores.kind == "memory" {
-		return ""
+// now is the time on cfg's clock.
+func (cfg config) now() time.Time {
+	if cfg.clock != nil {
+		return cfg.clock.Now()
 	}
-	return s.cfg.schema
+	return time.Now()
 }
 
-// addDemoTenants puts tenant-01 … tenant-NN on the pro, plus and free plans in turn, each
-// watching three sources on the dev tier. Adding is idempotent, so replicas may all do it.
-func (s *service) addDemoTenants(ctx context.Context) error {
-	plans := []tenancy.PlanID{tenancy.PlanPro, tenancy.PlanPlus, tenancy.PlanFree}
-	for i := range s.cfg.tenants {
-		user := fmt.Sprintf("tenant-%02d", i+1)
-		tc, err := tenancy.NewContext(user)
+// store names where cfg keeps the stores, for the log.
+func (cfg config) store() string {
+	if cfg.dbURL == "" {
+		return "memory"
+	}
+	return "postgres schema " + cfg.schema
+}
+
+// defaultHolder is -holder's default: the host's name and the process's ID, which tell
+// the replicas of a fleet apart.
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "daemon"
+	}
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// demoPlans are the demo tenants' plans: tenant-01 is on pro, tenant-02 on plus,
+// tenant-03 on free, tenant-04 on pro again, and so on.
+var demoPlans = []tenancy.PlanID{tenancy.PlanPro, tenancy.PlanPlus, tenancy.PlanFree}
+
+// demoTenant is the ID of the i-th demo tenant, from 0: tenant-01, tenant-02, …
+func demoTenant(i int) string { return fmt.Sprintf("tenant-%02d", i+1) }
+
+// demoSources are the slugs every demo tenant watches.
+var demoSources = []string{"jobs", "news", "blog"}
+
+// addDemoTenants gives the demo tenants their plans and watches their sources on the dev
+// tier through b. Adding is idempotent, so replicas may all do it.
+func addDemoTenants(ctx context.Context, cfg config, b *bridge.Bridge, plans planStore) error {
+	for i := range cfg.tenants {
+		tc, err := tenancy.NewContext(demoTenant(i))
 		if err != nil {
 			return err
 		}
-		if err := s.stores.plans.SetPlan(ctx, tc, plans[i%len(plans)]); err != nil {
-			return fmt.Errorf("daemon: plan of %s: %w", user, err)
+		if err := plans.SetPlan(ctx, tc, demoPlans[i%len(demoPlans)]); err != nil {
+			return fmt.Errorf("daemon: plan of %s: %w", tc.UserID(), err)
 		}
-		for _, slug := range []string{"jobs", "news", "blog"} {
-			e := tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "dev", AddedAt: time.Now().UTC()}
-			if err := s.stores.watchlist.Add(ctx, tc, e); err != nil {
-				return fmt.Errorf("daemon: watch %s/%s: %w", user, slug, err)
-			}
+		entries := make([]tenancy.WatchlistEntry, len(demoSources))
+		for j, slug := range demoSources {
+			entries[j] = tenancy.WatchlistEntry{UserID: tc.UserID(), Slug: slug, Tier: "dev"}
 		}
-		s.tenants = append(s.tenants, tc)
+		if _, err := b.Watch(ctx, tc, entries, cfg.now()); err != nil {
+			return fmt.Errorf("daemon: watch: %w", err)
+		}
 	}
 	return nil
 }
@@ -259,15 +265,28 @@ func (s *service) addDemoTenants(ctx context.Context) error {
 // score the rest. It takes 5 to 50 ms and finds something new one time in four; it stops
 // when ctx ends, as a real fetch must.
 func poll(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
-	fetch := time.NewTimer(time.Duration(5+rand.IntN(46)) * time.Millisecond)
-	defer fetch.Stop()
-	select {
-	case <-ctx.Done():
-		return bridge.Result{}, context.Cause(ctx)
-	case <-fetch.C:
+	if err := pause(ctx, 5, 50); err != nil {
+		return bridge.Result{}, err
 	}
 	if rand.IntN(4) != 0 {
 		return bridge.Result{}, nil
 	}
 	return bridge.Result{Outcomes: []bridge.Outcome{{ID: e.Slug + "/" + time.Now().Format(time.RFC3339Nano), Stage: "scored"}}}, nil
+}
+
+// pruneTask stands in for a service's own upkeep, such as deleting the results it no
+// longer keeps: every minute, off the heavy lease, it works for 10 to 50 ms.
+var pruneTask = maintenance.Task{Name: "prune-results", Class: maintenance.OffLease, Cadence: time.Minute,
+	Run: func(ctx context.Context) error { return pause(ctx, 10, 50) }}
+
+// pause waits between lo and hi milliseconds, as I/O would, or until ctx ends.
+func pause(ctx context.Context, lo, hi int) error {
+	t := time.NewTimer(time.Duration(lo+rand.IntN(hi-lo+1)) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
 }

@@ -284,21 +284,16 @@ func simulateRota(sc Scenario, start time.Time) (Result, error) {
 	c := &clock{now: start, nextTick: start, poll: sc.Poll}
 	running := map[string]time.Time{}
 	for c.now.Before(end) {
-		heavyRuns := false
 		for _, t := range sc.Tasks {
-			e, ok := running[t.Name]
-			switch {
-			case ok && !c.now.Before(e):
+			if e, ok := running[t.Name]; ok && !c.now.Before(e) {
 				w.end(t.Name, c.now)
 				delete(running, t.Name)
 				if err := s.Complete(ctx, t.Name, nil, c.now); err != nil {
 					return Result{}, fmt.Errorf("complete %s: %w", t.Name, err)
 				}
-			case ok && t.Class == maintenance.Heavy:
-				heavyRuns = true
 			}
 		}
-		if heavyRuns {
+		if len(running) > 0 { // keeps the runs' claims, and the heavy run's lease
 			if err := s.Renew(ctx, c.now); err != nil {
 				return Result{}, fmt.Errorf("renew: %w", err)
 			}

@@ -259,3 +259,44 @@ func (c *countingIndex) Claim(ctx context.Context, keys []duework.Key, now, unti
 	c.calls++
 	return c.inner.Claim(ctx, keys, now, until)
 }
+
+func (c *countingIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
+	c.calls++
+	return c.inner.ScheduleMissing(ctx, tc, entries)
+}
+
+func (c *countingIndex) CheckClaim(ctx context.Context, tc tenancy.Context, cl duework.Claim) error {
+	c.calls++
+	return c.inner.CheckClaim(ctx, tc, cl)
+}
+
+func (c *countingIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	c.calls++
+	return c.inner.CheckClaims(ctx, claims)
+}
+
+func (c *countingIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, cl duework.Claim) error {
+	c.calls++
+	return c.inner.UnscheduleClaimed(ctx, tc, cl)
+}
+
+func (c *countingIndex) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	c.calls++
+	return c.inner.Unclaim(ctx, claims)
+}
+
+func (c *countingIndex) User(ctx context.Context, userID string, now time.Time) (duework.UserState, error) {
+	c.calls++
+	s, err := c.inner.User(ctx, userID, now)
+	if err == nil {
+		c.users++
+	}
+	return s, err
+}
+
+func (c *countingIndex) Entries(ctx context.Context, userID, after string, limit int) ([]duework.EntryState, error) {
+	c.calls++
+	es, err := c.inner.Entries(ctx, userID, after, limit)
+	c.entries += len(es)
+	return es, err
+}

@@ -6,7 +6,8 @@
 // never gives one tenant more than its per-user limit, and the free lane keeps a reserved
 // share of every batch. It prints, per cycle, what each lane dispatched, who was shed, and
 // how each source's cadence moved: a hit snaps back to its tier's base interval, a miss
-// backs off. Mid-run one tenant adds a source and another removes one.
+// backs off. Mid-run one tenant adds a source and another removes one. A plan can also buy
+// per-tenant limits — an in-flight cap, a rate, a weight — which examples/limits shows.
 //
 //	go run ./examples/plans
 //

@@ -1,0 +1,240 @@
+// Command workers runs rota's items on worker processes through NATS JetStream: one
+// dispatcher process claims due work fairly and queues it, one subject per lane, and any
+// number of worker processes run it, all over one PostgreSQL schema.
+//
+//	nats-server -js &                                                  # 127.0.0.1:4222
+//	go run ./examples/workers -role dispatcher -db postgres://localhost/app &
+//	go run ./examples/workers -role worker -db postgres://localhost/app &   # as many as you like
+//	go run ./examples/workers -role worker -db postgres://localhost/app &
+//
+// The dispatcher adds a few demo tenants with their sources and plans (-tenants), syncs
+// their watch lists and feeds a rotanats.Sink through a bridge.Feeder until SIGINT or
+// SIGTERM. Each worker runs a rotanats.Consumer over a bridge.Worker on a NATS connection
+// of its own; on SIGINT or SIGTERM it stops pulling, finishes and acknowledges what it
+// holds, writes its last completions and exits 0. Stop the dispatcher first: what is
+// still queued when the last worker stops stays claimed until its claim ends, and is then
+// dispatched again.
+//
+// Kill a worker (kill -9) and nothing is lost: its items' claims end, the messages it
+// held come back to the others and are dropped unrun, and the dispatcher claims the
+// entries again. Stop every worker and the dispatcher stops claiming once the lanes are
+// full. Sources are on a "dev" tier (due 2 seconds after a hit, backing off to 20), and
+// the pipeline stands in for a real one: it waits 5 to 50 ms and finds something new one
+// time in four. Logs go to stderr through log/slog; each worker's last line counts its
+// runs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
+	"github.com/rotaworks/rota/dispatch"
+	rotanats "github.com/rotaworks/rota/nats"
+	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/tenancy"
+)
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.role, "role", "", `"dispatcher" or "worker"`)
+	flag.StringVar(&cfg.dbURL, "db", "", "PostgreSQL URL (required)")
+	flag.StringVar(&cfg.schema, "schema", "rota", "PostgreSQL schema, created and migrated if needed")
+	flag.StringVar(&cfg.natsURL, "nats", nats.DefaultURL, "NATS server URL")
+	flag.StringVar(&cfg.stream, "stream", rotanats.DefaultStream, "JetStream stream name")
+	flag.StringVar(&cfg.subject, "subject", rotanats.DefaultSubject, "the lane subjects' prefix")
+	flag.IntVar(&cfg.tenants, "tenants", 20, "demo tenants the dispatcher adds at start-up, three sources each")
+	flag.IntVar(&cfg.slots, "slots", bridge.DefaultWorkers, "items a worker runs at once")
+	flag.DurationVar(&cfg.claimFor, "claim", time.Minute, "how long a dispatched item stays claimed")
+	flag.Parse()
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", cfg.role, "pid", os.Getpid())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, logger); err != nil {
+		logger.Error("workers: stopped", "error", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// config is the command's flags.
+type config struct {
+	role, dbURL, schema string
+	natsURL, stream     string
+	subject             string
+	tenants, slots      int
+	claimFor            time.Duration
+}
+
+// The lanes and the plans that map to them; the dispatcher and every worker must agree.
+var (
+	lanes = []dispatch.LaneCapacity{ // highest priority first
+		{Lane: "pro", PerUserLimit: 10, PerCycleLimit: 200},
+		{Lane: "plus", PerUserLimit: 5, PerCycleLimit: 100},
+		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 100, MinShare: 20},
+	}
+	planLanes = map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPro: "pro", tenancy.PlanPlus: "plus", tenancy.PlanFree: "free"}
+)
+
+// devTier is the "dev" tier: seconds, so that a short run shows work.
+var devTier = cadence.Backoff{Base: 2 * time.Second, Max: 20 * time.Second, Factor: 2}
+
+// run connects to PostgreSQL and NATS and plays cfg.role until ctx ends.
+func run(ctx context.Context, cfg config, logger *slog.Logger) error {
+	if cfg.role != "dispatcher" && cfg.role != "worker" {
+		return fmt.Errorf("workers: -role must be dispatcher or worker, got %q", cfg.role)
+	}
+	if cfg.dbURL == "" {
+		return errors.New("workers: -db is required: the dispatcher and the workers share one PostgreSQL schema")
+	}
+	pool, err := postgres.Open(ctx, cfg.dbURL, cfg.schema)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	nc, err := nats.Connect(cfg.natsURL, nats.Name("rota "+cfg.role), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("workers: connect to NATS at %s: %w", cfg.natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	tiers := cadence.NewRegistry()
+	if err := tiers.Register("dev", devTier); err != nil {
+		return err
+	}
+	qcfg := queueConfig(cfg, logger)
+	if cfg.role == "dispatcher" {
+		return dispatcher(ctx, cfg, pool, js, qcfg, tiers, logger)
+	}
+	return worker(ctx, cfg, pool, js, qcfg, tiers, logger)
+}
+
+// queueConfig is the queue both roles share.
+func queueConfig(cfg config, logger *slog.Logger) rotanats.Config {
+	var names []dispatch.Lane
+	for _, l := range lanes {
+		names = append(names, l.Lane)
+	}
+	return rotanats.Config{Stream: cfg.stream, Subject: cfg.subject, Lanes: names, ClaimFor: cfg.claimFor,
+		MaxAckPending: 64, Logger: logger}
+}
+
+// dispatcher adds the demo tenants, syncs them and feeds the queue until ctx ends.
+func dispatcher(ctx context.Context, cfg config, pool *pgxpool.Pool, js jetstream.JetStream, qcfg rotanats.Config,
+	tiers *cadence.Registry, logger *slog.Logger) error {
+	idx, wl, plans := postgres.NewIndex(pool), postgres.NewWatchlist(pool), postgres.NewEntitlements(pool)
+	tenants, err := addDemoTenants(ctx, wl, plans, cfg.tenants)
+	if err != nil {
+		return err
+	}
+	b := &bridge.Bridge{Index: idx, Watchlist: wl, Tiers: tiers}
+	added, err := b.SyncTenants(ctx, tenants, time.Now())
+	if err != nil {
+		return fmt.Errorf("workers: sync: %w", err)
+	}
+	logger.Info("workers: synced", "tenants", len(tenants), "added", added)
+	laneFor, err := bridge.PlanLanes(plans, planLanes, lanes)
+	if err != nil {
+		return err
+	}
+	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 300, LaneFor: laneFor, ClaimFor: cfg.claimFor})
+	if err != nil {
+		return err
+	}
+	sink, err := rotanats.NewSink(js, qcfg)
+	if err != nil {
+		return err
+	}
+	feeder, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 100 * time.Millisecond, Logger: logger})
+	if err != nil {
+		return err
+	}
+	return feeder.Run(ctx)
+}
+
+// worker runs the queue's items until ctx ends, then stops its Worker within 10 s.
+func worker(ctx context.Context, cfg config, pool *pgxpool.Pool, js jetstream.JetStream, qcfg rotanats.Config,
+	tiers *cadence.Registry, logger *slog.Logger) error {
+	var runs atomic.Int64
+	b := &bridge.Bridge{Index: postgres.NewIndex(pool), Watchlist: postgres.NewWatchlist(pool), Tiers: tiers,
+		Pipeline: bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+			runs.Add(1)
+			return poll(ctx, tc, e)
+		})}
+	w, err := bridge.NewWorker(b, bridge.WorkerConfig{Workers: cfg.slots, Logger: logger})
+	if err != nil {
+		return err
+	}
+	c, err := rotanats.NewConsumer(js, w, qcfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("workers: consuming", "stream", qcfg.Stream, "slots", cfg.slots)
+	runErr := c.Run(ctx)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := errors.Join(runErr, w.Stop(stopCtx)); err != nil {
+		return err
+	}
+	logger.Info("workers: stopped", "runs", runs.Load())
+	return nil
+}
+
+// addDemoTenants puts tenant-01 … tenant-NN on the pro, plus and free plans in turn, each
+// watching three sources on the dev tier. Adding is idempotent.
+func addDemoTenants(ctx context.Context, wl *postgres.Watchlist, plans *postgres.Entitlements, n int) ([]tenancy.Context, error) {
+	ps := []tenancy.PlanID{tenancy.PlanPro, tenancy.PlanPlus, tenancy.PlanFree}
+	var tenants []tenancy.Context
+	for i := range n {
+		user := fmt.Sprintf("tenant-%02d", i+1)
+		tc, err := tenancy.NewContext(user)
+		if err != nil {
+			return nil, err
+		}
+		if err := plans.SetPlan(ctx, tc, ps[i%len(ps)]); err != nil {
+			return nil, fmt.Errorf("workers: plan of %s: %w", user, err)
+		}
+		for _, slug := range []string{"jobs", "news", "blog"} {
+			e := tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "dev", AddedAt: time.Now().UTC()}
+			if err := wl.Add(ctx, tc, e); err != nil {
+				return nil, fmt.Errorf("workers: watch %s/%s: %w", user, slug, err)
+			}
+		}
+		tenants = append(tenants, tc)
+	}
+	return tenants, nil
+}
+
+// poll stands in for the host's pipeline: it takes 5 to 50 ms and finds something new
+// one time in four; it stops when ctx ends, as a real fetch must.
+func poll(ctx context.Context, _ tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+	fetch := time.NewTimer(time.Duration(5+rand.IntN(46)) * time.Millisecond)
+	defer fetch.Stop()
+	select {
+	case <-ctx.Done():
+		return bridge.Result{}, context.Cause(ctx)
+	case <-fetch.C:
+	}
+	if rand.IntN(4) != 0 {
+		return bridge.Result{}, nil
+	}
+	return bridge.Result{Outcomes: []bridge.Outcome{{ID: e.Slug + "/" + time.Now().Format(time.RFC3339Nano), Stage: "scored"}}}, nil
+}
