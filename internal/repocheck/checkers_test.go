@@ -50,6 +50,10 @@ func TestCheckGoFile(t *testing.T) {
 			[]string{"reference x.go:file"}},
 		{"words that only look like references", pkg("// Rules apply; CADR and ADRIFT are fine; a rule of thumb.\nvar a int\n"),
 			nil},
+		{"how the project was made, in the package doc", "// Package x builds on three design records.\npackage x\n",
+			[]string{"provenance x.go:package"}},
+		{"a session in a string", pkg("func f() string { return \"measured in this session\" }\n"), []string{"provenance x.go:f"}},
+		{"a database session is what the code does", pkg("// T ends a forgotten session; it sets idle_in_transaction_session_timeout.\ntype T int\n"), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +65,60 @@ func TestCheckGoFile(t *testing.T) {
 				t.Errorf("violations (-want +got):\n%s\nsource:\n%s", diff, tt.src)
 			}
 		})
+	}
+}
+
+// Each provenance rule catches how the project was made, and lets through the same words
+// where they say what the code does.
+func TestProvenance(t *testing.T) {
+	tests := []struct {
+		text string
+		want []string // the matched words, in order
+	}{
+		{"rota builds on three design records", []string{"design records"}},
+		{"the design-record prototype", []string{"design-record"}},
+		{"measured in this session; a later session", []string{"session", "session"}},
+		{"(three sessions' medians: 1.39×)", []string{"sessions"}},
+		{"Re-measured in a third session", []string{"session"}},
+		{"a long transaction (a report, a forgotten session)", nil},
+		{"the database session's search_path, session pooling, session-level settings", nil},
+		{"idle_in_transaction_session_timeout", nil},
+		{"1e6 ÷ 1e3 = 1.56× (bar ≤ 2×)", []string{"bar"}},
+		{"the 2× bar stays out of reach; the two bars not met", []string{"bar", "bars"}},
+		{"| figure | bar | measured |", []string{"bar"}},
+		{"its bars and the tooltip that says its figures", nil},
+		{"a bar chart of the last cycles; each bar is one cycle", nil},
+		{"as issue 24 asks; see issue #26 and issues 23, 25", []string{"issue 24", "issue #26", "issues 23"}},
+		{"riverui PR #655 and inngest#4345", []string{"PR #655", "inngest#4345"}},
+		{"Where an issue set a bar", []string{"issue", "bar"}},
+		{"The issue's target is beyond this issue.", []string{"issue's", "issue"}},
+		{"Each Claim issues one statement; Ready issues 2 queries", nil},
+		{"a known issue of pgx; open an issue on GitHub", nil},
+		{"the heading #re-measured-on-a-second-machine", nil},
+	}
+	for _, tt := range tests {
+		_, got := provenanceIn(tt.text)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("provenanceIn(%q) (-want +got):\n%s", tt.text, diff)
+		}
+	}
+}
+
+// A Markdown document is checked line by line, each violation at the heading above it;
+// code blocks and inline code are not read.
+func TestCheckMarkdown(t *testing.T) {
+	doc := "# Title\n\nIt builds on three design records.\n\n## Figures\n\n| run | bar |\n\n" +
+		"```sh\ngo test # this session's command\n```\n\nNever write `DESIGN.md` or `in this session`.\n\n" +
+		"### Re-measured in a third session\n\nSee DESIGN.md.\n"
+	got := keys(checkMarkdown("DOC.md", []byte(doc)))
+	want := []string{
+		"provenance DOC.md:Title",
+		"provenance DOC.md:Figures",
+		"provenance DOC.md:Re-measured in a third session",
+		"reference DOC.md:Re-measured in a third session",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
 	}
 }
 
@@ -90,20 +148,25 @@ func TestCheckGoMod(t *testing.T) {
 	}
 }
 
-// scanRepo reads only the files the conventions cover: not tests, nothing under examples,
-// testdata or hidden directories, in the root module or a nested one.
+// scanRepo reads only the files the conventions cover: not tests, nothing under testdata or
+// hidden directories, only the words of examples, in the root module or a nested one, and
+// every Markdown document.
 func TestScanRepoSkipsTestsAndExamples(t *testing.T) {
 	root := t.TempDir()
 	long := "package p\n\n" + funcOf("func f()", 81)
+	made := "// Package main was written in this session.\n" + strings.Replace(long, "package p", "package main", 1)
 	files := map[string]string{
 		"go.mod":                       "module example.com/m\n",
 		"p/p.go":                       long,
-		"p/p_test.go":                  long,
-		"examples/demo/main.go":        strings.Replace(long, "package p", "package main", 1),
+		"p/p_test.go":                  "// Measured in this session.\n" + long,
+		"examples/demo/main.go":        made,
 		"p/testdata/x.go":              long,
+		"p/testdata/x.md":              "in this session\n",
 		".hidden/x.go":                 long,
+		".hidden/x.md":                 "in this session\n",
 		"nested/go.mod":                "module example.com/m/nested\n\nreplace github.com/rotaworks/rota => ../\n",
 		"nested/examples/demo/demo.go": long,
+		"nested/README.md":             "# nested\n\nThree sessions' medians.\n",
 	}
 	for name, src := range files {
 		path := filepath.Join(root, filepath.FromSlash(name))
@@ -120,7 +183,7 @@ func TestScanRepoSkipsTestsAndExamples(t *testing.T) {
 	}
 	k := keys(got)
 	slices.Sort(k)
-	want := []string{"long p/p.go:f", "replace nested/go.mod:go.mod"}
+	want := []string{"long p/p.go:f", "provenance examples/demo/main.go:package", "provenance nested/README.md:nested", "replace nested/go.mod:go.mod"}
 	if diff := cmp.Diff(want, k); diff != "" {
 		t.Errorf("violations (-want +got):\n%s", diff)
 	}

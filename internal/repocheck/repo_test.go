@@ -4,9 +4,12 @@
 //     require, and each nested module builds and vets outside the workspace, from its own
 //     go.mod and go.sum, with only the rota modules it requires pointed at this checkout;
 //   - the mechanical conventions of CONTRIBUTING.md: no function outside tests and
-//     examples longer than 80 lines, no reference to design records, DESIGN.md or rule
-//     numbers in the comments and strings of non-test code, and no go.mod that replaces a
-//     rota module with a local directory.
+//     examples longer than 80 lines; in the comments and strings of non-test code and in
+//     every Markdown document (code spans and blocks aside), no reference to decision
+//     records, the design document or rule numbers, and no words about how the project
+//     was made rather than what it does (design records, working sessions, bars to meet,
+//     the issues that asked for it); and no go.mod that replaces a rota module with a
+//     local directory.
 package repocheck
 
 import (
