@@ -108,6 +108,71 @@ func TestRunDrainsABacklogAtWorkerSpeed(t *testing.T) {
 	})
 }
 
+// passingIndex is an index that, while pass is set, passes over every ready user as
+// PostgreSQL's Ready passes over a user whose row a concurrent write holds: Ready returns
+// nobody, with Next saying a user is ready now.
+type passingIndex struct {
+	duework.Index
+	pass atomic.Bool
+}
+
+func (x *passingIndex) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
+	if x.pass.Load() {
+		return duework.ReadyPage{Next: q.Now}, nil
+	}
+	return x.Index.Ready(ctx, q)
+}
+
+// TestRunRetriesADispatchThatRacedItsOwnWrites: a cycle of a backlog that dispatches
+// nothing because the index passed over the ready users while the previous cycle's items
+// were still running or being written is followed by the next MinInterval later, not an
+// Interval later; once no earlier cycle is unfinished, an empty dispatch waits for the
+// tick again.
+func TestRunRetriesADispatchThatRacedItsOwnWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		idx := &passingIndex{Index: newIndex()}
+		var ran atomic.Int64
+		pipe := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+			if ran.Add(1) == 1 {
+				idx.pass.Store(true) // the first item's writes hold the user's row for a while
+				time.Sleep(100 * time.Millisecond)
+				idx.pass.Store(false)
+			}
+			return hit, nil
+		})
+		w := newWorld(t, worldConfig{idx: idx, pipe: pipe, global: 1})
+		start := time.Now()
+		for i := range 3 {
+			w.add(t, "u0", tenancy.PlanFree, fmt.Sprintf("s%d", i), "hot", start)
+		}
+		cycles := &cycleTimes{}
+		r := w.runner(t, bridge.RunnerConfig{Interval: time.Hour, MinInterval: 10 * time.Millisecond, Observer: cycles})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := r.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := ran.Load(); n != 3 {
+			t.Fatalf("%d of 3 entries ran within a minute of an hour's Interval", n)
+		}
+
+		// Passed over with no cycle in flight: one dispatch per tick, not one per MinInterval.
+		idx.pass.Store(true)
+		cycles = &cycleTimes{}
+		r = w.runner(t, bridge.RunnerConfig{Interval: 10 * time.Second, MinInterval: 10 * time.Millisecond, Observer: cycles})
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute+time.Second)
+		defer cancel()
+		if err := r.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cycles.mu.Lock()
+		defer cycles.mu.Unlock()
+		if n := len(cycles.at); n != 7 {
+			t.Fatalf("%d cycles in a minute of 10s ticks with every user passed over, want 7", n)
+		}
+	})
+}
+
 // TestWakeStartsACycleEarly: after Wake, Run starts its next cycle MinInterval after the
 // last one began, without waiting for Interval.
 func TestWakeStartsACycleEarly(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
@@ -38,6 +39,7 @@ type Runner struct {
 	holdFor         time.Duration // the dispatcher's HoldFor
 	w               *Worker
 	wake            chan struct{}
+	open            atomic.Int64 // cycles started whose items have not all settled
 	alarms          alarmState
 	late            lateState
 	skew            skewState
@@ -92,8 +94,11 @@ func (r *Runner) Cycle(ctx context.Context, now time.Time) (CycleReport, error) 
 // Run starts a cycle now and then every Interval until ctx ends, and returns nil after a
 // clean stop. A cycle that left ready work it could not dispatch is followed by the next
 // as soon as its items have all started on a worker, at least MinInterval after it began,
-// so a backlog drains at the speed of the workers; [Runner.Wake] starts a cycle early the
-// same way. When ctx ends, a dispatch under way still finishes its claim, items waiting
+// so a backlog drains at the speed of the workers; so is a cycle that dispatched nothing
+// while ready users waited and an earlier cycle's items were still running or being
+// written (an index such as PostgreSQL's passes over the users a concurrent write holds,
+// and the Runner's own completions are such writes). [Runner.Wake] starts a cycle early
+// the same way. When ctx ends, a dispatch under way still finishes its claim, items waiting
 // for a worker are handed back at once, and items in flight run on for up to
 // ShutdownTimeout before their contexts are cancelled; Run returns an error wrapping
 // [ErrShutdownTimeout] if it had to. Cycles overlap when items are slow, sharing the
@@ -160,7 +165,7 @@ type cycle struct {
 	st      *stopper
 	now     time.Time // the cycle's now, the claims' time
 	started time.Time // on the Runner's Clock
-	drain   bool      // the dispatch left ready work it could not dispatch
+	drain   bool      // the dispatch left ready work it could not dispatch, or passed it over
 	wg      sync.WaitGroup
 
 	mu       sync.Mutex
@@ -199,10 +204,11 @@ func (c *cycle) flushFailed(err error) {
 func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	c := &cycle{r: r, st: st, now: now, started: r.cfg.Clock.Now(), starting: true}
 	c.report.Now = now
+	overlaps := r.open.Add(1) > 1 // an earlier cycle's items still run or are being written
 	batch, err := r.d.Dispatch(st.drain, now)
 	c.report.DispatchDuration = r.cfg.Clock.Now().Sub(c.started)
 	r.dispatched(st.drain, &c.report, batch, err)
-	c.drain = drains(batch, err)
+	c.drain = drains(batch, err) || overlaps && passedOver(batch, err)
 	sp := span{now: now, at: c.started, clock: r.cfg.Clock}
 	jobs := make([]*job, len(batch.Items))
 	for i, it := range batch.Items {
@@ -282,9 +288,26 @@ func drains(b dispatch.Batch, err error) bool {
 	return false
 }
 
+// passedOver reports whether the dispatch of b handed out nothing while a lane had a ready
+// user waiting: one the index passed over, such as a user whose row a concurrent write
+// held. Run tries again MinInterval later only while an earlier cycle is unfinished, so an
+// index that keeps passing a user over costs one dispatch per Interval, not a busy loop.
+func passedOver(b dispatch.Batch, err error) bool {
+	if err != nil || len(b.Items) > 0 {
+		return false
+	}
+	for _, l := range b.Lanes {
+		if !l.WaitingSince.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // finish waits for the cycle's items, counts them, logs the cycle and tells the Observer.
 func (r *Runner) finish(c *cycle) CycleReport {
 	c.wg.Wait()
+	r.open.Add(-1)
 	c.mu.Lock()
 	rep := c.report
 	c.mu.Unlock()
