@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -131,7 +132,8 @@ func overlap(a, b *fleetRun, end time.Time) bool {
 // Two maintenance replicas on the real clock, each with its own pool, over one schema:
 // the same registry of heavy and off-lease tasks that contend (short cadences, DependsOn
 // between off-lease tasks and on a heavy task), and one heavy task each that only it
-// knows. For a few seconds of wall time they poll every 100 ms. Whatever the machine's
+// knows. For 15 s of wall time, or ROTA_FLEET_DURATION (a time.ParseDuration string, such
+// as 5m, for a longer soak), they poll every 100 ms. Whatever the machine's
 // load: no poll fails and no line is logged at Error; no task, heavy or off-lease, runs
 // on both at once, and no two heavy tasks overlap; no task starts while a task it
 // depends on is running; each replica's gauge shows the other's own task waiting; and no
@@ -143,10 +145,15 @@ func TestMaintenanceFleetOnTheRealClock(t *testing.T) {
 	if err := postgres.Migrate(ctx, pgtest.PoolIn(t, schema, 1)); err != nil {
 		t.Fatal(err)
 	}
-	const (
-		poll, ttl, maxHold, yieldAfter = 100 * time.Millisecond, 2 * time.Second, 4 * time.Second, time.Second
-		duration                       = 15 * time.Second
-	)
+	const poll, ttl, maxHold, yieldAfter = 100 * time.Millisecond, 2 * time.Second, 4 * time.Second, time.Second
+	duration := 15 * time.Second
+	if s := os.Getenv("ROTA_FLEET_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("ROTA_FLEET_DURATION=%q: want a positive duration such as 5m (%v)", s, err)
+		}
+		duration = d
+	}
 	type spec struct {
 		task maintenance.Task
 		run  time.Duration
