@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,18 +275,7 @@ func (r *Runner) dispatched(ctx context.Context, rep *CycleReport, b dispatch.Ba
 // drains reports whether the dispatch of b handed out all its lanes could give while
 // ready work was left waiting: a user shed, or a lane keeping a ready user waiting.
 func drains(b dispatch.Batch, err error) bool {
-	if err != nil || len(b.Items) == 0 {
-		return false
-	}
-	if len(b.ShedUserIDs) > 0 {
-		return true
-	}
-	for _, l := range b.Lanes {
-		if !l.WaitingSince.IsZero() {
-			return true
-		}
-	}
-	return false
+	return err == nil && len(b.Items) > 0 && (len(b.ShedUserIDs) > 0 || keepsWaiting(b))
 }
 
 // passedOver reports whether the dispatch of b handed out nothing while a lane had a ready
@@ -293,15 +283,12 @@ func drains(b dispatch.Batch, err error) bool {
 // held. Run tries again MinInterval later only while an earlier cycle is unfinished, so an
 // index that keeps passing a user over costs one dispatch per Interval, not a busy loop.
 func passedOver(b dispatch.Batch, err error) bool {
-	if err != nil || len(b.Items) > 0 {
-		return false
-	}
-	for _, l := range b.Lanes {
-		if !l.WaitingSince.IsZero() {
-			return true
-		}
-	}
-	return false
+	return err == nil && len(b.Items) == 0 && keepsWaiting(b)
+}
+
+// keepsWaiting reports whether a lane of b kept a ready user waiting.
+func keepsWaiting(b dispatch.Batch) bool {
+	return slices.ContainsFunc(b.Lanes, func(l dispatch.LaneReport) bool { return !l.WaitingSince.IsZero() })
 }
 
 // finish waits for the cycle's items, counts them, logs the cycle and tells the Observer.
