@@ -532,19 +532,20 @@ const (
 )
 
 // `Bridge{Index duework.Index; Watchlist tenancy.Watchlist; Pipeline Pipeline; Tiers
-// *cadence.Registry; RetryDelay, ClaimMargin time.Duration}` (ClaimMargin 0 means
-// DefaultClaimMargin, 5 s) with `(*Bridge).SyncWatchlist(ctx, tc tenancy.Context, now
-// time.Time) (added int, err error)` and `(*Bridge).RunDueItem(ctx, item dispatch.Item,
-// now time.Time) (*Result, error)`. RunDueItem takes now as the item's start: when the
-// claim ends within the margin it runs nothing, hands the claim back and returns an error
-// wrapping ErrClaimEnded. Code's choice: `SyncAll(ctx, now)` syncs every tenant listed by
+// *cadence.Registry; RetryDelay time.Duration}` with `(*Bridge).SyncWatchlist(ctx, tc
+// tenancy.Context, now time.Time) (added int, err error)` and `(*Bridge).RunDueItem(ctx,
+// item dispatch.Item, now time.Time) (*Result, error)`. RunDueItem takes now as the item's
+// start: when the claim ends within the margin (DefaultClaimMargin, 5 s) it runs nothing,
+// hands the claim back and returns an error wrapping ErrClaimEnded. Code's choice: the one
+// claim-margin setting is WorkerConfig.ClaimMargin (RunDueItem is a Worker of one item
+// with the default WorkerConfig). Code's choice: `SyncAll(ctx, now)` syncs every tenant listed by
 // Watchlist.Tenants, and `Watch(ctx, tc, entries, now)` adds and schedules in one step,
 // checking each tier against Tiers.
 var (
 	_ = bridge.Bridge{Index: duework.Index(nil), Watchlist: tenancy.Watchlist(nil), Pipeline: bridge.Pipeline(nil), Tiers: (*cadence.Registry)(nil),
-		RetryDelay: aDuration, ClaimMargin: aDuration}
-	_ = func(b bridge.Bridge) (duework.Index, tenancy.Watchlist, bridge.Pipeline, *cadence.Registry, time.Duration, time.Duration) {
-		return b.Index, b.Watchlist, b.Pipeline, b.Tiers, b.RetryDelay, b.ClaimMargin
+		RetryDelay: aDuration}
+	_ = func(b bridge.Bridge) (duework.Index, tenancy.Watchlist, bridge.Pipeline, *cadence.Registry, time.Duration) {
+		return b.Index, b.Watchlist, b.Pipeline, b.Tiers, b.RetryDelay
 	}
 	_ func(*bridge.Bridge, context.Context, tenancy.Context, time.Time) (int, error)                           = (*bridge.Bridge).SyncWatchlist
 	_ func(*bridge.Bridge, context.Context, dispatch.Item, time.Time) (*bridge.Result, error)                  = (*bridge.Bridge).RunDueItem

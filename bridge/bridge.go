@@ -41,12 +41,6 @@ type Bridge struct {
 	// RetryDelay is how long after a failed run the entry comes due again. Zero means
 	// DefaultRetryDelay; it must not be negative.
 	RetryDelay time.Duration
-	// ClaimMargin is RunDueItem's claim margin: how much of its claim an item must have
-	// left to start, and how long before the claim's end its pipeline's context ends.
-	// Zero means DefaultClaimMargin; it must not be negative. It must cover the skew
-	// between the caller's clock and the dispatcher's and the completion write. Workers
-	// and Runners have their own (WorkerConfig.ClaimMargin, RunnerConfig.ClaimMargin).
-	ClaimMargin time.Duration
 }
 
 // check reports what keeps b from syncing, and from running items too when run is set.
@@ -67,9 +61,6 @@ func (b *Bridge) check(run bool) error {
 	if b.RetryDelay < 0 {
 		errs = append(errs, fmt.Errorf("%w: Bridge.RetryDelay must not be negative, got %v", ErrInvalidConfig, b.RetryDelay))
 	}
-	if b.ClaimMargin < 0 {
-		errs = append(errs, fmt.Errorf("%w: Bridge.ClaimMargin must not be negative, got %v", ErrInvalidConfig, b.ClaimMargin))
-	}
 	return errors.Join(errs...)
 }
 
@@ -78,13 +69,6 @@ func (b *Bridge) tiers() *cadence.Registry {
 		return presets
 	}
 	return b.Tiers
-}
-
-func (b *Bridge) claimMargin() time.Duration {
-	if b.ClaimMargin == 0 {
-		return DefaultClaimMargin
-	}
-	return b.ClaimMargin
 }
 
 func (b *Bridge) retryDelay() time.Duration {

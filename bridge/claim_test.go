@@ -170,19 +170,17 @@ func TestSlowPipelineNeverRunsTwiceAtOnce(t *testing.T) {
 // the entry is due at once and otherwise unchanged, and the error wraps ErrClaimEnded.
 func TestRunDueItemNeverStartsALateItem(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		margin time.Duration
-		now    time.Duration // after the claim's start; the claim lasts ten minutes
+		name string
+		now  time.Duration // after the claim's start; the claim lasts ten minutes
 	}{
-		{"at the margin", 0, 10*time.Minute - bridge.DefaultClaimMargin},
-		{"within its own margin", time.Minute, 9 * time.Minute},
-		{"at the claim's end", 0, 10 * time.Minute},
-		{"long after the claim", 0, 3 * time.Hour},
+		{"at the margin", 10*time.Minute - bridge.DefaultClaimMargin},
+		{"at the claim's end", 10 * time.Minute},
+		{"long after the claim", 3 * time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			idx, pipe := newCountingIndex(), newStub()
 			wl := tenancy.NewMemoryWatchlist()
-			b := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: pipe, ClaimMargin: tc.margin}
+			b := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: pipe}
 			watch(t, wl, "u1", "a", "hot")
 			before := duework.Entry{UserID: "u1", WorkKey: "a", Tier: "hot", DueAt: t0, MissStreak: 2}
 			schedule(t, idx.Memory, before)
@@ -195,7 +193,7 @@ func TestRunDueItemNeverStartsALateItem(t *testing.T) {
 			if got := get(t, idx.Memory, "u1", "a"); got != before {
 				t.Fatalf("the late item changed its entry: %+v, want %+v", got, before)
 			}
-			if n, m := idx.n("Unclaim"), idx.n("Complete")+idx.n("CompleteMany")+idx.n("CheckClaim"); n != 1 || m != 0 {
+			if n, m := idx.n("Unclaim"), idx.n("Complete")+idx.n("CompleteMany")+idx.n("CheckClaims"); n != 1 || m != 0 {
 				t.Fatalf("%d Unclaims and %d other calls, want the claim handed back and nothing else", n, m)
 			}
 			// The entry is due at once: visible and claimable within the claim's old term.

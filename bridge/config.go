@@ -68,14 +68,11 @@ type RunnerConfig struct {
 	// together right after it. Zero means DefaultFlushItems and DefaultFlushInterval.
 	FlushItems    int
 	FlushInterval time.Duration
-	// ClaimMargin bounds the claim margin: how long before its claim ends an item's
-	// context is cancelled, and how much of its claim an item must have left to start.
-	// Zero means DefaultClaimMargin. The margin applied is min(ClaimMargin, ClaimFor/4),
-	// ClaimFor being the Dispatcher's, so that a short ClaimFor still leaves items most of
-	// it; it must cover the Dispatcher's MaxClockSkew plus FlushInterval (the wait for the
-	// completion write), or NewRunner refuses the configuration: past the claim's end on
-	// the fastest clock of the fleet another replica may dispatch the entry again, so a
-	// run must have ended and its completion been written by then.
+	// ClaimMargin is the margin of the claim rule for the Runner's items (see
+	// WorkerConfig.ClaimMargin); zero means DefaultClaimMargin. The margin applied is
+	// min(ClaimMargin, ClaimFor/4), ClaimFor being the Dispatcher's, so that a short
+	// ClaimFor still leaves items most of it; it must cover the Dispatcher's MaxClockSkew
+	// plus FlushInterval, or NewRunner refuses the configuration.
 	ClaimMargin time.Duration
 	// ShutdownTimeout bounds a stop: when the context of Run or Cycle ends, items in
 	// flight run on for at most ShutdownTimeout and are then cancelled, and the writes
@@ -160,18 +157,15 @@ func negatives(what string, knobs []knob) error {
 	return errors.Join(errs...)
 }
 
-// claimMargin is the margin a Runner applies: min(ClaimMargin, ClaimFor/4). It refuses
-// one that cannot cover the dispatcher's MaxClockSkew and the wait for the completion
-// write.
-func (c RunnerConfig) claimMargin(dc dispatch.Config) (time.Duration, error) {
+// worker is the configuration of the Runner's Worker, for a Dispatcher configured with
+// dc: the Runner's worker knobs, its margin bounded by a quarter of ClaimFor, and the
+// Dispatcher's MaxClockSkew. It refuses a margin that cannot cover them.
+func (c RunnerConfig) worker(dc dispatch.Config) (WorkerConfig, error) {
 	d := c.withDefaults()
-	margin := min(d.ClaimMargin, dc.ClaimFor/4)
-	if need := dc.MaxClockSkew + d.FlushInterval; margin < need {
-		return 0, fmt.Errorf("%w: RunnerConfig.ClaimMargin: the margin min(ClaimMargin %v, ClaimFor/4 %v) = %v must cover the "+
-			"Dispatcher's MaxClockSkew %v plus FlushInterval %v = %v: raise ClaimFor, or lower MaxClockSkew or FlushInterval",
-			ErrInvalidConfig, d.ClaimMargin, dc.ClaimFor/4, margin, dc.MaxClockSkew, d.FlushInterval, need)
-	}
-	return margin, nil
+	wc := WorkerConfig{Workers: d.Workers, FlushItems: d.FlushItems, FlushInterval: d.FlushInterval,
+		ClaimMargin: min(d.ClaimMargin, dc.ClaimFor/4), MaxClockSkew: dc.MaxClockSkew, Clock: d.Clock, Logger: d.Logger}
+	how := fmt.Sprintf("min(ClaimMargin %v, ClaimFor/4 %v)", d.ClaimMargin, dc.ClaimFor/4)
+	return wc, wc.checkMargin("RunnerConfig", how, "the Dispatcher's MaxClockSkew")
 }
 
 // WorkerConfig holds a Worker's knobs; the zero value means the Runner's defaults.
@@ -184,11 +178,16 @@ type WorkerConfig struct {
 	// DefaultFlushItems and DefaultFlushInterval.
 	FlushItems    int
 	FlushInterval time.Duration
-	// ClaimMargin is how long before its claim ends an item's context is cancelled, and
-	// how much of its claim an item must have left to start. Zero means
-	// DefaultClaimMargin. It must exceed FlushInterval, and it must cover the skew
-	// between this process's clock and the dispatcher's (dispatch.Config.MaxClockSkew).
+	// ClaimMargin is the margin of the claim rule, the one setting for it: an item may
+	// start only while its claim has more than ClaimMargin left, and its pipeline's
+	// context ends ClaimMargin before the claim does. Zero means DefaultClaimMargin. It
+	// must cover MaxClockSkew plus FlushInterval, or NewWorker refuses it: past the
+	// claim's end on the fastest clock of the fleet another dispatcher may take the entry
+	// again, so a run must have ended and its completion been written by then.
 	ClaimMargin time.Duration
+	// MaxClockSkew is the most this process's clock may differ from the dispatchers'
+	// (their dispatch.Config.MaxClockSkew); zero means dispatch.DefaultMaxClockSkew.
+	MaxClockSkew time.Duration
 	// Clock is the Worker's clock: items' start times move on it; nil means the real
 	// clock.
 	Clock Clock
@@ -202,6 +201,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	orDefault(&c.FlushItems, DefaultFlushItems)
 	orDefault(&c.FlushInterval, DefaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
+	orDefault(&c.MaxClockSkew, dispatch.DefaultMaxClockSkew)
 	orDefault[Clock](&c.Clock, clock.Real)
 	orDefault(&c.Logger, slog.Default())
 	return c
@@ -209,13 +209,23 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 
 func (c WorkerConfig) validate() error {
 	err := negatives("WorkerConfig", []knob{
-		{"Workers", c.Workers}, {"FlushItems", c.FlushItems}, {"FlushInterval", c.FlushInterval}, {"ClaimMargin", c.ClaimMargin},
+		{"Workers", c.Workers}, {"FlushItems", c.FlushItems}, {"FlushInterval", c.FlushInterval},
+		{"ClaimMargin", c.ClaimMargin}, {"MaxClockSkew", c.MaxClockSkew},
 	})
 	if err != nil {
 		return err
 	}
-	if d := c.withDefaults(); d.ClaimMargin <= d.FlushInterval {
-		return fmt.Errorf("%w: WorkerConfig.ClaimMargin must exceed FlushInterval %v, got %v", ErrInvalidConfig, d.FlushInterval, d.ClaimMargin)
+	return c.withDefaults().checkMargin("WorkerConfig", "ClaimMargin", "MaxClockSkew")
+}
+
+// checkMargin is the one check of a claim margin, c's with its defaults: it must cover
+// the clock skew and the wait for the completion write. what names the config, how the
+// margin and skew the skew's source, for the error.
+func (c WorkerConfig) checkMargin(what, how, skew string) error {
+	if need := c.MaxClockSkew + c.FlushInterval; c.ClaimMargin < need {
+		return fmt.Errorf("%w: %s.ClaimMargin: the margin %s = %v must cover %s %v plus FlushInterval %v = %v: "+
+			"raise the margin (or ClaimFor), or lower the skew or FlushInterval",
+			ErrInvalidConfig, what, how, c.ClaimMargin, skew, c.MaxClockSkew, c.FlushInterval, need)
 	}
 	return nil
 }

@@ -105,41 +105,40 @@
 // backoff that doubles from 50 ms to 5 s, for as long as a claim it carries lasts. What
 // it cannot write by then is left to its claims' end.
 //
+// # One item path
+//
+// Every item runs on a [Worker], the one code that runs items: [Worker.Do] for items that
+// reach a host from a queue, a [Runner] for the items of its own dispatches (it hands
+// each batch to a Worker of its own), and [Bridge.RunDueItem], a Worker of one item. An
+// item waits for a free worker; once it has one, its claim is started with
+// Index.StartClaims — one call for the items that get a worker together — and its
+// watchlist entry read with Watchlist.GetMany, and only then does its pipeline run. So
+// an item decoded from a queue, or forged, runs nothing unless its claim is current
+// ([StatusLostClaim]), and no two copies of an item ever run, in one process or across a
+// fleet, whatever a broker redelivers. A Runner reads the watchlist entries of a whole
+// dispatch in one GetMany before its items wait for workers. A source removed, or moved
+// to another tier, after that read runs once more as it was read — within its claim —
+// and its next dispatch sees the change. A source found gone is removed only under the
+// item's claim (Index.UnscheduleClaimed). If a read fails as a whole, one Warn line says
+// so and its items are retried unrun.
+//
 // # Items end with their claims
 //
-// One rule, applied by RunDueItem, Worker and Runner alike, keeps a run from overlapping
-// the entry's next dispatch: an item claimed until Until may start at now only while now
-// is before Until − margin, and its pipeline's context ends at Until − margin, with cause
-// [ErrClaimEnded]. An item that may not start is not run: its claim is handed back at
-// once ([StatusLate]). now is the item's time on the dispatcher's time line — the now it
-// was given, plus the time it has since waited, measured on the real clock by RunDueItem
-// and on the Worker's or Runner's [Clock] by those. The margin is [Bridge.ClaimMargin] for
-// RunDueItem, [WorkerConfig.ClaimMargin] for a Worker and min([RunnerConfig.ClaimMargin],
-// ClaimFor/4) for a Runner, [DefaultClaimMargin] when zero. It must cover the clock skew
-// between the processes sharing the index and the completion write, since past the
-// claim's end, on the fastest clock, another dispatcher may take the entry again.
+// One rule keeps a run from overlapping the entry's next dispatch: an item claimed until
+// Until may start at now only while now is before Until − margin, and its pipeline's
+// context ends at Until − margin, with cause [ErrClaimEnded]. An item that may not start
+// is not run: its claim is handed back at once ([StatusLate]). now is the item's time on
+// the dispatcher's time line — the now it was given, plus the time it has since waited,
+// measured on the Worker's [Clock]. The margin is [WorkerConfig.ClaimMargin]
+// ([DefaultClaimMargin] when zero; RunDueItem uses the default); a Runner's is
+// min([RunnerConfig.ClaimMargin], ClaimFor/4). It must cover the clock skew between the
+// processes sharing the index and the completion write, since past the claim's end, on
+// the fastest clock, another dispatcher may take the entry again: NewWorker and NewRunner
+// refuse a margin below MaxClockSkew plus FlushInterval.
 //
 // Claims are not extended: the Index has no renewal, and ClaimFor stays the one bound on
 // how long a source is held — a hung pipeline cannot keep a source from being polled.
 // Choose ClaimFor longer than a run takes, and Workers enough for a batch within ClaimFor.
-//
-// # What is read before an item runs
-//
-// RunDueItem checks the item's claim with Index.CheckClaim and reads its watchlist entry
-// with Watchlist.Get. A Worker does the same for the items that reach it together in one
-// Index.CheckClaims and one Watchlist.GetMany: one call of each in flight at a time, and
-// the items that arrive meanwhile go in the next. So an item decoded from a queue, or
-// forged, runs nothing unless its claim is current ([StatusLostClaim]).
-//
-// The Runner runs only items its own Dispatcher has just claimed. They cannot be forged,
-// so it does not check their claims: a claim lost since the dispatch — the host
-// rescheduled the entry — is found when the item is completed, which then writes nothing.
-// The watchlist entries of a cycle's items are read in one GetMany right after the
-// dispatch. A source removed, or moved to another tier, after that read runs once more as
-// it was read — within its claim, which bounds how late an item starts — and its next
-// dispatch sees the change. A source found gone is removed only under the item's claim
-// (Index.UnscheduleClaimed). If a read fails as a whole, one Warn line says so and its
-// items are retried after the retry delay, unrun.
 //
 // # Time
 //
@@ -207,11 +206,11 @@
 //
 // # Cost
 //
-// Per Runner item: the pipeline, a share of its cycle's one Watchlist.GetMany and a share
-// of the cycle's CompleteMany calls, a few per cycle when items are quick; nothing else
-// is read or written, except to remove a gone source or hand back an unrun item. Per
-// Worker item: the same, plus a share of one CheckClaims. Per RunDueItem: one
-// Index.CheckClaim, one Watchlist.Get, the pipeline and one Complete. Per sync: one
+// Per item: the pipeline, a share of one Index.StartClaims (the items that get a worker
+// together), of one Watchlist.GetMany (for a Runner, its cycle's one) and of the
+// CompleteMany calls, a few per cycle when items are quick; nothing else is read or
+// written, except to remove a gone source or hand back an unrun item. RunDueItem makes
+// one call of each. Per sync: one
 // Watchlist.List and one ScheduleMissing; per Watch, one AddMany and one ScheduleMissing.
 // A Runner's cycle that dispatches nothing, and
 // loses no claim, costs one Index.DueBefore of one entry more, and an Index.User when that

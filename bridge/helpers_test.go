@@ -35,6 +35,9 @@ type countingIndex struct {
 	sizes     []int
 	completed chan int // when not nil, receives the size of every CompleteMany
 	unclaimed chan int // when not nil, receives the size of every Unclaim
+	// beforeUnschedule, when not nil, is called before every UnscheduleClaimed. Set it
+	// before the index is used.
+	beforeUnschedule func(duework.Claim)
 }
 
 func newCountingIndex() *countingIndex {
@@ -96,8 +99,12 @@ func (x *countingIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c du
 	return x.Memory.CheckClaim(ctx, tc, c)
 }
 
+// CheckClaims counts its calls, and under "claims started" the claims they carry.
 func (x *countingIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	x.count("CheckClaims")
+	x.mu.Lock()
+	x.calls["CheckClaims"]++
+	x.calls["claims started"] += len(claims)
+	x.mu.Unlock()
 	return x.Memory.CheckClaims(ctx, claims)
 }
 
@@ -110,8 +117,13 @@ func (x *countingIndex) Unclaim(ctx context.Context, claims []duework.Unclaim) (
 	return errs, err
 }
 
+// UnscheduleClaimed counts its calls, and first calls beforeUnschedule when it is set:
+// a host acting just before a gone source is removed.
 func (x *countingIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
 	x.count("UnscheduleClaimed")
+	if x.beforeUnschedule != nil {
+		x.beforeUnschedule(c)
+	}
 	return x.Memory.UnscheduleClaimed(ctx, tc, c)
 }
 

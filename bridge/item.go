@@ -13,10 +13,10 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// ErrPipelinePanic is returned by RunDueItem when the pipeline panicked. The panic is
-// recovered, so that one bad source cannot take down the other items of a cycle, and the
-// entry is retried like after any other pipeline error. The wrapping error holds the
-// panic value and the stack.
+// ErrPipelinePanic is returned, wrapped, for an item whose pipeline panicked. The panic
+// is recovered, so that one bad source cannot take down the other items, and the entry is
+// retried like after any other pipeline error. The wrapping error holds the panic value
+// and the stack.
 var ErrPipelinePanic = errors.New("bridge: pipeline panicked")
 
 // ErrClaimEnded is returned, wrapped, for an item that was not started because its claim
@@ -43,7 +43,7 @@ const (
 	StatusRemoved
 	// StatusLostClaim: the item's claim was not the entry's current one — it ran past its
 	// claim and was dispatched again, the host rescheduled the entry, or the item was
-	// never claimed — so nothing was written.
+	// never claimed — so nothing was run or written.
 	StatusLostClaim
 	// StatusReleased: the item was not started because the context it was given ended
 	// first, or the Worker was stopped; its claim was handed back (Index.Unclaim), so the
@@ -71,15 +71,14 @@ type writeKind uint8
 
 const (
 	writeNone     writeKind = iota
-	writeComplete           // Index.Complete with next
-	writeUnclaim            // Index.Unclaim: the item was not run
+	writeComplete           // Index.CompleteMany with next
+	writeUnclaim            // Index.Unclaim: the item was not started
 )
 
 // itemRun is what running one item decided, and then how its write went.
 type itemRun struct {
 	status  ItemStatus
 	result  *Result
-	tc      tenancy.Context
 	next    duework.Entry
 	write   writeKind // still to be done
 	written bool      // the item's outcome is in the index
@@ -108,30 +107,6 @@ func claimLeft(c duework.Claim, now time.Time, margin time.Duration) time.Durati
 	return c.Until.Add(-margin).Sub(now)
 }
 
-// attempt is one item on its way through the machinery RunDueItem, Worker and Runner
-// share. checked says the claim was checked already (or need not be: a Runner's own
-// items), with checkErr the outcome; read, when not nil, is the watchlist entry as read.
-// fromStart makes the entry advance from the item's given now, as a Runner's cycle does,
-// instead of from the time the run ended.
-type attempt struct {
-	item      dispatch.Item
-	tc        tenancy.Context
-	span      span
-	margin    time.Duration
-	checked   bool
-	checkErr  error
-	read      *watchRead
-	fromStart bool
-}
-
-// ended is the instant of the item's time line its entry advances from.
-func (a *attempt) ended() time.Time {
-	if a.fromStart {
-		return a.span.now
-	}
-	return a.span.current()
-}
-
 // watchRead is an item's watchlist entry as read, or the read's error.
 type watchRead struct {
 	entry tenancy.WatchlistEntry
@@ -139,117 +114,79 @@ type watchRead struct {
 }
 
 // RunDueItem runs one dispatched item, taking now as its start on the item's time line
-// (the dispatcher's): it checks the claim's time, checks the claim itself with
-// Index.CheckClaim, resolves the watchlist entry, runs the pipeline, advances the cadence
-// with the entry's own tier from the time the run ended (now plus the time the call took)
-// and completes the claim. It returns the pipeline's result, with an error if anything
-// failed. Writes ignore ctx's cancellation.
-//
-// Claims end on time: when !now.Before(item.Claim.Until − margin), the margin being
-// Bridge.ClaimMargin, it runs nothing, hands the claim back with Index.Unclaim (the entry
-// is due at once, otherwise unchanged) and returns an error wrapping [ErrClaimEnded].
-// Otherwise the pipeline's context ends Until − margin − now after the call, measured on
-// the real clock, with ErrClaimEnded as its cause.
+// (the dispatcher's), and returns the pipeline's result, with an error if anything
+// failed. It is a [Worker] of one item with the default WorkerConfig: the claim rule with
+// DefaultClaimMargin (an item whose claim ends within it is handed back unrun, with an
+// error wrapping [ErrClaimEnded]; the pipeline's context ends that long before the claim
+// does, measured on the real clock), the claim started with Index.StartClaims before
+// anything runs, the watchlist entry read, the cadence advanced with the entry's own tier
+// from the time the run ended (now plus the time the call took), and the claim completed.
+// Writes ignore ctx's cancellation. A host that wants another margin, or runs many
+// items, uses a Worker.
 //
 // A removed watchlist entry unschedules the due work and returns (nil, nil). A failed
 // run — a pipeline error or panic, an unknown tier, a failing watchlist — reschedules the
-// entry RetryDelay after the run ended, its streak unchanged. A claim that is not the
-// entry's current one runs and writes nothing and returns duework.ErrClaimLost.
+// entry after the Bridge's Retry policy. A claim that is not the entry's current one runs
+// and writes nothing and returns an error wrapping duework.ErrClaimLost; a copy of an
+// item whose claim another copy already started runs nothing and returns one wrapping
+// duework.ErrClaimStarted.
 func (b *Bridge) RunDueItem(ctx context.Context, item dispatch.Item, now time.Time) (*Result, error) {
 	if err := b.check(true); err != nil {
 		return nil, err
 	}
-	tc, ir, ok := begin(item)
-	if ok {
-		a := attempt{item: item, tc: tc, span: span{now: now, at: time.Now(), clock: clock.Real}, margin: b.claimMargin()}
-		ir = b.execute(ctx, &a)
-		c, wctx := item.Claim, context.WithoutCancel(ctx)
-		switch ir.write {
-		case writeComplete:
-			ir = ir.completed(c, b.Index.Complete(wctx, tc, c, ir.next))
-		case writeUnclaim:
-			errs, err := b.Index.Unclaim(wctx, []duework.Unclaim{{Tenant: tc, Claim: c}})
-			if err == nil && len(errs) == 1 {
-				err = errs[0]
-			}
-			ir = ir.unclaimed(c, err)
-		}
-	}
-	return ir.result, ir.err
-}
-
-// begin returns the tenant of item, or ok false and the item's failure: such an entry
-// cannot be in an Index, and there is nothing to write back under.
-func begin(item dispatch.Item) (tc tenancy.Context, ir itemRun, ok bool) {
-	c := item.Claim
-	tc, err := tenancy.NewContext(c.Entry.UserID)
-	if err != nil {
-		return tc, itemRun{status: StatusError, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}, false
-	}
-	return tc, itemRun{}, true
+	w := newWorker(b, WorkerConfig{Workers: 1, FlushItems: 1}.withDefaults())
+	rep := w.Do(ctx, item, now)
+	w.close()
+	return rep.Result, rep.Err
 }
 
 func itemName(c duework.Claim) string {
 	return fmt.Sprintf("user %q entry %q", c.Entry.UserID, c.Entry.WorkKey)
 }
 
-// execute does everything RunDueItem does but the final write, under the claim rule: a
-// late item is handed back before anything is read, the claim is checked and the
-// watchlist entry read unless a checks them for many items at once, and the rule is
-// applied once more right before the pipeline starts. ctx is the pipeline's parent.
-func (b *Bridge) execute(ctx context.Context, a *attempt) itemRun {
-	c := a.item.Claim
-	if left := claimLeft(c, a.span.current(), a.margin); left <= 0 {
-		return lateRun(a.tc, c, left)
-	}
-	if !a.checked {
-		a.checked, a.checkErr = true, b.Index.CheckClaim(ctx, a.tc, c)
-	}
-	if errors.Is(a.checkErr, duework.ErrClaimLost) {
-		return itemRun{status: StatusLostClaim, tc: a.tc, err: fmt.Errorf("bridge: %s: %w", itemName(c), a.checkErr)}
-	} else if a.checkErr != nil {
-		return b.retry(a, fmt.Errorf("bridge: %s: check claim: %w", itemName(c), a.checkErr))
-	}
-	if a.read == nil {
-		we, err := b.Watchlist.Get(ctx, a.tc, c.Entry.WorkKey)
-		a.read = &watchRead{entry: we, err: err}
-	}
-	switch we, err := a.read.entry, a.read.err; {
+// runStarted runs j, whose claim is started and whose watchlist entry has been read, up
+// to its final write. ctx is the pipeline's parent.
+func (w *Worker) runStarted(j *job) itemRun {
+	c := j.item.Claim
+	switch we, err := j.read.entry, j.read.err; {
 	case errors.Is(err, tenancy.ErrNotFound):
-		return b.remove(context.WithoutCancel(ctx), a)
+		return w.remove(context.WithoutCancel(j.run), j)
 	case err != nil:
-		return b.retry(a, fmt.Errorf("bridge: %s: read watchlist: %w", itemName(c), err))
+		return w.retry(j, fmt.Errorf("bridge: %s: read watchlist: %w", itemName(c), err))
 	default:
-		return b.runEntry(ctx, a, we)
+		return w.runEntry(j, we)
 	}
 }
 
 // lateRun is the outcome of an item the claim rule does not let start: left (≤ 0) is how
-// long its claim had left beyond the margin.
-func lateRun(tc tenancy.Context, c duework.Claim, left time.Duration) itemRun {
-	err := fmt.Errorf("bridge: %s: not started, %v past the claim's end less the margin: %w", itemName(c), -left, ErrClaimEnded)
-	return itemRun{status: StatusLate, tc: tc, write: writeUnclaim, err: err}
+// long its claim had left beyond the margin. An item whose claim is started already is
+// handed back by completing it unchanged, since Unclaim refuses a started claim.
+func lateRun(j *job, left time.Duration, started bool) itemRun {
+	err := fmt.Errorf("bridge: %s: not started, %v past the claim's end less the margin: %w", itemName(j.item.Claim), -left, ErrClaimEnded)
+	if started {
+		return itemRun{status: StatusLate, next: j.item.Claim.Entry, write: writeComplete, err: err}
+	}
+	return itemRun{status: StatusLate, write: writeUnclaim, err: err}
 }
 
-// runEntry runs a's item with we, its watchlist entry, up to the final write.
-func (b *Bridge) runEntry(ctx context.Context, a *attempt, we tenancy.WatchlistEntry) itemRun {
-	c := a.item.Claim
-	policy, err := b.tiers().Lookup(we.Tier)
+// runEntry runs j's item with we, its watchlist entry, up to the final write.
+func (w *Worker) runEntry(j *job, we tenancy.WatchlistEntry) itemRun {
+	c := j.item.Claim
+	policy, err := w.b.tiers().Lookup(we.Tier)
 	if err != nil {
-		return b.retry(a, fmt.Errorf("bridge: %s: %w", itemName(c), err))
+		return w.retry(j, fmt.Errorf("bridge: %s: %w", itemName(c), err))
 	}
-	left := claimLeft(c, a.span.current(), a.margin)
-	if left <= 0 {
-		return lateRun(a.tc, c, left)
+	if left := claimLeft(c, j.span.current(), j.margin); left <= 0 {
+		return lateRun(j, left, true)
 	}
-	pctx, cancel := clock.ContextAt(ctx, a.span.clock, a.span.clockAt(c.Until.Add(-a.margin)), ErrClaimEnded)
-	res, err := runPipeline(pctx, b.Pipeline, a.tc, we)
+	pctx, cancel := clock.ContextAt(j.run, j.span.clock, j.span.clockAt(c.Until.Add(-j.margin)), ErrClaimEnded)
+	res, err := runPipeline(pctx, w.b.Pipeline, j.tc, we)
 	if cause := context.Cause(pctx); err != nil && pctx.Err() != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
 	cancel()
 	if err != nil {
-		return b.retry(a, fmt.Errorf("bridge: %s: pipeline: %w", itemName(c), err))
+		return w.retry(j, fmt.Errorf("bridge: %s: pipeline: %w", itemName(c), err))
 	}
 	hit := res.FoundNew()
 	st := StatusMiss
@@ -258,46 +195,46 @@ func (b *Bridge) runEntry(ctx context.Context, a *attempt, we tenancy.WatchlistE
 	}
 	base := c.Entry
 	base.Tier = we.Tier
-	return itemRun{status: st, result: &res, tc: a.tc, next: duework.Advance(base, policy, hit, a.ended()), write: writeComplete}
+	return itemRun{status: st, result: &res, next: duework.Advance(base, policy, hit, j.ended()), write: writeComplete}
 }
 
-// retry is the item's failure with cause: the entry is rescheduled RetryDelay after the
-// run ended, streak unchanged, when the claim is completed.
-func (b *Bridge) retry(a *attempt, cause error) itemRun {
-	next := a.item.Claim.Entry
-	next.DueAt = a.ended().Add(b.retryDelay())
-	return itemRun{status: StatusError, tc: a.tc, next: next, write: writeComplete, err: cause}
+// retry is the item's failure with cause: the entry is rescheduled after the Bridge's
+// retry delay from the time the run ended, streak unchanged, when the claim is completed.
+func (w *Worker) retry(j *job, cause error) itemRun {
+	next := j.item.Claim.Entry
+	next.DueAt = j.ended().Add(w.b.retryDelay())
+	return itemRun{status: StatusError, next: next, write: writeComplete, err: cause}
 }
 
 // remove unschedules the claimed entry of a source no longer watched, only under its
 // claim (Index.UnscheduleClaimed). Should the source be watched again by then — its
 // SyncWatchlist found the entry still scheduled and added nothing — it schedules it anew,
 // as SyncWatchlist would have.
-func (b *Bridge) remove(ctx context.Context, a *attempt) itemRun {
-	tc, c := a.tc, a.item.Claim
+func (w *Worker) remove(ctx context.Context, j *job) itemRun {
+	tc, c := j.tc, j.item.Claim
 	key := c.Entry.WorkKey
-	err := b.Index.UnscheduleClaimed(ctx, tc, c)
+	err := w.b.Index.UnscheduleClaimed(ctx, tc, c)
 	switch {
 	case errors.Is(err, duework.ErrClaimLost):
-		return itemRun{status: StatusLostClaim, tc: tc, err: fmt.Errorf("bridge: %s: unschedule: %w", itemName(c), err)}
+		return itemRun{status: StatusLostClaim, err: fmt.Errorf("bridge: %s: unschedule: %w", itemName(c), err)}
 	case err != nil:
-		return b.retry(a, fmt.Errorf("bridge: %s: unschedule: %w", itemName(c), err))
+		return w.retry(j, fmt.Errorf("bridge: %s: unschedule: %w", itemName(c), err))
 	}
-	ir := itemRun{status: StatusRemoved, tc: tc, written: true}
-	we, err := b.Watchlist.Get(ctx, tc, key)
+	ir := itemRun{status: StatusRemoved, written: true}
+	we, err := w.b.Watchlist.Get(ctx, tc, key)
 	if errors.Is(err, tenancy.ErrNotFound) {
 		return ir
 	}
 	var e duework.Entry
 	if err == nil {
-		e, err = b.newEntry(tc, we, a.ended())
+		e, err = w.b.newEntry(tc, we, j.ended())
 	}
 	added := 0
 	if err == nil {
-		added, err = b.scheduleMissing(ctx, tc, []duework.Entry{e})
+		added, err = w.b.scheduleMissing(ctx, tc, []duework.Entry{e})
 	}
 	if err != nil {
-		return itemRun{status: StatusError, tc: tc, written: true, err: fmt.Errorf("bridge: %s: unscheduled, then watched again: %w", itemName(c), err)}
+		return itemRun{status: StatusError, written: true, err: fmt.Errorf("bridge: %s: unscheduled, then watched again: %w", itemName(c), err)}
 	}
 	if added == 1 {
 		ir.next = e

@@ -60,9 +60,9 @@ func wantHits(t *testing.T, rep bridge.CycleReport, err error, pipe *stubPipelin
 }
 
 // TestRunnerReadsACycleInOneGetMany: the Runner's items, claimed by its own dispatcher a
-// moment ago, are run without a claim check, and their watchlist entries are read in one
-// GetMany for the cycle. RunDueItem, the entry point for items a host hands in, still
-// checks the claim and reads its entry with a Get.
+// moment ago, have their watchlist entries read in one GetMany for the cycle, and each
+// is started once, as it gets a worker. RunDueItem, a Worker of one item, starts its
+// claim and reads its entry with one call each.
 func TestRunnerReadsACycleInOneGetMany(t *testing.T) {
 	w, idx, pipe := readsWorld(t)
 	wl := &countingWatchlist{MemoryWatchlist: w.wl}
@@ -74,8 +74,8 @@ func TestRunnerReadsACycleInOneGetMany(t *testing.T) {
 	if gets != 0 || !slices.Equal(batches, []int{30}) {
 		t.Errorf("the cycle read the watchlist with %d Gets and GetManys of %v, want one GetMany of 30", gets, batches)
 	}
-	if n, m := idx.n("CheckClaim"), idx.n("Get"); n != 0 || m != 0 {
-		t.Errorf("the cycle made %d CheckClaims and %d index Gets, want none", n, m)
+	if n, m := idx.n("claims started"), idx.n("Get"); n != 30 || m != 0 {
+		t.Errorf("the cycle started %d claims and made %d index Gets, want each of 30 started once and no Get", n, m)
 	}
 	for i := range 30 {
 		if e := get(t, idx.Memory, fmt.Sprintf("u%d", i%4), fmt.Sprintf("s%02d", i)); !e.DueAt.Equal(t0.Add(cadence.TierHot.Base)) {
@@ -84,12 +84,13 @@ func TestRunnerReadsACycleInOneGetMany(t *testing.T) {
 	}
 
 	next := t0.Add(cadence.TierHot.Base)
+	starts := idx.n("CheckClaims")
 	if _, err := w.b.RunDueItem(context.Background(), claim(t, idx, "u0", "s00", next), next); err != nil {
 		t.Fatal(err)
 	}
 	gets, batches = wl.reads()
-	if n := idx.n("CheckClaim"); n != 1 || gets != 1 || len(batches) != 1 {
-		t.Errorf("RunDueItem made %d CheckClaims, %d Gets and %d more GetManys; want one check and one Get", n, gets, len(batches)-1)
+	if n := idx.n("CheckClaims") - starts; n != 1 || gets != 0 || len(batches) != 2 {
+		t.Errorf("RunDueItem made %d claim starts, %d Gets and %d more GetManys; want one start and one GetMany", n, gets, len(batches)-1)
 	}
 }
 
@@ -127,7 +128,12 @@ func TestRunnerRemovesOnlyUnderItsClaim(t *testing.T) {
 			}
 		}
 		hosts := duework.Entry{UserID: "u1", WorkKey: "replaced", Tier: "warm", DueAt: t0.Add(5 * cadence.TierWarm.Base), MissStreak: 2}
-		wl := &countingWatchlist{MemoryWatchlist: w.wl, before: func() { schedule(t, idx.Memory, hosts) }}
+		idx.beforeUnschedule = func(c duework.Claim) {
+			if c.Entry.WorkKey == "replaced" {
+				schedule(t, idx.Memory, hosts) // the host, after the item started
+			}
+		}
+		wl := &countingWatchlist{MemoryWatchlist: w.wl}
 		w.b.Watchlist = wl
 		rep, _ := w.runner(t, bridge.RunnerConfig{Workers: 2}).Cycle(context.Background(), t0)
 		got := strings.Join(itemLines(rep), " ")

@@ -282,9 +282,13 @@ type reschedulingWatchlist struct {
 	entry duework.Entry
 }
 
-func (w reschedulingWatchlist) Get(ctx context.Context, tc tenancy.Context, slug string) (tenancy.WatchlistEntry, error) {
+func (w reschedulingWatchlist) GetMany(ctx context.Context, lookups []tenancy.Lookup) ([]tenancy.WatchlistEntry, []error, error) {
 	schedule(w.t, w.idx, w.entry)
-	return tenancy.WatchlistEntry{}, tenancy.ErrNotFound
+	errs := make([]error, len(lookups))
+	for i := range errs {
+		errs[i] = tenancy.ErrNotFound
+	}
+	return make([]tenancy.WatchlistEntry, len(lookups)), errs, nil
 }
 
 // TestRunDueItemRemovesOnlyUnderItsClaim: an item whose claim was replaced after it was

@@ -36,7 +36,6 @@ type Runner struct {
 	d               dispatcher
 	cfg             RunnerConfig // with defaults
 	intervalDefault bool
-	margin          time.Duration // min(ClaimMargin, ClaimFor/4)
 	holdFor         time.Duration // the dispatcher's HoldFor
 	w               *Worker
 	wake            chan struct{}
@@ -61,22 +60,22 @@ func NewRunner(b *Bridge, d *dispatch.Dispatcher, cfg RunnerConfig) (*Runner, er
 
 func newRunner(b *Bridge, d dispatcher, cfg RunnerConfig) (*Runner, error) {
 	errs := []error{b.check(true), cfg.validate()}
-	var margin, holdFor time.Duration
+	var wc WorkerConfig
+	var holdFor time.Duration
 	if d == nil {
 		errs = append(errs, fmt.Errorf("%w: the Dispatcher must not be nil", ErrInvalidConfig))
 	} else {
 		var err error
 		dc := d.Config()
-		margin, err = cfg.claimMargin(dc)
+		wc, err = cfg.worker(dc)
 		holdFor = dc.HoldFor
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r := &Runner{b: b, d: d, cfg: cfg.withDefaults(), intervalDefault: cfg.Interval == 0, margin: margin, holdFor: holdFor, wake: make(chan struct{}, 1)}
-	r.w = newWorker(b, WorkerConfig{Workers: r.cfg.Workers, FlushItems: r.cfg.FlushItems, FlushInterval: r.cfg.FlushInterval,
-		ClaimMargin: margin, Clock: r.cfg.Clock, Logger: r.cfg.Logger})
+	r := &Runner{b: b, d: d, cfg: cfg.withDefaults(), intervalDefault: cfg.Interval == 0, holdFor: holdFor, wake: make(chan struct{}, 1)}
+	r.w = newWorker(b, wc)
 	return r, nil
 }
 
@@ -108,7 +107,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: runner started",
 		slog.Duration("interval", r.cfg.Interval), slog.Bool("interval_default", r.intervalDefault),
 		slog.Duration("min_interval", r.cfg.MinInterval), slog.Int("workers", r.cfg.Workers),
-		slog.Duration("claim_margin", r.margin), slog.Duration("alarm_after", r.cfg.AlarmAfter))
+		slog.Duration("claim_margin", r.w.cfg.ClaimMargin), slog.Duration("alarm_after", r.cfg.AlarmAfter))
 	st := newStopper(ctx, r.cfg.Clock, r.cfg.ShutdownTimeout)
 	ticks, stopTicker := r.cfg.Clock.NewTicker(r.cfg.Interval)
 	var cycles sync.WaitGroup
@@ -198,10 +197,10 @@ func (c *cycle) flushFailed(err error) {
 	c.mu.Unlock()
 }
 
-// start dispatches, reads the items' watchlist entries in one call, and starts every item
-// on a worker, in dispatch order, waiting for free workers. Items still waiting when ctx
-// ends are handed back at once, and items the claim rule does not let start are handed
-// back as late.
+// start dispatches and hands the batch to the Runner's Worker, which reads the items'
+// watchlist entries in one call and starts every item on a worker, in dispatch order,
+// waiting for free workers. Items still waiting when ctx ends are handed back at once,
+// and items the claim rule does not let start are handed back as late.
 func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	c := &cycle{r: r, st: st, now: now, started: r.cfg.Clock.Now(), starting: true}
 	c.report.Now = now
@@ -214,7 +213,6 @@ func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	jobs := make([]*job, len(batch.Items))
 	for i, it := range batch.Items {
 		j := r.w.newJob(it, sp, c, i)
-		j.checked = true // just claimed by the Runner's own dispatcher: not forged
 		j.fromStart = true
 		j.run, j.write = st.drain, st.write
 		jobs[i] = j
@@ -222,28 +220,7 @@ func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	c.unqueued = len(jobs)
 	c.wg.Add(len(jobs))
 	r.w.admit(len(jobs)) // a Runner's Worker is never stopped
-	if ctx.Err() == nil && len(jobs) > 0 {
-		r.w.prepare(st.drain, jobs)
-	}
-	for i, j := range jobs {
-		if j.bad {
-			r.w.queue(j, j.ir)
-			continue
-		}
-		if !r.w.acquire(ctx) {
-			for _, j := range jobs[i:] {
-				r.w.queue(j, releasedRun(j, context.Cause(ctx)))
-			}
-			r.w.writes.flush()
-			break
-		}
-		if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
-			<-r.w.sem
-			r.w.queue(j, lateRun(j.tc, j.item.Claim, left))
-			continue
-		}
-		go r.w.start(j)
-	}
+	r.w.doBatch(ctx, jobs)
 	c.mu.Lock()
 	c.starting = false
 	last := c.unqueued == 0

@@ -14,14 +14,17 @@ import (
 )
 
 // ErrWorkerStopped is returned, wrapped in ItemReport.Err, for an item handed to Worker.Do
-// after Stop: it is not run, and its claim is handed back.
+// after Stop, or still waiting for a worker when Stop was called: it is not run, and its
+// claim is handed back.
 var ErrWorkerStopped = errors.New("bridge: worker stopped")
 
 // Worker runs dispatched items that reach it from anywhere — a queue's consumers, a
-// host's own dispatch loop — on a bounded pool, with the Runner's guarantees: a late item
-// is handed back unstarted, a pipeline's context ends before its claim does, claims and
-// watchlist entries are read for many items in one call each, and completions are
-// written in Index.CompleteMany batches, one call in flight. The Runner is built on it.
+// host's own loop, a Runner's dispatch — on a bounded pool: it is the one place an item
+// runs. A late item is handed back unstarted, an item starts only once a worker is free
+// for it and Index.StartClaims has started its claim (so no two copies of an item ever
+// run), a pipeline's context ends before its claim does, claims and watchlist entries are
+// read for many items in one call each, and completions are written in
+// Index.CompleteMany batches, one call in flight.
 //
 // Call [Worker.Do] from as many goroutines as you consume messages; it returns once the
 // item's completion is written, so a consumer acknowledges the message then, whatever the
@@ -30,13 +33,14 @@ type Worker struct {
 	b      *Bridge
 	cfg    WorkerConfig // with defaults
 	sem    chan struct{}
-	reads  gatherer
+	starts starter
 	writes writer
 
 	mu         sync.Mutex
 	stopped    bool
-	busy       int // items admitted and not yet queued for their write
-	active     int // items admitted whose outcome is not final
+	stopping   chan struct{} // closed by Stop: items waiting for a worker are handed back
+	busy       int           // items admitted and not yet queued for their write
+	active     int           // items admitted whose outcome is not final
 	idle       chan struct{}
 	idleClosed bool
 	kill       context.Context // ends the items and writes of Do when a Stop runs out of time
@@ -44,7 +48,9 @@ type Worker struct {
 }
 
 // NewWorker returns a Worker that runs items through b. It refuses a nil or incomplete
-// Bridge and a knob out of range, wrapping [ErrInvalidConfig] and naming the field.
+// Bridge, a knob out of range and a claim margin that cannot cover MaxClockSkew plus
+// FlushInterval (see WorkerConfig.ClaimMargin), wrapping [ErrInvalidConfig] and naming
+// the field.
 func NewWorker(b *Bridge, cfg WorkerConfig) (*Worker, error) {
 	if err := errors.Join(b.check(true), cfg.validate()); err != nil {
 		return nil, err
@@ -54,22 +60,31 @@ func NewWorker(b *Bridge, cfg WorkerConfig) (*Worker, error) {
 
 // newWorker returns a Worker with cfg, its defaults already applied.
 func newWorker(b *Bridge, cfg WorkerConfig) *Worker {
-	w := &Worker{b: b, cfg: cfg, sem: make(chan struct{}, cfg.Workers), idle: make(chan struct{})}
+	w := &Worker{b: b, cfg: cfg, sem: make(chan struct{}, cfg.Workers), stopping: make(chan struct{}), idle: make(chan struct{})}
 	w.kill, w.killFn = context.WithCancelCause(context.Background())
-	w.reads.w, w.writes.w = w, w
+	w.starts.w, w.writes.w = w, w
 	return w
 }
 
+// close releases a Worker that has no item left, without the ceremony of Stop.
+func (w *Worker) close() { w.killFn(context.Canceled) }
+
 // job is one item in a Worker, from its admission to its final outcome.
 type job struct {
-	attempt
-	owner owner
-	i     int             // the item's place in its owner's list
-	run   context.Context // the pipeline's parent
-	write context.Context // under which its write is made
-	bad   bool            // the item names no valid tenant: ir is its outcome
-	ir    itemRun
-	ready chan struct{} // closed once a gathered prepare has read for it
+	item      dispatch.Item
+	tc        tenancy.Context
+	span      span
+	margin    time.Duration
+	fromStart bool // the entry advances from the item's given now (a Runner's cycle)
+	owner     owner
+	i         int             // the item's place in its owner's list
+	run       context.Context // the pipeline's parent
+	write     context.Context // under which its write is made
+	bad       bool            // the item names no valid tenant: ir is its outcome
+	read      *watchRead      // the watchlist entry, once read
+	startErr  error           // Index.StartClaims's outcome for the item's claim
+	ir        itemRun
+	ready     chan struct{} // closed once the starter has started the item's claim
 }
 
 // owner is whoever handed jobs to the Worker: a Do call or a Runner's cycle.
@@ -84,8 +99,22 @@ type owner interface {
 
 // newJob returns the job of item, whose time line sp gives, for o.
 func (w *Worker) newJob(item dispatch.Item, sp span, o owner, i int) *job {
-	tc, ir, ok := begin(item)
-	return &job{attempt: attempt{item: item, tc: tc, span: sp, margin: w.cfg.ClaimMargin}, owner: o, i: i, bad: !ok, ir: ir}
+	j := &job{item: item, span: sp, margin: w.cfg.ClaimMargin, owner: o, i: i}
+	tc, err := tenancy.NewContext(item.Claim.Entry.UserID)
+	if err != nil {
+		// Such an entry cannot be in an Index, and there is nothing to write back under.
+		j.bad, j.ir = true, itemRun{status: StatusError, err: fmt.Errorf("bridge: %s: %w", itemName(item.Claim), err)}
+	}
+	j.tc = tc
+	return j
+}
+
+// ended is the instant of the item's time line its entry advances from.
+func (j *job) ended() time.Time {
+	if j.fromStart {
+		return j.span.now
+	}
+	return j.span.current()
 }
 
 // report is j's outcome as its caller sees it.
@@ -99,14 +128,15 @@ func (j *job) report() ItemReport {
 // returned or finally failed. It refuses nothing: what Do cannot run it hands back or
 // leaves to its claim, and the report says which.
 //
-// The item's claim is checked with Index.CheckClaims and its watchlist entry read with
-// Watchlist.GetMany, each one call for the items that arrive together, so a decoded or
-// forged item runs nothing unless its claim is current ([StatusLostClaim]). An item the
-// claim rule does not let start (see RunDueItem, with WorkerConfig.ClaimMargin) — at once
-// or when a worker frees — is handed back unstarted ([StatusLate]), as is an item whose
-// ctx ends while it waits for a worker ([StatusReleased]); ctx is also the pipeline's
-// parent. Writes ignore ctx's cancellation. After Stop, Do hands the item back at once
-// and reports [ErrWorkerStopped].
+// The item waits for a free worker, then its claim is started with Index.StartClaims and
+// its watchlist entry read with Watchlist.GetMany, each one call for the items that get a
+// worker together, so a decoded or forged item runs nothing unless its claim is current
+// ([StatusLostClaim]). An item the claim rule does not let start (see RunDueItem, with
+// WorkerConfig.ClaimMargin) — at once or when a worker frees — is handed back unstarted
+// ([StatusLate]), as is an item whose ctx ends, or whose Worker is stopped, while it
+// waits for a worker ([StatusReleased]); ctx is also the pipeline's parent. Writes ignore
+// ctx's cancellation. After Stop, Do hands the item back at once and reports
+// [ErrWorkerStopped].
 func (w *Worker) Do(ctx context.Context, item dispatch.Item, now time.Time) ItemReport {
 	o := &doOwner{done: make(chan struct{})}
 	j := w.newJob(item, span{now: now, at: w.cfg.Clock.Now(), clock: w.cfg.Clock}, o, 0)
@@ -116,40 +146,88 @@ func (w *Worker) Do(ctx context.Context, item dispatch.Item, now time.Time) Item
 	run, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(w.kill, func() { cancel(context.Cause(w.kill)) })
 	j.run, j.write = run, w.kill
-	w.do(ctx, j)
+	if w.enter(ctx, j) {
+		w.start(j)
+	}
 	<-o.done
 	stop()
 	cancel(context.Canceled)
 	return o.rep
 }
 
-// do takes j from its admission to its write.
-func (w *Worker) do(ctx context.Context, j *job) {
+// doBatch takes jobs, all of one owner and admitted by the caller, to their writes: one
+// Watchlist.GetMany reads all their entries, then each in turn waits for a worker and
+// starts on a goroutine of its own. Jobs still waiting when wait ends are handed back.
+func (w *Worker) doBatch(wait context.Context, jobs []*job) {
+	if wait.Err() == nil && len(jobs) > 0 {
+		w.read(jobs[0].run, jobs)
+	}
+	for i, j := range jobs {
+		if w.enter(wait, j) {
+			go w.start(j)
+			continue
+		}
+		if wait.Err() != nil {
+			for _, j := range jobs[i+1:] {
+				w.queue(j, releasedRun(j, context.Cause(wait)))
+			}
+			w.writes.flush() // hand them back at once, in one call
+			return
+		}
+	}
+}
+
+// enter returns true once j holds a worker, or queues j's outcome and returns false: j is
+// bad, late, or its wait ended first.
+func (w *Worker) enter(wait context.Context, j *job) bool {
 	if j.bad {
 		w.queue(j, j.ir)
-		return
+		return false
 	}
 	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
-		w.queue(j, lateRun(j.tc, j.item.Claim, left))
-		return
+		w.queue(j, lateRun(j, left, false))
+		return false
 	}
-	w.reads.prepare(j)
-	if j.checkErr != nil {
-		w.queue(j, w.b.execute(j.run, &j.attempt)) // it runs nothing: no worker needed
-		return
+	if err := w.acquire(wait); err != nil {
+		w.queue(j, releasedRun(j, err))
+		return false
 	}
-	if !w.acquire(ctx) {
-		w.queue(j, releasedRun(j, context.Cause(ctx)))
-		return
+	return true
+}
+
+// start runs j on the worker it holds, frees the worker and queues j's write.
+func (w *Worker) start(j *job) {
+	ir := w.runHeld(j)
+	<-w.sem
+	w.queue(j, ir)
+}
+
+// runHeld runs j, which holds a worker, up to its final write: the claim rule, then the
+// claim started, then the item itself.
+func (w *Worker) runHeld(j *job) itemRun {
+	c := j.item.Claim
+	if left := claimLeft(c, j.span.current(), j.margin); left <= 0 {
+		return lateRun(j, left, false)
 	}
-	w.start(j)
+	w.starts.start(j)
+	switch err := j.startErr; {
+	case err == nil:
+		return w.runStarted(j)
+	case errors.Is(err, duework.ErrClaimLost):
+		return itemRun{status: StatusLostClaim, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
+	default:
+		// The index could not say: the item is not run, and handed back. Should its claim
+		// have been started after all, the hand-back is refused and the claim ends on its
+		// own.
+		return itemRun{status: StatusError, write: writeUnclaim, err: fmt.Errorf("bridge: %s: start claim: %w", itemName(c), err)}
+	}
 }
 
 // refuse hands back an item that came after Stop.
 func (w *Worker) refuse(ctx context.Context, j *job) ItemReport {
 	if !j.bad {
 		c := j.item.Claim
-		j.ir = itemRun{status: StatusReleased, tc: j.tc, err: fmt.Errorf("bridge: %s: %w", itemName(c), ErrWorkerStopped)}
+		j.ir = itemRun{status: StatusReleased, err: fmt.Errorf("bridge: %s: %w", itemName(c), ErrWorkerStopped)}
 		errs, err := w.b.Index.Unclaim(ctx, []duework.Unclaim{{Tenant: j.tc, Claim: c}})
 		if err == nil && len(errs) == 1 {
 			err = errs[0]
@@ -166,7 +244,7 @@ func releasedRun(j *job, cause error) itemRun {
 		return j.ir
 	}
 	err := fmt.Errorf("bridge: %s: not started: %w", itemName(j.item.Claim), cause)
-	return itemRun{status: StatusReleased, tc: j.tc, write: writeUnclaim, err: err}
+	return itemRun{status: StatusReleased, write: writeUnclaim, err: err}
 }
 
 // admit counts n items in, or reports false once the Worker is stopped.
@@ -181,24 +259,19 @@ func (w *Worker) admit(n int) bool {
 	return true
 }
 
-// acquire takes a worker slot, or reports false once ctx has ended.
-func (w *Worker) acquire(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return false
+// acquire takes a worker, or returns why it could not: wait ended, or Stop was called.
+func (w *Worker) acquire(wait context.Context) error {
+	if wait.Err() != nil {
+		return context.Cause(wait)
 	}
 	select {
 	case w.sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
+		return nil
+	case <-wait.Done():
+		return context.Cause(wait)
+	case <-w.stopping:
+		return ErrWorkerStopped
 	}
-}
-
-// start runs j on the worker slot it holds, frees the slot and queues j's write.
-func (w *Worker) start(j *job) {
-	ir := w.b.execute(j.run, &j.attempt)
-	<-w.sem
-	w.queue(j, ir)
 }
 
 // queue records ir as j's outcome so far and queues its write, or settles it when it
@@ -236,14 +309,18 @@ func (w *Worker) settle(j *job) {
 	}
 }
 
-// Stop refuses new items (Do hands them back), waits for the items admitted to end and
-// for their completions to be written, and returns nil. If ctx ends first, it cancels the
-// running items and the writes in flight (cause ErrShutdownTimeout) and returns an error
-// wrapping ErrShutdownTimeout: what was not written stays claimed until its claims end,
-// and is then dispatched again. A Runner's own Worker is never stopped.
+// Stop refuses new items (Do hands them back), hands back the items still waiting for a
+// worker, waits for the items running to end and for their completions to be written,
+// and returns nil. If ctx ends first, it cancels the running items and the writes in
+// flight (cause ErrShutdownTimeout) and returns an error wrapping ErrShutdownTimeout:
+// what was not written stays claimed until its claims end, and is then dispatched again.
+// A Runner's own Worker is never stopped.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	w.stopped = true
+	if !w.stopped {
+		w.stopped = true
+		close(w.stopping)
+	}
 	if w.active == 0 && !w.idleClosed {
 		w.idleClosed = true
 		close(w.idle)
@@ -273,111 +350,4 @@ func (o *doOwner) flushFailed(error) {}
 func (o *doOwner) settled(j *job) {
 	o.rep = j.report()
 	close(o.done)
-}
-
-// prepare checks the claims of jobs not checked yet with one Index.CheckClaims, then
-// reads the watchlist entries of those still good with one Watchlist.GetMany, each under
-// its own tenant. A call that fails as a whole is logged once and becomes each of its
-// jobs' error: they are retried unrun.
-func (w *Worker) prepare(ctx context.Context, jobs []*job) {
-	var checks []duework.Unclaim
-	var checking []*job
-	for _, j := range jobs {
-		if !j.bad && !j.checked {
-			checks = append(checks, duework.Unclaim{Tenant: j.tc, Claim: j.item.Claim})
-			checking = append(checking, j)
-		}
-	}
-	if len(checks) > 0 {
-		errs, err := w.b.Index.CheckClaims(ctx, checks)
-		if err == nil && len(errs) != len(checks) {
-			err = fmt.Errorf("Index.CheckClaims returned %d outcomes for %d claims", len(errs), len(checks))
-		}
-		if err != nil {
-			w.callFailed(ctx, "rota: claim check failed", len(checks), err)
-		}
-		for k, j := range checking {
-			j.checked, j.checkErr = true, err
-			if err == nil {
-				j.checkErr = errs[k]
-			}
-		}
-	}
-	var lookups []tenancy.Lookup
-	var reading []*job
-	for _, j := range jobs {
-		if !j.bad && j.checkErr == nil && j.read == nil {
-			lookups = append(lookups, tenancy.Lookup{Tenant: j.tc, Slug: j.item.Claim.Entry.WorkKey})
-			reading = append(reading, j)
-		}
-	}
-	if len(lookups) == 0 {
-		return
-	}
-	es, errs, err := w.b.Watchlist.GetMany(ctx, lookups)
-	if err == nil && (len(es) != len(lookups) || len(errs) != len(lookups)) {
-		err = fmt.Errorf("Watchlist.GetMany returned %d entries and %d outcomes for %d lookups", len(es), len(errs), len(lookups))
-	}
-	if err != nil {
-		w.callFailed(ctx, "rota: watchlist read failed", len(lookups), err)
-	}
-	for k, j := range reading {
-		if err != nil {
-			j.read = &watchRead{err: err}
-			continue
-		}
-		e, l := es[k], lookups[k]
-		if errs[k] == nil && (e.UserID != l.Tenant.UserID() || e.Slug != l.Slug) {
-			// Never run one tenant's pipeline with another's entry.
-			j.read = &watchRead{err: fmt.Errorf("Watchlist.GetMany answered lookup %d with user %q entry %q", k, e.UserID, e.Slug)}
-			continue
-		}
-		j.read = &watchRead{entry: e, err: errs[k]}
-	}
-}
-
-// callFailed logs a call that failed as a whole for items items.
-func (w *Worker) callFailed(ctx context.Context, msg string, items int, err error) {
-	w.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, msg, slog.Int("items", items), slog.Any("error", err))
-}
-
-// gatherer prepares the jobs of Do calls that arrive together in one call each: one
-// prepare in flight at a time, and the jobs that arrive meanwhile go in the next.
-type gatherer struct {
-	w       *Worker
-	mu      sync.Mutex
-	waiting []*job
-	busy    bool
-}
-
-// prepare returns once j's claim is checked and its watchlist entry read.
-func (g *gatherer) prepare(j *job) {
-	j.ready = make(chan struct{})
-	g.mu.Lock()
-	g.waiting = append(g.waiting, j)
-	start := !g.busy
-	g.busy = true
-	g.mu.Unlock()
-	if start {
-		go g.loop()
-	}
-	<-j.ready
-}
-
-func (g *gatherer) loop() {
-	for {
-		g.mu.Lock()
-		js := g.waiting
-		g.waiting = nil
-		if len(js) == 0 {
-			g.busy = false
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.w.prepare(g.w.kill, js)
-		for _, j := range js {
-			close(j.ready)
-		}
-	}
 }

@@ -67,7 +67,11 @@ func TestNewWorkerRefusesBadConfig(t *testing.T) {
 		{"negative flush items", "WorkerConfig.FlushItems", w.b, bridge.WorkerConfig{FlushItems: -1}},
 		{"negative flush interval", "WorkerConfig.FlushInterval", w.b, bridge.WorkerConfig{FlushInterval: -1}},
 		{"negative claim margin", "WorkerConfig.ClaimMargin must not be negative", w.b, bridge.WorkerConfig{ClaimMargin: -1}},
-		{"margin within the flush", "WorkerConfig.ClaimMargin must exceed FlushInterval 1s", w.b, bridge.WorkerConfig{ClaimMargin: time.Second, FlushInterval: time.Second}},
+		{"negative skew", "WorkerConfig.MaxClockSkew must not be negative", w.b, bridge.WorkerConfig{MaxClockSkew: -1}},
+		{"margin within the flush", "WorkerConfig.ClaimMargin: the margin ClaimMargin = 1s must cover MaxClockSkew 1s plus FlushInterval 1s", w.b,
+			bridge.WorkerConfig{ClaimMargin: time.Second, FlushInterval: time.Second}},
+		{"margin within the skew", "WorkerConfig.ClaimMargin: the margin ClaimMargin = 5s must cover MaxClockSkew 5s plus FlushInterval 100ms", w.b,
+			bridge.WorkerConfig{MaxClockSkew: 5 * time.Second}},
 	} {
 		wk, err := bridge.NewWorker(tc.b, tc.cfg)
 		if wk != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
@@ -150,9 +154,9 @@ func (g *gatedIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) 
 	return g.countingIndex.CheckClaims(ctx, claims)
 }
 
-// TestWorkerChecksItemsThatArriveTogetherInOneCall: while one CheckClaims is in flight,
-// the items that arrive go in the next, all together, and their watchlist entries are
-// read in one GetMany.
+// TestWorkerChecksItemsThatArriveTogetherInOneCall: while one claim start is in flight,
+// the items that get a worker go in the next call, all together, and their watchlist
+// entries are read in one GetMany.
 func TestWorkerChecksItemsThatArriveTogetherInOneCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		idx := &gatedIndex{countingIndex: newCountingIndex(), method: "CheckClaims", release: make(chan struct{})}
@@ -164,7 +168,7 @@ func TestWorkerChecksItemsThatArriveTogetherInOneCall(t *testing.T) {
 		items := w.dispatchAll(t, t0, 20)
 		wl := &countingWatchlist{MemoryWatchlist: w.wl}
 		w.b.Watchlist = wl
-		wk := w.worker(t, bridge.WorkerConfig{Workers: 4})
+		wk := w.worker(t, bridge.WorkerConfig{Workers: 20})
 		reps := make(chan bridge.ItemReport, 20)
 		go func() { reps <- wk.Do(context.Background(), items[0], t0) }()
 		synctest.Wait() // the first item's check is in flight
@@ -248,51 +252,50 @@ func TestWorkerBoundsItsPool(t *testing.T) {
 // TestWorkerHandsBackLateItems: an item late on arrival, and one whose claim ends while it
 // waits for a worker, are handed back unstarted with Unclaim: due at once, unchanged.
 func TestWorkerHandsBackLateItems(t *testing.T) {
-	idx := newCountingIndex()
-	idx.unclaimed = make(chan int, 10)
-	probe := newOverlapProbe(t)
-	w := newWorld(t, worldConfig{idx: idx, pipe: probe, claimFor: time.Minute})
-	for _, s := range []string{"a", "b", "c"} {
-		w.add(t, "u1", tenancy.PlanFree, s, "hot", t0)
-	}
-	items := w.dispatchAll(t, t0, 3)
-	read := make(chan struct{}, 10)
-	w.b.Watchlist = &countingWatchlist{MemoryWatchlist: w.wl, before: func() { read <- struct{}{} }}
-	clk := fakeclock.New(t0)
-	wk := w.worker(t, bridge.WorkerConfig{Workers: 1, Clock: clk})
-
-	// c sat in the queue until within the margin of its claim's end.
-	rep := wk.Do(context.Background(), items[2], t0.Add(time.Minute-bridge.DefaultClaimMargin))
-	if rep.Status != bridge.StatusLate || !rep.Written || !errors.Is(rep.Err, bridge.ErrClaimEnded) {
-		t.Fatalf("Do(c late) = %+v, want handed back as late", rep)
-	}
-	recv(t, idx.unclaimed, "c's hand-back")
-
-	// a runs until its context ends at its claim's end less the margin; b waits for the
-	// only worker meanwhile, and finds its claim at its end too.
-	reps := make(chan bridge.ItemReport, 2)
-	go func() { reps <- wk.Do(context.Background(), items[0], t0) }()
-	recv(t, probe.started, "a to start")
-	go func() { reps <- wk.Do(context.Background(), items[1], t0) }()
-	recv(t, read, "a's read")
-	recv(t, read, "b's read") // b has arrived at t0 on the clock
-	clk.Advance(time.Minute - bridge.DefaultClaimMargin)
-	got := map[bridge.ItemStatus]int{}
-	for range 2 {
-		rep := recv(t, reps, "a and b")
-		got[rep.Status]++
-	}
-	if got[bridge.StatusError] != 1 || got[bridge.StatusLate] != 1 || probe.runs != 1 {
-		t.Fatalf("a and b ended %v after %d runs, want a cut at its claim's end and b late", got, probe.runs)
-	}
-	for _, s := range []string{"b", "c"} {
-		if e := get(t, w.idx, "u1", s); !e.DueAt.Equal(t0) || !e.LastRunAt.IsZero() {
-			t.Errorf("%s handed back changed: %+v", s, e)
+	synctest.Test(t, func(t *testing.T) {
+		idx := newCountingIndex()
+		idx.unclaimed = make(chan int, 10)
+		probe := newOverlapProbe(t)
+		w := newWorld(t, worldConfig{idx: idx, pipe: probe, claimFor: time.Minute})
+		for _, s := range []string{"a", "b", "c"} {
+			w.add(t, "u1", tenancy.PlanFree, s, "hot", t0)
 		}
-	}
-	if due, _ := w.idx.DueBefore(context.Background(), t0.Add(time.Minute-bridge.DefaultClaimMargin), 10); len(due) != 2 {
-		t.Errorf("%d entries due after the hand-backs, want b and c", len(due))
-	}
+		items := w.dispatchAll(t, t0, 3)
+		clk := fakeclock.New(t0)
+		wk := w.worker(t, bridge.WorkerConfig{Workers: 1, Clock: clk})
+
+		// c sat in the queue until within the margin of its claim's end.
+		rep := wk.Do(context.Background(), items[2], t0.Add(time.Minute-bridge.DefaultClaimMargin))
+		if rep.Status != bridge.StatusLate || !rep.Written || !errors.Is(rep.Err, bridge.ErrClaimEnded) {
+			t.Fatalf("Do(c late) = %+v, want handed back as late", rep)
+		}
+		recv(t, idx.unclaimed, "c's hand-back")
+
+		// a runs until its context ends at its claim's end less the margin; b waits for the
+		// only worker meanwhile, and finds its claim at its end too.
+		reps := make(chan bridge.ItemReport, 2)
+		go func() { reps <- wk.Do(context.Background(), items[0], t0) }()
+		recv(t, probe.started, "a to start")
+		go func() { reps <- wk.Do(context.Background(), items[1], t0) }()
+		synctest.Wait() // b has arrived at t0 on the clock and waits for the worker
+		clk.Advance(time.Minute - bridge.DefaultClaimMargin)
+		got := map[bridge.ItemStatus]int{}
+		for range 2 {
+			rep := recv(t, reps, "a and b")
+			got[rep.Status]++
+		}
+		if got[bridge.StatusError] != 1 || got[bridge.StatusLate] != 1 || probe.runs != 1 {
+			t.Fatalf("a and b ended %v after %d runs, want a cut at its claim's end and b late", got, probe.runs)
+		}
+		for _, s := range []string{"b", "c"} {
+			if e := get(t, w.idx, "u1", s); !e.DueAt.Equal(t0) || !e.LastRunAt.IsZero() {
+				t.Errorf("%s handed back changed: %+v", s, e)
+			}
+		}
+		if due, _ := w.idx.DueBefore(context.Background(), t0.Add(time.Minute-bridge.DefaultClaimMargin), 10); len(due) != 2 {
+			t.Errorf("%d entries due after the hand-backs, want b and c", len(due))
+		}
+	})
 }
 
 // TestWorkerStop: Stop waits for the running item and its write, and from then on Do hands
@@ -447,3 +450,46 @@ func TestWorkerRetriesAFailedWriteWithBackoff(t *testing.T) {
 
 // retryCap is the longest backoff between two tries of a failed write.
 const retryCap = 5 * time.Second
+
+// TestWorkerStopHandsBackItemsWaitingForAWorker: an item still waiting for a worker when
+// Stop is called is handed back unstarted — its claim never started, so the hand-back
+// succeeds and the entry is due at once — while the running item finishes.
+func TestWorkerStopHandsBackItemsWaitingForAWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := newGate()
+		idx := newCountingIndex()
+		w := newWorld(t, worldConfig{idx: idx, pipe: gate})
+		for _, s := range []string{"a", "b"} {
+			w.add(t, "u1", tenancy.PlanFree, s, "hot", t0)
+		}
+		items := w.dispatchAll(t, t0, 2)
+		wk := w.worker(t, bridge.WorkerConfig{Workers: 1})
+		reps := make(chan bridge.ItemReport, 2)
+		go func() { reps <- wk.Do(context.Background(), items[0], t0) }()
+		<-gate.started
+		go func() { reps <- wk.Do(context.Background(), items[1], t0) }()
+		synctest.Wait() // b waits for the only worker
+		if n := idx.n("claims started"); n != 1 {
+			t.Fatalf("%d claims started while b waits for a worker, want a's alone", n)
+		}
+		stopped := make(chan error, 1)
+		go func() { stopped <- wk.Stop(context.Background()) }()
+		rep := <-reps
+		if rep.Status != bridge.StatusReleased || !errors.Is(rep.Err, bridge.ErrWorkerStopped) || !rep.Written || rep.Item != items[1] {
+			t.Fatalf("the waiting item at Stop: %+v, want b handed back with ErrWorkerStopped", rep)
+		}
+		if e := get(t, w.idx, "u1", "b"); !e.DueAt.Equal(t0) || !e.LastRunAt.IsZero() {
+			t.Fatalf("b after the hand-back: %+v, want it due at once and unchanged", e)
+		}
+		close(gate.release)
+		if rep := <-reps; rep.Status != bridge.StatusHit || !rep.Written {
+			t.Fatalf("Do(a) = %+v, want its hit written", rep)
+		}
+		if err := <-stopped; err != nil {
+			t.Fatalf("Stop = %v, want nil", err)
+		}
+		if n := idx.n("claims started"); n != 1 {
+			t.Fatalf("%d claims started, want a's alone", n)
+		}
+	})
+}

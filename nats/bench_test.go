@@ -155,7 +155,7 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 	for i := range benchProcs {
 		_, wjs := connect(b)
 		idx, wl := bed.s.be.process(b)
-		br := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: bed.pipe, Tiers: bed.s.tiers, ClaimMargin: cfg.ClaimMargin}
+		br := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: bed.pipe, Tiers: bed.s.tiers}
 		bws[i], err = bridge.NewWorker(br, bridge.WorkerConfig{Workers: benchSlots, ClaimMargin: cfg.ClaimMargin, Logger: bed.quiet})
 		if err != nil {
 			b.Fatal(err)

@@ -369,10 +369,9 @@ func startWorker(t testing.TB, s *store, cfg rotanats.Config, id int, runs *runL
 	w := &worker{id: id, nc: nc, dead: &atomic.Bool{}, logs: &syncBuffer{}, done: make(chan error, 1)}
 	logger := slog.New(slog.NewTextHandler(w.logs, nil))
 	idx, wl := s.be.process(t)
-	b := &bridge.Bridge{Index: &mortalIndex{Index: idx, dead: w.dead}, Watchlist: wl, Pipeline: runs.pipeline(id, hold), Tiers: s.tiers,
-		ClaimMargin: cfg.ClaimMargin}
+	b := &bridge.Bridge{Index: &mortalIndex{Index: idx, dead: w.dead}, Watchlist: wl, Pipeline: runs.pipeline(id, hold), Tiers: s.tiers}
 	var err error
-	w.bw, err = bridge.NewWorker(b, bridge.WorkerConfig{Workers: 4, ClaimMargin: cfg.ClaimMargin, FlushInterval: 20 * time.Millisecond, Logger: logger})
+	w.bw, err = bridge.NewWorker(b, bridge.WorkerConfig{Workers: 4, ClaimMargin: cfg.ClaimMargin, MaxClockSkew: 100 * time.Millisecond, FlushInterval: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
