@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
@@ -53,37 +54,48 @@ type FeederConfig struct {
 	Logger *slog.Logger
 }
 
-// feedDispatcher is what a Feeder needs of a *dispatch.Dispatcher.
-type feedDispatcher interface {
-	DispatchAtMost(ctx context.Context, now time.Time, t dispatch.Take) (dispatch.Batch, error)
-	Index() duework.Index
-}
+// noWorkerRounds is how many rounds in a row, at the least, a lane's room must be zero
+// while work waits in it before a Feeder says that no worker is taking the lane.
+const noWorkerRounds = 3
 
 // Feeder hands dispatched items to a host's queue with backpressure: each round it asks
 // its [Sink] for room, dispatches at most that (dispatch.Dispatcher.DispatchAtMost, by the
 // Dispatcher's fairness rules and lane priority), sends each lane's items, and hands back
 // with Index.Unclaim the items a Send fails. So items sent and not yet acknowledged never
-// exceed the room the Sink last reported. Run it in one process or several; the
-// Dispatcher's guarantees hold across them.
+// exceed the room the Sink last reported. [Feeder.Run] is the loop of a dispatcher
+// process; [Feeder.Feed] runs one round, for a serverless handler on a timer. Run it in
+// one process or several; the Dispatcher's guarantees hold across them. A Feeder is safe
+// for concurrent use.
+//
+// A lane whose room stays zero while work waits in it — for three rounds in a row and the
+// Dispatcher's ClaimFor, long enough for every item in flight to have been acknowledged or
+// dropped had any worker been taking the lane — makes one Warn line "rota: no worker is
+// taking lane" per episode, and an Info line "rota: lane taken again" ends the episode in
+// the first round that finds room in the lane. Rounds at zero room still dispatch, with a
+// Take of zero: that claims nothing, and reads one user per lane to see whether work
+// waits.
 type Feeder struct {
-	d    feedDispatcher
-	idx  duework.Index
-	sink Sink
-	cfg  FeederConfig // with defaults
+	d        *dispatch.Dispatcher
+	idx      duework.Index
+	claimFor time.Duration
+	sink     Sink
+	cfg      FeederConfig // with defaults
+
+	mu      sync.Mutex
+	stalled map[dispatch.Lane]*laneStall
+}
+
+// laneStall is a lane's run of rounds at zero room with work waiting.
+type laneStall struct {
+	rounds int
+	since  time.Time // the now of the run's first round
+	warned bool
 }
 
 // NewFeeder returns a Feeder that dispatches with d into sink. It refuses a nil
 // Dispatcher or Sink and an Interval out of range, wrapping [ErrInvalidConfig] and naming
 // the field.
 func NewFeeder(d *dispatch.Dispatcher, sink Sink, cfg FeederConfig) (*Feeder, error) {
-	var fd feedDispatcher
-	if d != nil {
-		fd = d
-	}
-	return newFeeder(fd, sink, cfg)
-}
-
-func newFeeder(d feedDispatcher, sink Sink, cfg FeederConfig) (*Feeder, error) {
 	var errs []error
 	if d == nil {
 		errs = append(errs, fmt.Errorf("%w: NewFeeder: the Dispatcher must not be nil", ErrInvalidConfig))
@@ -100,14 +112,14 @@ func newFeeder(d feedDispatcher, sink Sink, cfg FeederConfig) (*Feeder, error) {
 	orDefault(&cfg.Interval, DefaultFeederInterval)
 	orDefault[Clock](&cfg.Clock, clock.Real)
 	orDefault(&cfg.Logger, slog.Default())
-	return &Feeder{d: d, idx: d.Index(), sink: sink, cfg: cfg}, nil
+	return &Feeder{d: d, idx: d.Index(), claimFor: d.Config().ClaimFor, sink: sink, cfg: cfg, stalled: map[dispatch.Lane]*laneStall{}}, nil
 }
 
 // Run feeds a round now and then every Interval until ctx ends, and returns nil after a
 // clean stop. When ctx ends, a round under way finishes: its dispatch claims, and the
 // claimed items are sent, or handed back if ctx had ended before the dispatch returned,
 // within DefaultShutdownTimeout; Run returns an error wrapping ErrShutdownTimeout if
-// that ran out.
+// that ran out. A clean stop logs nothing above Info.
 func (f *Feeder) Run(ctx context.Context) error {
 	clk := f.cfg.Clock
 	f.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: feeder started", slog.Duration("interval", f.cfg.Interval))
@@ -115,7 +127,7 @@ func (f *Feeder) Run(ctx context.Context) error {
 	ticks, stopTicker := clk.NewTicker(f.cfg.Interval)
 	for ctx.Err() == nil {
 		started := clk.Now()
-		if f.round(ctx, st, started) {
+		if r := f.round(st.drain, ctx, st.write, started); r.again() && ctx.Err() == nil {
 			if d := DefaultMinInterval - clk.Now().Sub(started); d > 0 {
 				clock.Sleep(ctx, clk, d)
 			}
@@ -136,25 +148,62 @@ func (f *Feeder) Run(ctx context.Context) error {
 	return nil
 }
 
-// round is one round at now. It reports whether the next should follow at once: the
-// dispatch left ready work its caps held back, with room to spare.
-func (f *Feeder) round(ctx context.Context, st *stopper, now time.Time) (again bool) {
-	log := f.cfg.Logger
-	take, err := f.sink.Room(st.drain)
+// Feed runs one round at now, the claims' time: it asks the Sink for room, dispatches at
+// most that with DispatchAtMost, sends each lane's items, and returns the dispatch's
+// batch — every item it claimed, sent or not — with the round's failures joined: Room's,
+// the dispatch's, and each failed Send's. The items of a lane whose Send failed, or that
+// were not sent because ctx ended first, are handed back with one Index.Unclaim per lane,
+// which outlives ctx by up to DefaultShutdownTimeout; the error names them. A Room that
+// fails ends the round before the dispatch, claiming nothing.
+//
+// ctx bounds the round's calls: Room, the dispatch and every Send. A serverless handler
+// that a scheduler invokes every minute calls Feed once per invocation, with now from its
+// clock; a long-running process calls Run instead. A round costs one Room, one dispatch —
+// a zero room still reads one user per lane, to tell whether work waits — and one Send per
+// lane with items.
+func (f *Feeder) Feed(ctx context.Context, now time.Time) (dispatch.Batch, error) {
+	st := newStopper(ctx, f.cfg.Clock, DefaultShutdownTimeout)
+	defer st.close()
+	r := f.round(ctx, ctx, st.drain, now)
+	return r.batch, r.err
+}
+
+// roundResult is what one round did.
+type roundResult struct {
+	take       dispatch.Take
+	batch      dispatch.Batch
+	sent, back int
+	err        error // Room's, the dispatch's, and each lane's that was handed back
+}
+
+// again reports whether the next round should follow at once: the dispatch left ready
+// work its caps held back, with room to spare.
+func (r roundResult) again() bool {
+	return r.err == nil && drains(r.batch, nil) && len(r.batch.Items) < r.take.Total
+}
+
+// round is one round at now. It makes its calls under ctx; a lane's items not yet sent
+// when stop ends are handed back unsent, under write. Failures are logged at Warn or
+// above, unless stop has ended: a round cut short by a stop logs at Info.
+func (f *Feeder) round(ctx, stop, write context.Context, now time.Time) roundResult {
+	log, lctx := f.cfg.Logger, context.WithoutCancel(ctx)
+	var r roundResult
+	take, err := f.sink.Room(ctx)
 	if err != nil {
-		log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: sink room failed", slog.Any("error", err))
-		return false
+		r.err = fmt.Errorf("bridge: Feeder: Sink.Room: %w", err)
+		log.LogAttrs(lctx, failLevel(stop, slog.LevelWarn), "rota: sink room failed", slog.Any("error", err))
+		return r
 	}
-	if take.Total <= 0 {
-		log.LogAttrs(context.WithoutCancel(ctx), slog.LevelDebug, "rota: feed", slog.Int("room", take.Total))
-		return false
-	}
-	b, err := f.d.DispatchAtMost(st.drain, now, take)
+	r.take = take
+	b, err := f.d.DispatchAtMost(ctx, now, take)
 	if err != nil {
-		log.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "rota: dispatch failed", slog.Any("error", err))
-		return false
+		r.err = fmt.Errorf("bridge: Feeder: dispatch at %v: %w", now, err)
+		log.LogAttrs(lctx, failLevel(stop, slog.LevelError), "rota: dispatch failed", slog.Any("error", err))
+		return r
 	}
-	sent, back := 0, 0
+	r.batch = b
+	f.watchStalls(lctx, now, take, b)
+	var errs []error
 	for lo := 0; lo < len(b.Items); {
 		hi := lo + 1
 		for hi < len(b.Items) && b.Items[hi].Lane == b.Items[lo].Lane {
@@ -162,30 +211,42 @@ func (f *Feeder) round(ctx context.Context, st *stopper, now time.Time) (again b
 		}
 		items := b.Items[lo:hi]
 		lo = hi
-		if err := ctx.Err(); err != nil {
-			back += f.handBack(st.write, items, err)
-			continue
+		err := context.Cause(stop)
+		if err == nil {
+			if err = f.sink.Send(ctx, items[0].Lane, items); err == nil {
+				r.sent += len(items)
+				continue
+			}
+			log.LogAttrs(lctx, failLevel(stop, slog.LevelWarn), "rota: send failed", slog.String("lane", string(items[0].Lane)),
+				slog.Int("items", len(items)), slog.Any("error", err))
 		}
-		if err := f.sink.Send(st.drain, items[0].Lane, items); err != nil {
-			back += f.handBack(st.write, items, err)
-			continue
-		}
-		sent += len(items)
+		r.back += f.handBack(write, items)
+		errs = append(errs, fmt.Errorf("bridge: Feeder: %d items of lane %q handed back unsent: %w", len(items), items[0].Lane, err))
 	}
+	r.err = errors.Join(errs...)
 	level := slog.LevelInfo
 	if len(b.Items) == 0 {
 		level = slog.LevelDebug
 	}
-	log.LogAttrs(context.WithoutCancel(ctx), level, "rota: feed", slog.Time("now", now), slog.Int("room", take.Total),
-		slog.Int("dispatched", len(b.Items)), slog.Int("sent", sent), slog.Int("handed_back", back),
+	log.LogAttrs(lctx, level, "rota: feed", slog.Time("now", now), slog.Int("room", take.Total),
+		slog.Int("dispatched", len(b.Items)), slog.Int("sent", r.sent), slog.Int("handed_back", r.back),
 		slog.Int("shed", len(b.ShedUserIDs)), slog.Int("unrouted", len(b.Unrouted)),
 		slog.Any("lateness", lateness(CycleReport{Now: now, Lanes: b.Lanes})))
-	return drains(b, nil) && len(b.Items) < take.Total && ctx.Err() == nil
+	return r
 }
 
-// handBack hands back items that were not sent because of cause, in one Index.Unclaim,
-// and returns how many. A hand-back that fails leaves the claims to end.
-func (f *Feeder) handBack(ctx context.Context, items []dispatch.Item, cause error) int {
+// failLevel is the level of a failure in a round: level, or Info once stop has ended, since
+// a failure that a stop causes is no fault.
+func failLevel(stop context.Context, level slog.Level) slog.Level {
+	if stop.Err() != nil {
+		return slog.LevelInfo
+	}
+	return level
+}
+
+// handBack hands back items in one Index.Unclaim under ctx and returns how many. A
+// hand-back that fails leaves the claims to end.
+func (f *Feeder) handBack(ctx context.Context, items []dispatch.Item) int {
 	claims := make([]duework.Unclaim, 0, len(items))
 	for _, it := range items {
 		tc, err := tenancy.NewContext(it.Claim.Entry.UserID)
@@ -194,11 +255,47 @@ func (f *Feeder) handBack(ctx context.Context, items []dispatch.Item, cause erro
 		}
 		claims = append(claims, duework.Unclaim{Tenant: tc, Claim: it.Claim})
 	}
-	f.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: items handed back unsent",
-		slog.String("lane", string(items[0].Lane)), slog.Int("items", len(items)), slog.Any("error", cause))
 	if _, err := f.idx.Unclaim(ctx, claims); err != nil {
 		f.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: write failed", slog.String("call", "Unclaim"),
 			slog.Int("items", len(claims)), slog.Bool("retry", false), slog.Any("error", err))
 	}
 	return len(claims)
+}
+
+// watchStalls follows, per lane, the rounds at zero room with work waiting (the lane's
+// WaitingSince set), and logs the start and the end of each episode in which no worker
+// takes the lane.
+func (f *Feeder) watchStalls(ctx context.Context, now time.Time, take dispatch.Take, b dispatch.Batch) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range b.Lanes {
+		room := max(take.Total, 0)
+		if n, ok := take.PerLane[l.Lane]; ok {
+			room = min(room, max(n, 0))
+		}
+		s := f.stalled[l.Lane]
+		switch {
+		case room > 0:
+			if s != nil && s.warned {
+				f.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: lane taken again", slog.String("lane", string(l.Lane)),
+					slog.Int("room", room), slog.Duration("after", now.Sub(s.since)))
+			}
+			delete(f.stalled, l.Lane)
+		case l.WaitingSince.IsZero():
+			if s != nil && !s.warned {
+				delete(f.stalled, l.Lane) // nothing waits: no worker was needed
+			}
+		default:
+			if s == nil {
+				s = &laneStall{since: now}
+				f.stalled[l.Lane] = s
+			}
+			s.rounds++
+			if !s.warned && s.rounds >= noWorkerRounds && now.Sub(s.since) >= f.claimFor {
+				s.warned = true
+				f.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: no worker is taking lane", slog.String("lane", string(l.Lane)),
+					slog.Int("rounds", s.rounds), slog.Duration("for", now.Sub(s.since)), slog.Time("waiting_since", l.WaitingSince))
+			}
+		}
+	}
 }

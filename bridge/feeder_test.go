@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -425,5 +426,202 @@ func TestNewFeederRefusesBadConfig(t *testing.T) {
 		if f != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: NewFeeder = %v, %v; want ErrInvalidConfig naming %s", tc.name, f, err, tc.field)
 		}
+	}
+}
+
+// logTo returns a logger at Debug that writes into a buffer, and a function that returns
+// what it holds.
+func logTo() (*slog.Logger, func() string) {
+	out := &syncWriter{w: &bytes.Buffer{}}
+	read := func() string {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return out.w.String()
+	}
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})), read
+}
+
+// noWarnings fails t when logs hold a line above Info.
+func noWarnings(t *testing.T, logs string) {
+	t.Helper()
+	if strings.Contains(logs, "level=WARN") || strings.Contains(logs, "level=ERROR") {
+		t.Errorf("logged above Info:\n%s", logs)
+	}
+}
+
+// TestFeedIsOneRound: Feed asks for room, dispatches at most that and sends each lane's
+// items, returning the batch; a Room that fails claims nothing and is the error.
+func TestFeedIsOneRound(t *testing.T) {
+	w, idx := feedWorld(t)
+	logger, logs := logTo()
+	sink := &stubSink{room: dispatch.Take{Total: 5, PerLane: map[dispatch.Lane]int{"pro": 2}}}
+	f, err := bridge.NewFeeder(w.d, sink, bridge.FeederConfig{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	b, err := f.Feed(context.Background(), now)
+	if err != nil || len(b.Items) != 5 || fmt.Sprint(sink.sent) != "map[free:3 pro:2]" {
+		t.Fatalf("Feed = %d items, %v; sent %v; want 5 items, 2 of pro and 3 of free sent", len(b.Items), err, sink.sent)
+	}
+	for _, it := range b.Items {
+		if !it.Claim.Until.Equal(now.Add(claimFor)) {
+			t.Errorf("item %+v: claimed until %v, want now+ClaimFor", it, it.Claim.Until)
+		}
+	}
+	if !strings.Contains(logs(), `msg="rota: feed"`) {
+		t.Errorf("no feed line:\n%s", logs())
+	}
+	claims := idx.n("Claim")
+	sink.err = errBoom
+	if b, err := f.Feed(context.Background(), now); !errors.Is(err, errBoom) || len(b.Items) != 0 || idx.n("Claim") != claims {
+		t.Errorf("Feed with a failing Room = %d items, %v, %d Claims; want none and errBoom", len(b.Items), err, idx.n("Claim")-claims)
+	}
+}
+
+// cancellingSink cancels a context in its first Send, as a deadline that passes while the
+// round sends, and fails that Send with the context's error.
+type cancellingSink struct {
+	stubSink
+	cancel context.CancelFunc
+	sends  []dispatch.Lane
+}
+
+func (s *cancellingSink) Send(ctx context.Context, lane dispatch.Lane, items []dispatch.Item) error {
+	s.sends = append(s.sends, lane)
+	s.cancel()
+	return ctx.Err()
+}
+
+// TestFeedHandsBackWhatItCannotSend: when ctx ends during the first lane's Send, that
+// lane's items and the next lane's, not sent at all, are handed back — due at once,
+// unchanged — and the error names both lanes; a stop logs nothing above Info.
+func TestFeedHandsBackWhatItCannotSend(t *testing.T) {
+	w, idx := feedWorld(t)
+	logger, logs := logTo()
+	ctx, cancel := context.WithCancel(context.Background())
+	sink := &cancellingSink{stubSink: stubSink{room: dispatch.Take{Total: 100}}, cancel: cancel}
+	f, err := bridge.NewFeeder(w.d, sink, bridge.FeederConfig{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	b, err := f.Feed(ctx, now)
+	if len(b.Items) != 24 || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `lane "pro"`) ||
+		!strings.Contains(err.Error(), `lane "free"`) {
+		t.Fatalf("Feed = %d items, %v; want 24 and an error naming pro and free", len(b.Items), err)
+	}
+	if fmt.Sprint(sink.sends) != "[pro]" {
+		t.Errorf("sends %v, want pro's only: free's come after ctx ended", sink.sends)
+	}
+	due, err := idx.DueBefore(context.Background(), now, 100)
+	if err != nil || len(due) != 24 {
+		t.Fatalf("%d entries due after the hand-back (%v), want all 24", len(due), err)
+	}
+	noWarnings(t, logs())
+}
+
+// blockingSink answers Room and Send as stubSink does, but each call first waits until
+// the test lets it go.
+type blockingSink struct {
+	stubSink
+	entered chan string
+	release chan struct{}
+}
+
+func (s *blockingSink) Room(ctx context.Context) (dispatch.Take, error) {
+	s.entered <- "room"
+	<-s.release
+	return s.stubSink.Room(ctx)
+}
+
+func (s *blockingSink) Send(ctx context.Context, lane dispatch.Lane, items []dispatch.Item) error {
+	s.entered <- "send " + string(lane)
+	<-s.release
+	return s.stubSink.Send(ctx, lane, items)
+}
+
+// TestFeederCleanStopLogsNoWarning: a Run stopped while its round asks for room, and one
+// stopped while it sends the first lane's items, returns nil, hands back what it did not
+// send and logs nothing above Info.
+func TestFeederCleanStopLogsNoWarning(t *testing.T) {
+	for _, stopAt := range []string{"room", "send pro"} {
+		t.Run(stopAt, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, idx := feedWorld(t)
+				logger, logs := logTo()
+				sink := &blockingSink{stubSink: stubSink{room: dispatch.Take{Total: 100}}, entered: make(chan string), release: make(chan struct{})}
+				f, err := bridge.NewFeeder(w.d, sink, bridge.FeederConfig{Logger: logger})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error)
+				go func() { done <- f.Run(ctx) }()
+				for call := <-sink.entered; call != stopAt; call = <-sink.entered {
+					sink.release <- struct{}{}
+				}
+				cancel()
+				sink.release <- struct{}{}
+				if err := <-done; err != nil {
+					t.Fatalf("Run = %v, want nil", err)
+				}
+				sent := sink.sent["pro"] + sink.sent["free"]
+				due, err := idx.DueBefore(context.Background(), time.Now(), 100)
+				if err != nil || sent+len(due) != 24 {
+					t.Errorf("%d sent and %d due again (%v), want 24 in all", sent, len(due), err)
+				}
+				noWarnings(t, logs())
+			})
+		})
+	}
+}
+
+// TestFeederSaysWhenNoWorkerTakesALane: a lane whose room stays zero while work waits in
+// it makes one Warn line once three rounds and ClaimFor have passed, however long it
+// lasts, and one Info line when it has room again; a lane with no room and nothing
+// waiting, and a lane with room, make none.
+func TestFeederSaysWhenNoWorkerTakesALane(t *testing.T) {
+	w, _ := feedWorld(t)
+	logger, logs := logTo()
+	sink := &stubSink{room: dispatch.Take{Total: 100, PerLane: map[dispatch.Lane]int{"free": 0, "plus": 0}}}
+	f, err := bridge.NewFeeder(w.d, sink, bridge.FeederConfig{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	feed := func(at time.Duration) {
+		t.Helper()
+		if _, err := f.Feed(context.Background(), start.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const warn = `level=WARN msg="rota: no worker is taking lane" lane=free`
+	for at := time.Duration(0); at < claimFor; at += claimFor / 4 {
+		feed(at)
+	}
+	if strings.Contains(logs(), "level=WARN") {
+		t.Fatalf("a Warn line before ClaimFor had passed:\n%s", logs())
+	}
+	for at := claimFor; at < 3*claimFor; at += claimFor / 4 {
+		feed(at)
+	}
+	if strings.Count(logs(), "level=WARN") != 1 || !strings.Contains(logs(), warn) {
+		t.Fatalf("want one Warn line for lane free:\n%s", logs())
+	}
+	sink.room.PerLane["free"] = 100
+	feed(3 * claimFor)
+	feed(3*claimFor + time.Second)
+	if strings.Count(logs(), `msg="rota: lane taken again" lane=free`) != 1 {
+		t.Fatalf("want one Info line for lane free taken again:\n%s", logs())
+	}
+	// A new episode warns again, and a single round at zero room does not.
+	sink.room.PerLane["free"] = 0
+	w.add(t, "f0", tenancy.PlanFree, "late", "hot", start.Add(3*claimFor))
+	feed(4 * claimFor)
+	sink.room.PerLane["free"] = 100
+	feed(4*claimFor + time.Second)
+	if strings.Count(logs(), "level=WARN") != 1 || strings.Count(logs(), "lane taken again") != 1 {
+		t.Errorf("after one round at zero room:\n%s", logs())
 	}
 }
