@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -77,7 +78,7 @@ func TestItemsEndWithTheirClaims(t *testing.T) {
 	}()
 	recv(t, probe.started, "a to start")
 	end := t0.Add(time.Minute - bridge.DefaultClaimMargin)
-	waitLive(t, clk, 0, 1) // a's claim is timed
+	waitLive(t, clk, 0, 2) // a's claim is timed, and watched for an overrun
 	clk.Advance(end.Sub(t0) - time.Nanosecond)
 	select {
 	case <-probe.causes:
@@ -278,4 +279,41 @@ func TestAStaleItemNeverOverlapsItsRedispatch(t *testing.T) {
 	if e := get(t, w.idx, "u1", "a"); e.DueAt.Before(again.Add(bridge.DefaultRetryDelay)) {
 		t.Fatalf("the running item's write was disturbed: %+v", e)
 	}
+}
+
+// TestAPipelineRunningPastItsClaimIsNamed: a pipeline that ignores its context and still
+// runs when its claim ends gets a Warn line naming the tenant and the source at once, and
+// another with the overrun when it returns; the report carries the overrun.
+func TestAPipelineRunningPastItsClaimIsNamed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := newGate() // ignores its context
+		w := newWorld(t, worldConfig{pipe: gate, claimFor: time.Minute})
+		w.add(t, "u1", tenancy.PlanFree, "a", "hot", t0)
+		item := w.dispatchAll(t, t0, 1)[0]
+		clk := fakeclock.New(t0)
+		wk := w.worker(t, bridge.WorkerConfig{Clock: clk})
+		reps := make(chan bridge.ItemReport, 1)
+		go func() { reps <- wk.Do(context.Background(), item, t0) }()
+		<-gate.started
+		synctest.Wait()
+		clk.Advance(time.Minute - time.Nanosecond)
+		synctest.Wait()
+		if logs := w.logs.String(); strings.Contains(logs, "past its claim") {
+			t.Fatalf("a warning before the claim ended:\n%s", logs)
+		}
+		clk.Advance(time.Nanosecond)
+		synctest.Wait()
+		if logs := w.logs.String(); !strings.Contains(logs, `level=WARN msg="rota: pipeline still running past its claim" user_id=u1 work_key=a`) {
+			t.Fatalf("no warning naming u1/a when its claim ended:\n%s", logs)
+		}
+		clk.Advance(7 * time.Second)
+		close(gate.release)
+		rep := <-reps
+		if rep.Overrun != 7*time.Second {
+			t.Fatalf("Overrun = %v, want 7s", rep.Overrun)
+		}
+		if logs := w.logs.String(); !strings.Contains(logs, `msg="rota: pipeline ran past its claim" user_id=u1 work_key=a`) || !strings.Contains(logs, "overrun=7s") {
+			t.Fatalf("no warning with the overrun:\n%s", logs)
+		}
+	})
 }

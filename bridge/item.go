@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -83,6 +84,7 @@ type itemRun struct {
 	write   writeKind // still to be done
 	written bool      // the item's outcome is in the index
 	err     error
+	overrun time.Duration // how long the pipeline ran past the claim's end
 }
 
 // span ties an item's time line — the now it was given, in the dispatcher's time — to a
@@ -180,13 +182,17 @@ func (w *Worker) runEntry(j *job, we tenancy.WatchlistEntry) itemRun {
 		return lateRun(j, left, true)
 	}
 	pctx, cancel := clock.ContextAt(j.run, j.span.clock, j.span.clockAt(c.Until.Add(-j.margin)), ErrClaimEnded)
+	stopWatch := w.watchOverrun(j)
 	res, err := runPipeline(pctx, w.b.Pipeline, j.tc, we)
 	if cause := context.Cause(pctx); err != nil && pctx.Err() != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
 	cancel()
+	overrun := stopWatch()
 	if err != nil {
-		return w.retry(j, fmt.Errorf("bridge: %s: pipeline: %w", itemName(c), err))
+		ir := w.retry(j, fmt.Errorf("bridge: %s: pipeline: %w", itemName(c), err))
+		ir.overrun = overrun
+		return ir
 	}
 	hit := res.FoundNew()
 	st := StatusMiss
@@ -195,7 +201,31 @@ func (w *Worker) runEntry(j *job, we tenancy.WatchlistEntry) itemRun {
 	}
 	base := c.Entry
 	base.Tier = we.Tier
-	return itemRun{status: st, result: &res, next: duework.Advance(base, policy, hit, j.ended()), write: writeComplete}
+	return itemRun{status: st, result: &res, next: duework.Advance(base, policy, hit, j.ended()), write: writeComplete, overrun: overrun}
+}
+
+// watchOverrun warns once, naming the tenant and the source, if j's pipeline still runs
+// when its claim ends: it ignores its context, and may overlap the entry's next run
+// elsewhere. The returned function stops the watch and returns how long past the claim's
+// end the run went (zero when it ended in time), warning again with that figure.
+func (w *Worker) watchOverrun(j *job) func() time.Duration {
+	c := j.item.Claim
+	attrs := func() []slog.Attr {
+		return []slog.Attr{slog.String("user_id", c.Entry.UserID), slog.String("work_key", c.Entry.WorkKey), slog.Time("claim_until", c.Until)}
+	}
+	ctx := context.WithoutCancel(j.run)
+	stop := j.span.clock.AfterFunc(j.span.clockAt(c.Until).Sub(j.span.clock.Now()), func() {
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: pipeline still running past its claim", attrs()...)
+	})
+	return func() time.Duration {
+		stop()
+		over := j.span.current().Sub(c.Until)
+		if over <= 0 {
+			return 0
+		}
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: pipeline ran past its claim", append(attrs(), slog.Duration("overrun", over))...)
+		return over
+	}
 }
 
 // retry is the item's failure with cause: the entry is rescheduled after the Bridge's

@@ -80,6 +80,10 @@ type ItemReport struct {
 	// removal or its hand-back. When false, the item's claim was no longer current or the
 	// write failed; the entry stays claimed until its claim ends, and is never lost.
 	Written bool
+	// Overrun is how long the pipeline ran past the item's claim, ignoring its context:
+	// zero when it ended in time. A run that overruns may overlap the entry's next run
+	// elsewhere; a Warn line names it too.
+	Overrun time.Duration
 }
 
 // Err returns the cycle's failures joined: the dispatch error, the probe's, the failed

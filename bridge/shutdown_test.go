@@ -97,8 +97,7 @@ func TestRunShutdownTimeoutCancelsItems(t *testing.T) {
 	recv(t, s.gate.started, "a to start")
 	s.cancel()
 	recv(t, s.idx.unclaimed, "the release")
-	// The ticker is stopped; a's claim and the two stages of the stop are timed.
-	waitLive(t, s.clk, 0, 3)
+	waitLive(t, s.clk, 0, 4) // a's claim, its overrun watch and the two stages of the stop
 	s.clk.Advance(30*time.Second - time.Nanosecond)
 	select {
 	case err := <-s.done:
@@ -203,7 +202,7 @@ func TestCycleStopsLikeRun(t *testing.T) {
 	}()
 	recv(t, gate.started, "a to start")
 	cancel()
-	waitLive(t, clk, 0, 3) // a's claim and the two stages of the stop are timed
+	waitLive(t, clk, 0, 4) // a's claim, its overrun watch and the two stages of the stop are timed
 	clk.Advance(bridge.DefaultShutdownTimeout)
 	rep := recv(t, done, "the cycle")
 	if rep.Released != 1 || rep.Errors != 1 || !errors.Is(rep.Err(), bridge.ErrShutdownTimeout) {

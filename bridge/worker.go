@@ -10,6 +10,7 @@ import (
 
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/lograte"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -45,6 +46,7 @@ type Worker struct {
 	idleClosed bool
 	kill       context.Context // ends the items and writes of Do when a Stop runs out of time
 	killFn     context.CancelCauseFunc
+	drops      *lograte.Limiter // the lines about items Do did not run
 }
 
 // NewWorker returns a Worker that runs items through b. It refuses a nil or incomplete
@@ -63,6 +65,7 @@ func newWorker(b *Bridge, cfg WorkerConfig) *Worker {
 	w := &Worker{b: b, cfg: cfg, sem: make(chan struct{}, cfg.Workers), stopping: make(chan struct{}), idle: make(chan struct{})}
 	w.kill, w.killFn = context.WithCancelCause(context.Background())
 	w.starts.w, w.writes.w = w, w
+	w.drops = lograte.New(cfg.Logger, dropLogEvery, cfg.Clock.Now)
 	return w
 }
 
@@ -119,7 +122,7 @@ func (j *job) ended() time.Time {
 
 // report is j's outcome as its caller sees it.
 func (j *job) report() ItemReport {
-	return ItemReport{Item: j.item, Status: j.ir.status, Result: j.ir.result, Next: j.ir.next, Err: j.ir.err, Written: j.ir.written}
+	return ItemReport{Item: j.item, Status: j.ir.status, Result: j.ir.result, Next: j.ir.next, Err: j.ir.err, Written: j.ir.written, Overrun: j.ir.overrun}
 }
 
 // Do runs item on the Worker's pool, taking now as its start on the item's time line
@@ -152,7 +155,27 @@ func (w *Worker) Do(ctx context.Context, item dispatch.Item, now time.Time) Item
 	<-o.done
 	stop()
 	cancel(context.Canceled)
+	w.noteDropped(ctx, o.rep)
 	return o.rep
+}
+
+// dropLogEvery is the least time between two lines of one kind about items Do did not
+// run: a flood of forged or stale messages costs a line every few seconds.
+const dropLogEvery = 10 * time.Second
+
+// noteDropped logs, at most once per dropLogEvery and kind, an item Do did not run
+// because its claim was not current — forged, stale from another dispatcher, or replaced
+// by the host — or had ended.
+func (w *Worker) noteDropped(ctx context.Context, rep ItemReport) {
+	e := rep.Item.Claim.Entry
+	attrs := []slog.Attr{slog.String("user_id", e.UserID), slog.String("work_key", e.WorkKey), slog.Time("claim_until", rep.Item.Claim.Until)}
+	ctx = context.WithoutCancel(ctx)
+	switch {
+	case rep.Status == StatusLostClaim && rep.Result == nil:
+		w.drops.Log(ctx, "lost", slog.LevelWarn, "rota: item not run, its claim is not current", append(attrs, slog.Any("error", rep.Err))...)
+	case rep.Status == StatusLate:
+		w.drops.Log(ctx, "late", slog.LevelWarn, "rota: item not run, its claim was ending", attrs...)
+	}
 }
 
 // doBatch takes jobs, all of one owner and admitted by the caller, to their writes: one

@@ -493,3 +493,28 @@ func TestWorkerStopHandsBackItemsWaitingForAWorker(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerLogsItemsItDoesNotRunAtALimitedRate: forged items are not run and not
+// silent: one Warn line says so, and a flood of them adds no more lines until the
+// interval has passed, when the next line counts those held back.
+func TestWorkerLogsItemsItDoesNotRunAtALimitedRate(t *testing.T) {
+	w := newWorld(t, worldConfig{pipe: newStub()})
+	w.add(t, "victim", tenancy.PlanFree, "feed", "hot", t0)
+	clk := fakeclock.New(t0)
+	wk := w.worker(t, bridge.WorkerConfig{Clock: clk})
+	forged := dispatch.Item{Claim: duework.Claim{Entry: get(t, w.idx, "victim", "feed"), Token: 99, Until: t0.Add(time.Hour)}, Lane: "free"}
+	for range 5 {
+		if rep := wk.Do(context.Background(), forged, t0); rep.Status != bridge.StatusLostClaim {
+			t.Fatalf("Do(forged) = %+v, want a lost claim", rep)
+		}
+	}
+	const line = `level=WARN msg="rota: item not run, its claim is not current" user_id=victim work_key=feed`
+	if n := strings.Count(w.logs.String(), line); n != 1 {
+		t.Fatalf("%d lines for five forged items, want one:\n%s", n, w.logs.String())
+	}
+	clk.Advance(time.Minute)
+	wk.Do(context.Background(), forged, t0.Add(time.Minute))
+	if logs := w.logs.String(); strings.Count(logs, line) != 2 || !strings.Contains(logs, "suppressed=4") {
+		t.Fatalf("after the interval, want a second line counting the four held back:\n%s", logs)
+	}
+}
