@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rotaworks/rota/cadence"
@@ -38,6 +39,9 @@ type Bridge struct {
 	// Tiers resolves a watchlist entry's tier to its cadence. Nil means the presets of
 	// cadence.NewRegistry.
 	Tiers *cadence.Registry
+	// TierFor, when set, gives the entries Watch is handed without a tier their tenant's
+	// tier (see PlanTiers). Nil means every entry must name its tier.
+	TierFor TierFor
 	// RetryDelay is how long after a failed run the entry comes due again. Zero means
 	// DefaultRetryDelay; it must not be negative.
 	RetryDelay time.Duration
@@ -134,6 +138,19 @@ func (b *Bridge) SyncWatchlist(ctx context.Context, tc tenancy.Context, now time
 	return added, errors.Join(append(errs, err)...)
 }
 
+// tierFor returns tc's tier from TierFor when some of entries name no tier, and "" when
+// none needs it or the Bridge has no TierFor.
+func (b *Bridge) tierFor(ctx context.Context, tc tenancy.Context, entries []tenancy.WatchlistEntry) (string, error) {
+	if b.TierFor == nil || !slices.ContainsFunc(entries, func(we tenancy.WatchlistEntry) bool { return we.Tier == "" }) {
+		return "", nil
+	}
+	tier, err := b.TierFor(ctx, tc)
+	if err != nil {
+		return "", fmt.Errorf("bridge: watch user %q: tier: %w", tc.UserID(), err)
+	}
+	return tier, nil
+}
+
 // scheduleMissing inserts those of entries (all tc's) that tc does not have yet.
 func (b *Bridge) scheduleMissing(ctx context.Context, tc tenancy.Context, entries []duework.Entry) (int, error) {
 	if len(entries) == 0 {
@@ -226,8 +243,9 @@ func (b *Bridge) SyncAll(ctx context.Context, now time.Time) (added int, err err
 }
 
 // Watch adds entries to tc's watchlist and schedules their due work, in one step, and
-// returns how many due-work entries it added. Each entry's tier is checked against the
-// Bridge's Tiers first: an unknown tier refuses the call, naming every such entry and
+// returns how many due-work entries it added. An entry without a tier gets its tenant's
+// from TierFor, asked once per call. Each entry's tier is checked against the Bridge's
+// Tiers first: an unknown tier refuses the call, naming every such entry and
 // wrapping cadence.ErrUnknownTier, and nothing is written. So do an entry that
 // tenancy.WatchlistEntry.Validate refuses and a now outside the Index's range. A zero AddedAt becomes now; a slug
 // given twice is written once, the last one winning. Entries already scheduled keep their
@@ -248,6 +266,10 @@ func (b *Bridge) Watch(ctx context.Context, tc tenancy.Context, entries []tenanc
 	for i, we := range entries {
 		last[we.Slug] = i
 	}
+	tier, err := b.tierFor(ctx, tc, entries)
+	if err != nil {
+		return 0, err
+	}
 	list := make([]tenancy.WatchlistEntry, 0, len(last))
 	due := make([]duework.Entry, 0, len(last))
 	var errs []error
@@ -257,6 +279,9 @@ func (b *Bridge) Watch(ctx context.Context, tc tenancy.Context, entries []tenanc
 		}
 		if we.AddedAt.IsZero() {
 			we.AddedAt = now
+		}
+		if we.Tier == "" {
+			we.Tier = tier
 		}
 		if err := we.Validate(tc); err != nil {
 			errs = append(errs, fmt.Errorf("bridge: watch user %q: entries[%d]: %w", tc.UserID(), i, err))

@@ -7,13 +7,15 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// ErrUnmappedPlan is returned by the LaneFor that [PlanLanes] builds, and the LimitsFor
-// that [PlanLimits] builds, when a tenant's plan is not in their table; the wrapping error
+// ErrUnmappedPlan is returned by the LaneFor that [PlanLanes] builds, the LimitsFor that
+// [PlanLimits] builds and the TierFor that [PlanTiers] builds when a tenant's plan is not
+// in their table; the wrapping error
 // names the plan and the tenant. The dispatcher then lists the tenant as unrouted: its
 // work stays due and every other tenant is dispatched as usual.
 var ErrUnmappedPlan = errors.New("bridge: plan not in the table")
@@ -48,30 +50,16 @@ func PlanLanes(ent tenancy.Entitlements, table map[tenancy.PlanID]dispatch.Lane,
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	table = maps.Clone(table)
-	return func(ctx context.Context, userID string) (dispatch.Lane, error) {
-		tc, err := tenancy.NewContext(userID)
-		if err != nil {
-			return "", fmt.Errorf("bridge: lane for user %q: %w", userID, err)
-		}
-		plan, err := ent.Plan(ctx, tc)
-		if err != nil {
-			return "", fmt.Errorf("bridge: lane for user %q: plan: %w", userID, err)
-		}
-		lane, ok := table[plan]
-		if !ok {
-			return "", fmt.Errorf("%w: no lane for plan %q of user %q", ErrUnmappedPlan, plan, userID)
-		}
-		return lane, nil
-	}, nil
+	lookup := planLookup("lane", ent, table)
+	return func(ctx context.Context, userID string) (dispatch.Lane, error) { return lookup(ctx, userID) }, nil
 }
 
 // PlanLimits returns the dispatch.LimitsFor that gives each tenant the flow-control limits
 // of its plan: it asks plans for the tenant's plan and looks it up in table. An invalid
 // user ID, a failing Entitlements and a plan missing from the table ([ErrUnmappedPlan])
 // are errors, which the dispatcher reports as unrouted. It refuses a nil plans, an empty
-// table and limits that fail duework.Limits.Validate, wrapping [ErrInvalidConfig] and
-// naming the plan. The table is copied. Set it beside PlanLanes:
+// table, limits that fail duework.Limits.Validate and a Burst without a rate (Every 0),
+// which would do nothing, wrapping [ErrInvalidConfig] and naming the plan. The table is copied. Set it beside PlanLanes:
 //
 //	cfg.LimitsFor, err = bridge.PlanLimits(entitlements, limits)
 func PlanLimits(plans tenancy.Entitlements, table map[tenancy.PlanID]duework.Limits) (dispatch.LimitsFor, error) {
@@ -83,27 +71,78 @@ func PlanLimits(plans tenancy.Entitlements, table map[tenancy.PlanID]duework.Lim
 		errs = append(errs, fmt.Errorf("%w: PlanLimits: the plan table must not be empty", ErrInvalidConfig))
 	}
 	for _, plan := range slices.Sorted(maps.Keys(table)) {
-		if err := table[plan].Validate(); err != nil {
+		l := table[plan]
+		if err := l.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%w: PlanLimits: plan %q: %w", ErrInvalidConfig, plan, err))
+		} else if l.Burst > 0 && l.Every == 0 {
+			errs = append(errs, fmt.Errorf("%w: PlanLimits: plan %q: Limits.Burst %d without a rate (Every is 0) does nothing: "+
+				"set Every, or leave Burst 0", ErrInvalidConfig, plan, l.Burst))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	lookup := planLookup("limits", plans, table)
+	return func(ctx context.Context, userID string) (duework.Limits, error) { return lookup(ctx, userID) }, nil
+}
+
+// TierFor resolves the cadence tier of a tenant's new sources: [Bridge.Watch] gives an
+// entry that names no tier the tier TierFor returns for its tenant.
+type TierFor func(ctx context.Context, tc tenancy.Context) (string, error)
+
+// PlanTiers returns the TierFor that gives each tenant's new sources the tier of its plan:
+// it asks plans for the tenant's plan and looks it up in table. A failing Entitlements
+// and a plan missing from the table ([ErrUnmappedPlan]) are errors, which Watch returns.
+// It refuses a nil plans, an empty table and a tier that tiers does not know (nil tiers:
+// the presets of cadence.NewRegistry), wrapping [ErrInvalidConfig] and naming the plan.
+// The table is copied. Set it on the Bridge beside PlanLanes and PlanLimits:
+//
+//	b.TierFor, err = bridge.PlanTiers(entitlements, map[tenancy.PlanID]string{"pro": "hot", "free": "cold"}, b.Tiers)
+//
+// A source keeps the tier it was watched with: a tenant whose plan changes gets the new
+// plan's tier for the sources it watches from then on, and for the others once they are
+// watched again (Watch replaces an entry and keeps its due work and streaks).
+func PlanTiers(plans tenancy.Entitlements, table map[tenancy.PlanID]string, tiers *cadence.Registry) (TierFor, error) {
+	var errs []error
+	if plans == nil {
+		errs = append(errs, fmt.Errorf("%w: PlanTiers: the Entitlements must not be nil", ErrInvalidConfig))
+	}
+	if len(table) == 0 {
+		errs = append(errs, fmt.Errorf("%w: PlanTiers: the plan table must not be empty", ErrInvalidConfig))
+	}
+	if tiers == nil {
+		tiers = presets
+	}
+	for _, plan := range slices.Sorted(maps.Keys(table)) {
+		if _, err := tiers.Lookup(table[plan]); err != nil {
+			errs = append(errs, fmt.Errorf("%w: PlanTiers: plan %q: %w", ErrInvalidConfig, plan, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	lookup := planLookup("tier", plans, table)
+	return func(ctx context.Context, tc tenancy.Context) (string, error) { return lookup(ctx, tc.UserID()) }, nil
+}
+
+// planLookup returns the function that looks up a tenant's plan in table, what naming the
+// table's values in errors. The table is copied.
+func planLookup[T any](what string, plans tenancy.Entitlements, table map[tenancy.PlanID]T) func(ctx context.Context, userID string) (T, error) {
 	table = maps.Clone(table)
-	return func(ctx context.Context, userID string) (duework.Limits, error) {
+	return func(ctx context.Context, userID string) (T, error) {
+		var zero T
 		tc, err := tenancy.NewContext(userID)
 		if err != nil {
-			return duework.Limits{}, fmt.Errorf("bridge: limits for user %q: %w", userID, err)
+			return zero, fmt.Errorf("bridge: %s for user %q: %w", what, userID, err)
 		}
 		plan, err := plans.Plan(ctx, tc)
 		if err != nil {
-			return duework.Limits{}, fmt.Errorf("bridge: limits for user %q: plan: %w", userID, err)
+			return zero, fmt.Errorf("bridge: %s for user %q: plan: %w", what, userID, err)
 		}
-		l, ok := table[plan]
+		v, ok := table[plan]
 		if !ok {
-			return duework.Limits{}, fmt.Errorf("%w: no limits for plan %q of user %q", ErrUnmappedPlan, plan, userID)
+			return zero, fmt.Errorf("%w: no %s for plan %q of user %q", ErrUnmappedPlan, what, plan, userID)
 		}
-		return l, nil
-	}, nil
+		return v, nil
+	}
 }

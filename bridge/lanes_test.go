@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
@@ -216,5 +217,57 @@ func TestPlanLimitsWiresIntoTheDispatcher(t *testing.T) {
 	}
 	if len(b.Unrouted) != 1 || b.Unrouted[0].UserID != "x" || !errors.Is(b.Unrouted[0].Err, bridge.ErrUnmappedPlan) {
 		t.Errorf("unrouted %+v, want x, whose plan has no limits", b.Unrouted)
+	}
+}
+
+func TestPlanLimitsRefusesABurstWithoutARate(t *testing.T) {
+	_, err := bridge.PlanLimits(tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]duework.Limits{"team": {Burst: 5}})
+	if !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), `plan "team": Limits.Burst 5 without a rate`) {
+		t.Fatalf("PlanLimits(Burst without Every) = %v, want ErrInvalidConfig naming the plan and the field", err)
+	}
+}
+
+func TestPlanTiersGivesEachTenantItsPlansTier(t *testing.T) {
+	ent := entitlements(t, map[string]tenancy.PlanID{"p": "pro", "f": "free"})
+	table := map[tenancy.PlanID]string{"pro": cadence.NameHot, "free": cadence.NameCold}
+	tierFor, err := bridge.PlanTiers(ent, table, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table["pro"] = cadence.NameWarm // the table was copied
+	for user, want := range map[string]string{"p": cadence.NameHot, "f": cadence.NameCold, "never-set": cadence.NameCold} {
+		if got, err := tierFor(context.Background(), mustTC(t, user)); err != nil || got != want {
+			t.Errorf("TierFor(%q) = %q, %v; want %q", user, got, err, want)
+		}
+	}
+	ent = entitlements(t, map[string]tenancy.PlanID{"x": "enterprise"})
+	tierFor, _ = bridge.PlanTiers(ent, map[tenancy.PlanID]string{"free": cadence.NameCold}, nil)
+	if _, err := tierFor(context.Background(), mustTC(t, "x")); !errors.Is(err, bridge.ErrUnmappedPlan) || !strings.Contains(err.Error(), `"enterprise"`) {
+		t.Errorf("TierFor of an unmapped plan = %v, want ErrUnmappedPlan naming it", err)
+	}
+}
+
+func TestPlanTiersRefusesBadTables(t *testing.T) {
+	own := cadence.NewRegistry()
+	if err := own.Register("fortnightly", cadence.Backoff{Base: 14 * 24 * time.Hour, Max: 28 * 24 * time.Hour, Factor: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, want string
+		plans      tenancy.Entitlements
+		table      map[tenancy.PlanID]string
+		tiers      *cadence.Registry
+	}{
+		{"nil entitlements", "Entitlements must not be nil", nil, map[tenancy.PlanID]string{"free": "hot"}, nil},
+		{"empty table", "plan table must not be empty", tenancy.NewMemoryEntitlements(), nil, nil},
+		{"unknown tier", `plan "free"`, tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]string{"free": "fortnightly"}, nil},
+	} {
+		tierFor, err := bridge.PlanTiers(tc.plans, tc.table, tc.tiers)
+		if tierFor != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: PlanTiers = %v; want ErrInvalidConfig saying %s", tc.name, err, tc.want)
+		}
+	}
+	if _, err := bridge.PlanTiers(tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]string{"free": "fortnightly"}, own); err != nil {
+		t.Errorf("PlanTiers with the host's own tier in its registry = %v, want it taken", err)
 	}
 }

@@ -178,3 +178,43 @@ func TestSyncAllSyncsEveryTenantOfTheWatchlist(t *testing.T) {
 		t.Errorf("a Bridge without a Watchlist: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestWatchGivesEntriesWithoutATierTheirTenantsTier: with a TierFor, an entry that names
+// no tier gets its tenant's, asked once per call; one that names its tier keeps it. A
+// failing TierFor writes nothing.
+func TestWatchGivesEntriesWithoutATierTheirTenantsTier(t *testing.T) {
+	idx := newCountingIndex()
+	wl := tenancy.NewMemoryWatchlist()
+	asked := 0
+	b := &bridge.Bridge{Index: idx, Watchlist: wl, TierFor: func(_ context.Context, tc tenancy.Context) (string, error) {
+		asked++
+		if tc.UserID() == "broken" {
+			return "", errBoom
+		}
+		return cadence.NameCold, nil
+	}}
+	tc := mustTC(t, "u1")
+	if _, err := b.Watch(context.Background(), tc, []tenancy.WatchlistEntry{
+		{UserID: "u1", Slug: "a"}, {UserID: "u1", Slug: "b"}, {UserID: "u1", Slug: "c", Tier: cadence.NameHot},
+	}, t0); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := wl.List(context.Background(), tc)
+	tiers := map[string]string{}
+	for _, we := range list {
+		tiers[we.Slug] = we.Tier
+	}
+	if diff := cmp.Diff(map[string]string{"a": cadence.NameCold, "b": cadence.NameCold, "c": cadence.NameHot}, tiers); diff != "" || asked != 1 {
+		t.Errorf("tiers (-want +got):\n%s\nTierFor asked %d times, want once", diff, asked)
+	}
+	if e := get(t, idx.Memory, "u1", "a"); e.Tier != cadence.NameCold {
+		t.Errorf("a scheduled as %+v, want the cold tier", e)
+	}
+	broken := mustTC(t, "broken")
+	if _, err := b.Watch(context.Background(), broken, []tenancy.WatchlistEntry{{UserID: "broken", Slug: "a"}}, t0); !errors.Is(err, errBoom) {
+		t.Errorf("Watch with a failing TierFor = %v, want its error", err)
+	}
+	if list, _ := wl.List(context.Background(), broken); len(list) != 0 {
+		t.Errorf("a failing TierFor wrote %v", list)
+	}
+}
