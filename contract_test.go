@@ -1069,7 +1069,8 @@ func TestContractZeroContextIsErrNoTenant(t *testing.T) {
 // examples of the root module are standard library only too; nested example modules
 // (those with a go.mod of their own) may use the adapter modules and are not read here.
 // Below every layer sit the internal packages that hold what the packages share — the
-// validation rules (internal/vocab) and the Clock (internal/clock): any runtime package
+// validation rules (internal/vocab), the Clock (internal/clock) and the rate-limited log
+// line (internal/lograte): any runtime package
 // may import them, and they import nothing of rota, so they join no two layers. Read from
 // the non-test source files with go/build.
 func TestContractLayering(t *testing.T) {
@@ -1086,7 +1087,7 @@ func TestContractLayering(t *testing.T) {
 		"maintenance": nil,
 		"inspect":     {"cadence", "tenancy", "duework", "dispatch", "bridge", "maintenance"},
 	}
-	shared := []string{"internal/clock", "internal/vocab"}
+	shared := []string{"internal/clock", "internal/lograte", "internal/vocab"}
 	for _, dir := range shared {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {

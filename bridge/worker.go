@@ -165,7 +165,7 @@ const dropLogEvery = 10 * time.Second
 
 // noteDropped logs, at most once per dropLogEvery and kind, an item Do did not run
 // because its claim was not current — forged, stale from another dispatcher, or replaced
-// by the host — or had ended.
+// by the host: a Warn line — or was ending: an Info line.
 func (w *Worker) noteDropped(ctx context.Context, rep ItemReport) {
 	e := rep.Item.Claim.Entry
 	attrs := []slog.Attr{slog.String("user_id", e.UserID), slog.String("work_key", e.WorkKey), slog.Time("claim_until", rep.Item.Claim.Until)}
@@ -174,7 +174,9 @@ func (w *Worker) noteDropped(ctx context.Context, rep ItemReport) {
 	case rep.Status == StatusLostClaim && rep.Result == nil:
 		w.drops.Log(ctx, "lost", slog.LevelWarn, "rota: item not run, its claim is not current", append(attrs, slog.Any("error", rep.Err))...)
 	case rep.Status == StatusLate:
-		w.drops.Log(ctx, "late", slog.LevelWarn, "rota: item not run, its claim was ending", attrs...)
+		// A redelivery after its worker died, or a message that waited too long: the
+		// entry is dispatched again once the claim ends.
+		w.drops.Log(ctx, "late", slog.LevelInfo, "rota: item not run, its claim was ending", attrs...)
 	}
 }
 
