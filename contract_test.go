@@ -654,16 +654,17 @@ var (
 	}
 )
 
-// Code's choice: the Clock a test passes in is the narrowest a loop needs, and bridge and
-// maintenance name one and the same type (a pointer to one is assignable to a pointer to
-// the other only when the two are identical), so one fake serves both.
+// Code's choice: the Clock a test passes in is the narrowest a loop needs, and bridge's
+// Clock and maintenance.Config's Clock field have one and the same method set, so one
+// fake serves both.
 var (
 	_ bridge.Clock = (interface {
 		Now() time.Time
 		NewTicker(d time.Duration) (<-chan time.Time, func())
 		AfterFunc(d time.Duration, f func()) func() bool
 	})(nil)
-	_ *maintenance.Clock = (*bridge.Clock)(nil)
+	_ = maintenance.Config{Clock: bridge.Clock(nil)}
+	_ = func(c maintenance.Config) bridge.Clock { return c.Clock }
 )
 
 // `Runner`: `Cycle(ctx, now)` runs exactly one cycle and returns its report; `Run(ctx)`
@@ -857,7 +858,7 @@ var (
 )
 
 // `(*Scheduler).Run(ctx)` polls every interval until ctx ends. Code's choice: it returns an
-// error (ErrRunning when it is already running).
+// error (one when it is already running).
 var _ func(*maintenance.Scheduler, context.Context) error = (*maintenance.Scheduler).Run
 
 // `NewScheduler(tasks []Task, cfg Config) (*Scheduler, error)`; `Config` holds the Lease,
