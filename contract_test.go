@@ -480,8 +480,8 @@ var (
 // Limited int; OldestDue time.Time; Overdue []Overdue}`: Users the users the lane's Ready
 // returned; now − WaitingSince how long the lane keeps someone waiting on its neighbours;
 // Limited the users read whose own limits held back visible work; now − OldestDue how
-// late the lane's most overdue work is (zero: none); Overdue names at most MaxOverdue of
-// those users. `Unrouted{UserID string; Err error}`. Code's choice: `Overdue{UserID
+// late the lane's most overdue work is (zero: none); Overdue names at most ten of those
+// users. `Unrouted{UserID string; Err error}`. Code's choice: `Overdue{UserID
 // string; DueAt time.Time}`.
 var (
 	_ = dispatch.LaneReport{Lane: dispatch.Lane(""), Users: anInt, Dispatched: anInt, Shed: anInt, LostClaims: anInt, WaitingSince: aTime,
@@ -494,8 +494,6 @@ var (
 	_ = dispatch.Unrouted{UserID: aString, Err: anError}
 	_ = func(u dispatch.Unrouted) (string, error) { return u.UserID, u.Err }
 )
-
-const _ int = dispatch.MaxOverdue
 
 // Observing: `dispatch.Observer`, which inspect.Inspector implements. Code's choice:
 // `ObserveDispatch(CycleInfo)` with `CycleInfo{Now time.Time; Batch Batch; Err error}`.

@@ -103,12 +103,17 @@ type fixture struct {
 	laneOf map[string]dispatch.Lane // LaneFor's answers; "free" for anyone else
 }
 
+// cycleObserver adapts a function to a dispatch.Observer.
+type cycleObserver func(dispatch.CycleInfo)
+
+func (f cycleObserver) ObserveDispatch(c dispatch.CycleInfo) { f(c) }
+
 func newFixture(t *testing.T, st Stores, text string) *fixture {
 	f := &fixture{t: t, rule: text, ctx: context.Background(), st: st, clock: &clock{now: t0}, log: &syncBuffer{},
 		laneOf: map[string]dispatch.Lane{}}
 	var insp *inspect.Inspector
 	d, err := dispatch.New(st.Index, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 20, ClaimFor: 5 * time.Minute,
-		LaneFor: f.laneFor, Observer: dispatch.ObserverFunc(func(c dispatch.CycleInfo) { insp.ObserveDispatch(c) })})
+		LaneFor: f.laneFor, Observer: cycleObserver(func(c dispatch.CycleInfo) { insp.ObserveDispatch(c) })})
 	if err != nil {
 		t.Fatal(err)
 	}
