@@ -198,12 +198,11 @@ var (
 
 const _ int = tenancy.MaxTenantsPage
 
-// Plans: `PlanID` (`PlanFree`, `PlanPlus`, `PlanPro`); `Entitlements` interface
-// `Plan(ctx, Context) (PlanID, error)`; `NewMemoryEntitlements()`.
+// Plans: `PlanID` (`PlanFree`, the plan of a tenant never given one; the other plans are
+// the host's); `Entitlements` interface `Plan(ctx, Context) (PlanID, error)`;
+// `NewMemoryEntitlements()`.
 const (
 	_ tenancy.PlanID = tenancy.PlanFree
-	_ tenancy.PlanID = tenancy.PlanPlus
-	_ tenancy.PlanID = tenancy.PlanPro
 	// Code's choice: PlanID is a string type (its values are stored by hosts).
 	_ tenancy.PlanID = ""
 )
