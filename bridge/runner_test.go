@@ -173,7 +173,7 @@ func TestCycleReportsEveryOutcome(t *testing.T) {
 	w.add(t, "alice", "pro", "oddtier", "nightly", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b1", "hot", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b2", "hot", t0.Add(time.Second)) // shed: free allows one per user
-	w.add(t, "carol", "plus", "c1", "hot", t0)                // unrouted: no lane for plus
+	w.add(t, "carol", "plus", "c1", "hot", t0)                          // unrouted: no lane for plus
 	if err := w.wl.Remove(context.Background(), mustTC(t, "alice"), "gone"); err != nil {
 		t.Fatal(err)
 	}
