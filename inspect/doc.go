@@ -42,7 +42,7 @@
 // resolve it away; /tenants/?id=ID and /lanes/?id=ID address any ID. The tenant search
 // form in every page's header uses the former.
 //
-// Lists take ?limit= (default [DefaultLimit], at most [MaxLimit]) and ?after=, and return
+// Lists take ?limit= (default 50, at most 500) and ?after=, and return
 // `next`, the ?after= of the next page, when there is more. A tenant's entries page by
 // work key (after is the last key shown). A lane's users page by position in turn order
 // (after is the number of users before the page); since a lane's order changes with every
@@ -73,7 +73,7 @@
 // Every page costs what it shows; none reads every user or every entry, and no count that
 // would need to is shown. The overview reads one user per lane with Index.Ready (no hold,
 // so it delays no dispatcher) and, with a StateStore, one StateStore.Load; the lane page
-// one Ready of after+limit users ([MaxLaneDepth] at most); the tenant page one Index.User
+// one Ready of after+limit users (5,000 at most); the tenant page one Index.User
 // and one Index.Entries of limit+1; the maintenance page two Loads; due-now one Entries and
 // one Schedule; reroute two User calls and one Reroute. Everything else comes from the
 // kept reports, whose size is bounded by History.

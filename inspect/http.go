@@ -128,8 +128,8 @@ func (i *Inspector) serveLane(r *http.Request, now time.Time) (page, error) {
 			return page{}, badRequest("after must be a position in turn order (a whole number ≥ 0), got %q", s)
 		}
 	}
-	if after+limit > MaxLaneDepth {
-		return page{}, badRequest("after + limit must be at most %d: the lane page reads the lane from its first user", MaxLaneDepth)
+	if after+limit > maxLaneDepth {
+		return page{}, badRequest("after + limit must be at most %d: the lane page reads the lane from its first user", maxLaneDepth)
 	}
 	v, err := i.laneView(r.Context(), now, k, after, limit)
 	return page{name: "lane", title: "lane " + lane, view: v}, err
@@ -185,15 +185,15 @@ func pathOrQuery(r *http.Request, name string) string {
 	return r.URL.Query().Get("id")
 }
 
-// limitParam is ?limit=, DefaultLimit when absent.
+// limitParam is ?limit=, defaultPage when absent.
 func limitParam(r *http.Request) (int, error) {
 	s := r.URL.Query().Get("limit")
 	if s == "" {
-		return DefaultLimit, nil
+		return defaultPage, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > MaxLimit {
-		return 0, badRequest("limit must be in [1, %d], got %q", MaxLimit, s)
+	if err != nil || n < 1 || n > maxPage {
+		return 0, badRequest("limit must be in [1, %d], got %q", maxPage, s)
 	}
 	return n, nil
 }

@@ -36,7 +36,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	cfg := Config{
 		Lanes:   []dispatch.LaneCapacity{{Lane: "pro"}, {Lane: ""}, {Lane: "pro"}},
 		Actions: true,
-		History: MaxHistory + 1,
+		History: maxHistory + 1,
 	}
 	_, err := New(cfg)
 	if !errors.Is(err, ErrInvalidConfig) {

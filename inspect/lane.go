@@ -12,7 +12,7 @@ import (
 
 // laneView builds the lane page of lane k at now: its summary and the users from position
 // after+1 on, in turn order, read with one Ready of after+limit users and no hold. It costs
-// after+limit users; MaxLaneDepth bounds it.
+// after+limit users; maxLaneDepth bounds it.
 func (i *Inspector) laneView(ctx context.Context, now time.Time, k int, after, limit int) (laneViewJSON, error) {
 	cycles, _, alarms := i.snapshot()
 	raised := map[dispatch.Lane]alarmRecord{}
@@ -39,7 +39,7 @@ func (i *Inspector) laneView(ctx context.Context, now time.Time, k int, after, l
 		}
 		v.Users = append(v.Users, u)
 	}
-	if !page.Next.IsZero() && after+limit < MaxLaneDepth {
+	if !page.Next.IsZero() && after+limit < maxLaneDepth {
 		v.Next = strconv.Itoa(after + limit)
 	}
 	return v, nil
