@@ -121,11 +121,12 @@ type Inspector struct {
 	actions bool
 	handler http.Handler
 
-	mu      sync.Mutex
-	cycles  ring[cycleRecord]
-	polls   ring[pollRecord]
-	alarms  map[dispatch.Lane]alarmRecord // raised and not yet recovered
-	alarmAt map[dispatch.Lane]time.Time   // the cycle of each lane's latest alarm event
+	mu       sync.Mutex
+	cycles   ring[cycleRecord]
+	polls    ring[pollRecord]
+	noisy    episodes[dispatch.Lane, alarmRecord] // raised noisy-neighbour alarms
+	late     episodes[string, lateRecord]         // raised late-work alarms, by tenant
+	alarmLog ring[alarmEvent]
 }
 
 var (
@@ -144,17 +145,18 @@ func New(cfg Config) (*Inspector, error) {
 		return nil, err
 	}
 	i := &Inspector{
-		idx:     cfg.Index,
-		lanes:   slices.Clone(cfg.Lanes),
-		d:       cfg.Dispatcher,
-		store:   cfg.StateStore,
-		clock:   cfg.Clock,
-		log:     cfg.Logger,
-		actions: cfg.Actions,
-		cycles:  newRing[cycleRecord](cfg.History),
-		polls:   newRing[pollRecord](cfg.History),
-		alarms:  map[dispatch.Lane]alarmRecord{},
-		alarmAt: map[dispatch.Lane]time.Time{},
+		idx:      cfg.Index,
+		lanes:    slices.Clone(cfg.Lanes),
+		d:        cfg.Dispatcher,
+		store:    cfg.StateStore,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		actions:  cfg.Actions,
+		cycles:   newRing[cycleRecord](cfg.History),
+		polls:    newRing[pollRecord](cfg.History),
+		noisy:    newEpisodes[dispatch.Lane, alarmRecord](maxLateTracked),
+		late:     newEpisodes[string, lateRecord](maxLateTracked),
+		alarmLog: newRing[alarmEvent](alarmLogSize),
 	}
 	i.handler = i.routes()
 	return i, nil

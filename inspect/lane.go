@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 func (i *Inspector) laneView(ctx context.Context, now time.Time, k int, after, limit int) (laneViewJSON, error) {
 	cycles, _, alarms := i.snapshot()
 	raised := map[dispatch.Lane]alarmRecord{}
-	for _, a := range alarms {
+	for _, a := range alarms.noisy {
 		raised[a.lane] = a
 	}
 	lc := i.lanes[k]
@@ -26,7 +25,7 @@ func (i *Inspector) laneView(ctx context.Context, now time.Time, k int, after, l
 	}
 	page, err := i.idx.Ready(ctx, duework.ReadyQuery{Group: string(lc.Lane), Now: now, Users: after + limit, PerUser: 1})
 	if err != nil {
-		return laneViewJSON{}, fmt.Errorf("inspect: read lane %q: %w", lc.Lane, err)
+		return laneViewJSON{}, &storeError{"reading the lane", err}
 	}
 	for n, h := range page.Heads {
 		if n < after {
