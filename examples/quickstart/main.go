@@ -39,7 +39,7 @@ func run(ctx context.Context, w io.Writer) error {
 		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 20},
 	}
 	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", "plus": "paid", "pro": "paid",
+		tenancy.PlanFree: "free", "pro": "paid",
 	}, lanes)
 	if err != nil {
 		return err
