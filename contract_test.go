@@ -198,12 +198,11 @@ var (
 
 const _ int = tenancy.MaxTenantsPage
 
-// Plans: `PlanID` (`PlanFree`, `PlanPlus`, `PlanPro`); `Entitlements` interface
-// `Plan(ctx, Context) (PlanID, error)`; `NewMemoryEntitlements()`.
+// Plans: `PlanID` (`PlanFree`, the plan of a tenant never given one; the other plans are
+// the host's); `Entitlements` interface `Plan(ctx, Context) (PlanID, error)`;
+// `NewMemoryEntitlements()`.
 const (
 	_ tenancy.PlanID = tenancy.PlanFree
-	_ tenancy.PlanID = tenancy.PlanPlus
-	_ tenancy.PlanID = tenancy.PlanPro
 	// Code's choice: PlanID is a string type (its values are stored by hosts).
 	_ tenancy.PlanID = ""
 )
@@ -480,8 +479,8 @@ var (
 // Limited int; OldestDue time.Time; Overdue []Overdue}`: Users the users the lane's Ready
 // returned; now − WaitingSince how long the lane keeps someone waiting on its neighbours;
 // Limited the users read whose own limits held back visible work; now − OldestDue how
-// late the lane's most overdue work is (zero: none); Overdue names at most MaxOverdue of
-// those users. `Unrouted{UserID string; Err error}`. Code's choice: `Overdue{UserID
+// late the lane's most overdue work is (zero: none); Overdue names at most ten of those
+// users. `Unrouted{UserID string; Err error}`. Code's choice: `Overdue{UserID
 // string; DueAt time.Time}`.
 var (
 	_ = dispatch.LaneReport{Lane: dispatch.Lane(""), Users: anInt, Dispatched: anInt, Shed: anInt, LostClaims: anInt, WaitingSince: aTime,
@@ -494,8 +493,6 @@ var (
 	_ = dispatch.Unrouted{UserID: aString, Err: anError}
 	_ = func(u dispatch.Unrouted) (string, error) { return u.UserID, u.Err }
 )
-
-const _ int = dispatch.MaxOverdue
 
 // Observing: `dispatch.Observer`, which inspect.Inspector implements. Code's choice:
 // `ObserveDispatch(CycleInfo)` with `CycleInfo{Now time.Time; Batch Batch; Err error}`.
@@ -654,16 +651,17 @@ var (
 	}
 )
 
-// Code's choice: the Clock a test passes in is the narrowest a loop needs, and bridge and
-// maintenance name one and the same type (a pointer to one is assignable to a pointer to
-// the other only when the two are identical), so one fake serves both.
+// Code's choice: the Clock a test passes in is the narrowest a loop needs, and bridge's
+// Clock and maintenance.Config's Clock field have one and the same method set, so one
+// fake serves both.
 var (
 	_ bridge.Clock = (interface {
 		Now() time.Time
 		NewTicker(d time.Duration) (<-chan time.Time, func())
 		AfterFunc(d time.Duration, f func()) func() bool
 	})(nil)
-	_ *maintenance.Clock = (*bridge.Clock)(nil)
+	_ = maintenance.Config{Clock: bridge.Clock(nil)}
+	_ = func(c maintenance.Config) bridge.Clock { return c.Clock }
 )
 
 // `Runner`: `Cycle(ctx, now)` runs exactly one cycle and returns its report; `Run(ctx)`
@@ -857,7 +855,7 @@ var (
 )
 
 // `(*Scheduler).Run(ctx)` polls every interval until ctx ends. Code's choice: it returns an
-// error (ErrRunning when it is already running).
+// error (one when it is already running).
 var _ func(*maintenance.Scheduler, context.Context) error = (*maintenance.Scheduler).Run
 
 // `NewScheduler(tasks []Task, cfg Config) (*Scheduler, error)`; `Config` holds the Lease,

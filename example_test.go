@@ -45,7 +45,7 @@ func Example() {
 		ClaimFor:         time.Minute,
 	}
 	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+		tenancy.PlanFree: "free", "plus": "paid", "pro": "paid",
 	}, cfg.Lanes)
 	if err != nil {
 		panic(err)

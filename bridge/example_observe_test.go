@@ -44,7 +44,7 @@ func ExampleObserver() {
 	if err != nil {
 		panic(err)
 	}
-	if err := plans.SetPlan(ctx, flood, tenancy.PlanPro); err != nil {
+	if err := plans.SetPlan(ctx, flood, "pro"); err != nil {
 		panic(err)
 	}
 
@@ -57,7 +57,7 @@ func ExampleObserver() {
 		ClaimFor:         time.Minute,
 	}
 	cfg.LaneFor, err = bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "pro", tenancy.PlanPro: "pro",
+		tenancy.PlanFree: "free", "plus": "pro", "pro": "pro",
 	}, cfg.Lanes)
 	if err != nil {
 		panic(err)

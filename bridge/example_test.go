@@ -55,7 +55,7 @@ func Example() {
 		ClaimFor:         time.Minute,
 	}
 	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+		tenancy.PlanFree: "free", "plus": "paid", "pro": "paid",
 	}, cfg.Lanes)
 	if err != nil {
 		panic(err)
@@ -184,7 +184,7 @@ func ExamplePlanLanes() {
 		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 50},
 	}
 	_, err := bridge.PlanLanes(tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "premium",
+		tenancy.PlanFree: "free", "plus": "paid", "pro": "premium",
 	}, lanes)
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, bridge.ErrInvalidConfig))

@@ -262,7 +262,7 @@ func runFaulty(t *testing.T, at fault) *faultRun {
 	}})
 	fr := &faultRun{w: w, fi: fi, tiers: map[duework.Key]string{}}
 	ctx := context.Background()
-	plans := []tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro}
+	plans := []tenancy.PlanID{tenancy.PlanFree, "plus", "pro"}
 	for u := range faultUsers {
 		user := fmt.Sprintf("user%02d", u)
 		tc := mustTC(t, user)

@@ -238,7 +238,7 @@ func TestFeederUnderAWorkerOutage(t *testing.T) {
 		}})
 		var keys []string
 		for u := range 30 {
-			plan := []tenancy.PlanID{tenancy.PlanPro, tenancy.PlanFree}[u%2]
+			plan := []tenancy.PlanID{"pro", tenancy.PlanFree}[u%2]
 			for s := range 3 {
 				user, slug := fmt.Sprintf("u%02d", u), fmt.Sprintf("s%d", s)
 				w.add(t, user, plan, slug, "fast", start)
@@ -359,7 +359,7 @@ func feedWorld(t *testing.T) (*world, *countingIndex) {
 	now := time.Now()
 	for u := range 4 {
 		for s := range 3 {
-			w.add(t, fmt.Sprintf("p%d", u), tenancy.PlanPro, fmt.Sprintf("s%d", s), "hot", now)
+			w.add(t, fmt.Sprintf("p%d", u), "pro", fmt.Sprintf("s%d", s), "hot", now)
 			w.add(t, fmt.Sprintf("f%d", u), tenancy.PlanFree, fmt.Sprintf("s%d", s), "hot", now)
 		}
 	}

@@ -21,7 +21,7 @@ var configured = []dispatch.LaneCapacity{
 }
 
 func planTable() map[tenancy.PlanID]dispatch.Lane {
-	return map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid"}
+	return map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", "plus": "paid", "pro": "paid"}
 }
 
 func entitlements(t testing.TB, plans map[string]tenancy.PlanID) *tenancy.MemoryEntitlements {
@@ -36,7 +36,7 @@ func entitlements(t testing.TB, plans map[string]tenancy.PlanID) *tenancy.Memory
 }
 
 func TestPlanLanesRoutesByPlan(t *testing.T) {
-	ent := entitlements(t, map[string]tenancy.PlanID{"p": tenancy.PlanPlus, "q": tenancy.PlanPro, "f": tenancy.PlanFree})
+	ent := entitlements(t, map[string]tenancy.PlanID{"p": "plus", "q": "pro", "f": tenancy.PlanFree})
 	table := planTable()
 	laneFor, err := bridge.PlanLanes(ent, table, configured)
 	if err != nil {
@@ -52,7 +52,7 @@ func TestPlanLanesRoutesByPlan(t *testing.T) {
 }
 
 func TestPlanLanesUnmappedPlanIsAnErrorNamingIt(t *testing.T) {
-	ent := entitlements(t, map[string]tenancy.PlanID{"q": tenancy.PlanPro})
+	ent := entitlements(t, map[string]tenancy.PlanID{"q": "pro"})
 	laneFor, err := bridge.PlanLanes(ent, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free"}, configured)
 	if err != nil {
 		t.Fatal(err)
@@ -91,9 +91,9 @@ func TestPlanLanesErrors(t *testing.T) {
 	}{
 		{"nil entitlements", "Entitlements", nil, planTable()},
 		{"empty table", "empty", tenancy.NewMemoryEntitlements(), nil},
-		{"empty lane", `plan "plus" maps to lane ""`, tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPlus: ""}},
+		{"empty lane", `plan "plus" maps to lane ""`, tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{"plus": ""}},
 		{"unknown lane", `plan "pro" maps to lane "gold", which is not one of the configured lanes ["paid" "free"]`,
-			tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPro: "gold"}},
+			tenancy.NewMemoryEntitlements(), map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", "pro": "gold"}},
 	} {
 		laneFor, err := bridge.PlanLanes(tc.ent, tc.table, configured)
 		if laneFor != nil || !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {

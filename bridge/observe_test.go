@@ -68,10 +68,10 @@ func TestObserverGetsTheCycleReport(t *testing.T) {
 		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 10},
 	}})
 	for _, k := range []string{"n1", "n2", "n3"} {
-		w.add(t, "noisy", tenancy.PlanPro, k, "hot", t0)
+		w.add(t, "noisy", "pro", k, "hot", t0)
 	}
 	w.add(t, "alice", tenancy.PlanFree, "a1", "hot", t0)
-	w.add(t, "carol", tenancy.PlanPlus, "c1", "hot", t0) // no plus lane: unrouted
+	w.add(t, "carol", "plus", "c1", "hot", t0) // no plus lane: unrouted
 	pipe.results["n1"], pipe.results["a1"] = hit, hit
 	pipe.errs["n2"] = errBoom
 

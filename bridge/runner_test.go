@@ -73,7 +73,7 @@ func newWorld(t testing.TB, cfg worldConfig) *world {
 	w.b = &bridge.Bridge{Index: w.idx, Watchlist: w.wl, Pipeline: cfg.pipe, Tiers: tiers}
 	// Each plan whose lane is configured is routed to it; the others are unmapped.
 	table := map[tenancy.PlanID]dispatch.Lane{}
-	for plan, lane := range map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPlus: "plus", tenancy.PlanPro: "pro"} {
+	for plan, lane := range map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", "plus": "plus", "pro": "pro"} {
 		if slices.ContainsFunc(cfg.lanes, func(lc dispatch.LaneCapacity) bool { return lc.Lane == lane }) {
 			table[plan] = lane
 		}
@@ -166,14 +166,14 @@ func TestCycleReportsEveryOutcome(t *testing.T) {
 		{Lane: "pro", PerUserLimit: 10, PerCycleLimit: 10},
 		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 10},
 	}})
-	w.add(t, "alice", tenancy.PlanPro, "hit", "hot", t0)
-	w.add(t, "alice", tenancy.PlanPro, "miss", "hot", t0)
-	w.add(t, "alice", tenancy.PlanPro, "gone", "hot", t0)
-	w.add(t, "alice", tenancy.PlanPro, "broken", "hot", t0)
-	w.add(t, "alice", tenancy.PlanPro, "oddtier", "nightly", t0)
+	w.add(t, "alice", "pro", "hit", "hot", t0)
+	w.add(t, "alice", "pro", "miss", "hot", t0)
+	w.add(t, "alice", "pro", "gone", "hot", t0)
+	w.add(t, "alice", "pro", "broken", "hot", t0)
+	w.add(t, "alice", "pro", "oddtier", "nightly", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b1", "hot", t0)
 	w.add(t, "bob", tenancy.PlanFree, "b2", "hot", t0.Add(time.Second)) // shed: free allows one per user
-	w.add(t, "carol", tenancy.PlanPlus, "c1", "hot", t0)                // unrouted: no lane for plus
+	w.add(t, "carol", "plus", "c1", "hot", t0)                          // unrouted: no lane for plus
 	if err := w.wl.Remove(context.Background(), mustTC(t, "alice"), "gone"); err != nil {
 		t.Fatal(err)
 	}

@@ -38,13 +38,13 @@ type LaneCapacity struct {
 
 // LaneFor resolves a user's lane, typically from the user's plan (see bridge.PlanLanes).
 // A Dispatcher calls it only for the users a cycle routes or serves, and recovers a panic
-// as an error ([ErrLaneForPanic]).
+// as an error.
 type LaneFor func(ctx context.Context, userID string) (Lane, error)
 
 // LimitsFor resolves a user's flow-control limits, typically from the user's plan (see
 // bridge.PlanLimits). A Dispatcher calls it right after each LaneFor call that resolved a
 // configured lane (routing a user, re-resolving a served one, Reroute), and at no other
-// time; its error, a panic ([ErrLimitsForPanic]) or limits that fail
+// time; its error, a panic or limits that fail
 // duework.Limits.Validate make the user Unrouted as a LaneFor failure does, and such
 // limits are never routed.
 type LimitsFor func(ctx context.Context, userID string) (duework.Limits, error)
@@ -59,10 +59,10 @@ const (
 	DefaultMaxClockSkew = time.Second
 )
 
-// MinClaimFor is the shortest Config.ClaimFor New accepts: a shorter claim cannot cover a
+// minClaimFor is the shortest Config.ClaimFor New accepts: a shorter claim cannot cover a
 // database round trip between claiming an item and starting it, let alone the clocks'
 // skew, so its item would be due again, and handed out elsewhere, before it ran.
-const MinClaimFor = time.Second
+const minClaimFor = time.Second
 
 // Config configures a Dispatcher. Lanes, GlobalBatchLimit, LaneFor and ClaimFor are
 // required; a zero HoldFor, RetryAfter or RouteLimit means its default. Every limit is at
@@ -82,7 +82,7 @@ type Config struct {
 	LimitsFor LimitsFor
 	// ClaimFor is how long a dispatched item stays claimed: the worker's deadline, after
 	// which the entry is due again and may be dispatched elsewhere. It must be at least
-	// MinClaimFor and longer than MaxClockSkew, or a dispatcher whose clock runs ahead
+	// one second and longer than MaxClockSkew, or a dispatcher whose clock runs ahead
 	// would find the claim ended at once.
 	ClaimFor time.Duration
 	// HoldFor is how long a cycle hides the users it reads from other dispatchers until
@@ -179,8 +179,8 @@ func (c Config) validate() error {
 	if c.MaxClockSkew < 0 {
 		bad("MaxClockSkew", "be ≥ 0", c.MaxClockSkew)
 	}
-	if c.ClaimFor < MinClaimFor {
-		bad("ClaimFor", fmt.Sprintf("be at least MinClaimFor %v", MinClaimFor), c.ClaimFor)
+	if c.ClaimFor < minClaimFor {
+		bad("ClaimFor", fmt.Sprintf("be at least %v", minClaimFor), c.ClaimFor)
 	} else if c.ClaimFor <= c.MaxClockSkew {
 		bad("ClaimFor", fmt.Sprintf("be longer than MaxClockSkew %v", c.MaxClockSkew), c.ClaimFor)
 	}

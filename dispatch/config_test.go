@@ -52,10 +52,10 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"GlobalBatchLimit beyond what an Index serves", func(c *Config) { c.GlobalBatchLimit = math.MaxInt },
 			[]string{fmt.Sprintf("Config.GlobalBatchLimit must be in [1, 1048576], got %d", math.MaxInt)}},
 		{"nil LaneFor", func(c *Config) { c.LaneFor = nil }, []string{"Config.LaneFor must not be nil, got nil"}},
-		{"ClaimFor 0", func(c *Config) { c.ClaimFor = 0 }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got 0s"}},
-		{"ClaimFor negative", func(c *Config) { c.ClaimFor = -time.Second }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got -1s"}},
-		{"ClaimFor 1ns", func(c *Config) { c.ClaimFor = time.Nanosecond }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got 1ns"}},
-		{"ClaimFor below the floor", func(c *Config) { c.ClaimFor = MinClaimFor - 1 }, []string{"Config.ClaimFor must be at least MinClaimFor 1s, got 999.999999ms"}},
+		{"ClaimFor 0", func(c *Config) { c.ClaimFor = 0 }, []string{"Config.ClaimFor must be at least 1s, got 0s"}},
+		{"ClaimFor negative", func(c *Config) { c.ClaimFor = -time.Second }, []string{"Config.ClaimFor must be at least 1s, got -1s"}},
+		{"ClaimFor 1ns", func(c *Config) { c.ClaimFor = time.Nanosecond }, []string{"Config.ClaimFor must be at least 1s, got 1ns"}},
+		{"ClaimFor below the floor", func(c *Config) { c.ClaimFor = minClaimFor - 1 }, []string{"Config.ClaimFor must be at least 1s, got 999.999999ms"}},
 		{"ClaimFor not longer than the default MaxClockSkew", func(c *Config) { c.ClaimFor = DefaultMaxClockSkew },
 			[]string{"Config.ClaimFor must be longer than MaxClockSkew 1s, got 1s"}},
 		{"ClaimFor not longer than MaxClockSkew", func(c *Config) {
@@ -141,10 +141,10 @@ func TestNewAppliesDefaultsAndCopiesLanes(t *testing.T) {
 		d.Config().MaxClockSkew != time.Second/2 {
 		t.Errorf("New(%+v) = %+v, %v: set fields must be kept", cfg, d, err)
 	}
-	// The floors themselves are accepted: ClaimFor MinClaimFor under a shorter skew, a
+	// The floors themselves are accepted: ClaimFor minClaimFor under a shorter skew, a
 	// burst equal to PerUserLimit.
 	cfg = validConfig()
-	cfg.ClaimFor, cfg.MaxClockSkew, cfg.Lanes[0].PerUserBurst = MinClaimFor, MinClaimFor/2, cfg.Lanes[0].PerUserLimit
+	cfg.ClaimFor, cfg.MaxClockSkew, cfg.Lanes[0].PerUserBurst = minClaimFor, minClaimFor/2, cfg.Lanes[0].PerUserLimit
 	if _, err := New(stubIndex{}, cfg); err != nil {
 		t.Errorf("a config at the floors refused: %v", err)
 	}
@@ -166,7 +166,7 @@ func FuzzNewConfig(f *testing.F) {
 	f.Add(uint8(2), 0, -1, -5, 0, 1, 1, 99, 0, 10, int64(0), int64(-1), int64(5), int64(0), -1, false, true)
 	f.Add(uint8(4), 1, 1, 3, 0, 1, 1, 3, 0, 5, int64(-1), int64(3), int64(3), int64(0), 1<<21, true, true)
 	f.Add(uint8(1), math.MaxInt, 1, 0, 0, 1, 1, 0, 0, 5, int64(1), int64(0), int64(0), int64(0), 0, true, false)
-	f.Add(uint8(2), 2, 10, 0, 4, 1, 10, 0, 1, 20, int64(MinClaimFor), int64(time.Second), int64(0), int64(time.Second/2), 0, true, false)
+	f.Add(uint8(2), 2, 10, 0, 4, 1, 10, 0, 1, 20, int64(minClaimFor), int64(time.Second), int64(0), int64(time.Second/2), 0, true, false)
 	f.Add(uint8(2), 3, 10, 0, 2, 1, 10, 0, -1, 20, int64(time.Minute), int64(0), int64(0), int64(-1), 0, true, false)
 	f.Fuzz(func(t *testing.T, n uint8, pu0, pc0, ms0, pb0, pu1, pc1, ms1, pb1, global int, claimFor, holdFor, retryAfter, skew int64, routeLimit int, laneFor, dupNames bool) {
 		n %= 5
@@ -186,7 +186,7 @@ func FuzzNewConfig(f *testing.F) {
 		if maxSkew == 0 {
 			maxSkew = DefaultMaxClockSkew
 		}
-		want := n > 0 && inLimit(global) && laneFor && cfg.ClaimFor >= MinClaimFor && maxSkew >= 0 &&
+		want := n > 0 && inLimit(global) && laneFor && cfg.ClaimFor >= minClaimFor && maxSkew >= 0 &&
 			cfg.ClaimFor > maxSkew && hold > maxSkew && retry > hold && routeLimit >= 0 && routeLimit <= duework.MaxLimit
 		shares := 0
 		for i := range int(n) {

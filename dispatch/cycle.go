@@ -318,13 +318,13 @@ func (c *cycle) report(ch *choice) {
 	c.reportOverdue()
 }
 
-// reportOverdue fills each lane's Overdue with up to MaxOverdue of the users it read, or
+// reportOverdue fills each lane's Overdue with up to maxOverdue of the users it read, or
 // peeked at, whose oldest visible entries are the oldest, and OldestDue with the first.
 // Every lane's Overdue shares one allocation.
 func (c *cycle) reportOverdue() {
 	n := 0
 	for li := range c.lanes {
-		n += min(MaxOverdue, c.candidates(li))
+		n += min(maxOverdue, c.candidates(li))
 	}
 	if n == 0 {
 		return
@@ -332,7 +332,7 @@ func (c *cycle) reportOverdue() {
 	all := make([]Overdue, 0, n)
 	for li := range c.lanes {
 		start := len(all)
-		limit := start + min(MaxOverdue, c.candidates(li))
+		limit := start + min(maxOverdue, c.candidates(li))
 		for h := range c.heads[li] {
 			all = insertOverdue(all, start, limit, &c.heads[li][h])
 		}

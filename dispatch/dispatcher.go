@@ -15,12 +15,11 @@ var (
 	// ErrUnknownLane is the reason in Unrouted, and in Reroute's error, when LaneFor
 	// returns a lane that Config.Lanes does not hold.
 	ErrUnknownLane = errors.New("dispatch: unknown lane")
-	// ErrLaneForPanic is the reason in Unrouted, and in Reroute's error, when LaneFor
+	// errLaneForPanic is the reason in Unrouted, and in Reroute's error, when LaneFor
 	// panicked; the panic value follows it in the message.
-	ErrLaneForPanic = errors.New("dispatch: LaneFor panicked")
-	// ErrLimitsForPanic is the reason in Unrouted, and in Reroute's error, when LimitsFor
-	// panicked; the panic value follows it in the message.
-	ErrLimitsForPanic = errors.New("dispatch: LimitsFor panicked")
+	errLaneForPanic = errors.New("dispatch: LaneFor panicked")
+	// errLimitsForPanic is errLaneForPanic's twin for LimitsFor.
+	errLimitsForPanic = errors.New("dispatch: LimitsFor panicked")
 )
 
 // Dispatcher hands out fair batches of due work from a duework.Index; each Dispatch call
@@ -107,9 +106,9 @@ type Item struct {
 // Unrouted is a user whose lane could not be resolved in a cycle.
 type Unrouted struct {
 	UserID string
-	// Err wraps LaneFor's error, ErrLaneForPanic, ErrUnknownLane, LimitsFor's error,
-	// ErrLimitsForPanic, duework.ErrInvalid for limits that fail their Validate, or the
-	// Index's error.
+	// Err wraps LaneFor's or LimitsFor's error, ErrUnknownLane, duework.ErrInvalid for
+	// limits that fail their Validate, or the Index's error; a LaneFor or LimitsFor that
+	// panicked is an error naming the function, with the panic value.
 	Err error
 }
 
@@ -139,14 +138,14 @@ type LaneReport struct {
 	// that user counts here and in Overdue (not in Users), so a starved lane's lateness
 	// shows.
 	OldestDue time.Time
-	// Overdue names up to MaxOverdue of the users counted in OldestDue, with the DueAt of
+	// Overdue names up to ten of the users counted in OldestDue, with the DueAt of
 	// each one's oldest visible entry, oldest first (ties by UserID). The slices of every
 	// lane of a Batch share one allocation.
 	Overdue []Overdue
 }
 
-// MaxOverdue is the most users a LaneReport names in Overdue.
-const MaxOverdue = 10
+// maxOverdue is the most users a LaneReport names in Overdue.
+const maxOverdue = 10
 
 // Overdue is one user a lane read, with the DueAt of its oldest visible entry.
 type Overdue struct {
@@ -257,7 +256,7 @@ func (d *Dispatcher) resolve(ctx context.Context, user string) (Lane, duework.Li
 func (d *Dispatcher) lane(ctx context.Context, user string) (lane Lane, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			lane, err = "", fmt.Errorf("dispatch: LaneFor(%q): %w: %v", user, ErrLaneForPanic, r)
+			lane, err = "", fmt.Errorf("dispatch: LaneFor(%q): %w: %v", user, errLaneForPanic, r)
 		}
 	}()
 	lane, err = d.laneFor(ctx, user)
@@ -274,7 +273,7 @@ func (d *Dispatcher) lane(ctx context.Context, user string) (lane Lane, err erro
 func (d *Dispatcher) limits(ctx context.Context, user string) (limits duework.Limits, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			limits, err = duework.Limits{}, fmt.Errorf("dispatch: LimitsFor(%q): %w: %v", user, ErrLimitsForPanic, r)
+			limits, err = duework.Limits{}, fmt.Errorf("dispatch: LimitsFor(%q): %w: %v", user, errLimitsForPanic, r)
 		}
 	}()
 	limits, err = d.limitsFor(ctx, user)

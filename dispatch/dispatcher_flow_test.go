@@ -527,7 +527,7 @@ func (w *limitsWorld) dispatch() {
 			}
 		case !listed:
 			w.t.Fatalf("%s: LimitsFor failed (%+v) and it is not Unrouted", u, p)
-		case p.panics && !errors.Is(err, ErrLimitsForPanic), p.fails && !errors.Is(err, errLimitsDown),
+		case p.panics && !errors.Is(err, errLimitsForPanic), p.fails && !errors.Is(err, errLimitsDown),
 			!p.panics && !p.fails && !errors.Is(err, duework.ErrInvalid):
 			w.t.Fatalf("%s unrouted for %v, the wrong reason for %+v", u, err, p)
 		}
@@ -702,8 +702,8 @@ func TestDispatchRoutesServedUsersWhoseLimitsChanged(t *testing.T) {
 		// A panic is recovered, like LaneFor's.
 		cfg.LimitsFor = func(context.Context, string) (duework.Limits, error) { panic("boom") }
 		err := mustNew(t, idx, cfg).Reroute(context.Background(), "a")
-		if !errors.Is(err, ErrLimitsForPanic) || !strings.Contains(err.Error(), "boom") {
-			t.Errorf("Reroute with a panicking LimitsFor: %v, want ErrLimitsForPanic", err)
+		if !errors.Is(err, errLimitsForPanic) || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("Reroute with a panicking LimitsFor: %v, want errLimitsForPanic", err)
 		}
 	})
 }

@@ -417,7 +417,7 @@ func TestDispatchNeverLetsAFailingLaneForBlockNewUsers(t *testing.T) {
 				if diff := cmp.Diff([]string{"bad1", "bad2", "bad3"}, unroutedIDs(b)); diff != "" {
 					t.Fatalf("unrouted (-want +got):\n%s", diff)
 				}
-				for i, is := range []error{errDown, ErrLaneForPanic, ErrUnknownLane} {
+				for i, is := range []error{errDown, errLaneForPanic, ErrUnknownLane} {
 					if !errors.Is(b.Unrouted[i].Err, is) {
 						t.Errorf("%s's reason %v does not wrap %v", b.Unrouted[i].UserID, b.Unrouted[i].Err, is)
 					}
@@ -546,7 +546,7 @@ func TestRerouteAppliesAPlanChangeAtOnce(t *testing.T) {
 		p.set("dan", "gold")
 		p.panics["b"] = true
 		err := d.Reroute(context.Background(), "carol", "dan", "b", "nobody")
-		if !errors.Is(err, ErrUnknownLane) || !errors.Is(err, ErrLaneForPanic) || !strings.Contains(err.Error(), `"nobody"`) {
+		if !errors.Is(err, ErrUnknownLane) || !errors.Is(err, errLaneForPanic) || !strings.Contains(err.Error(), `"nobody"`) {
 			t.Errorf("Reroute error %v, want dan's unknown lane, b's panic and nobody's missing plan", err)
 		}
 		if diff := cmp.Diff(map[string]int{"carol": 1, "dan": 1, "b": 1, "nobody": 1}, p.took()); diff != "" {

@@ -80,9 +80,9 @@
 // LaneFor, then its limits with LimitsFor, and serves it in the same cycle. Both are called
 // only for the users a cycle routes or serves, and each served user's lane and limits are
 // resolved again, so plan changes take effect by the user's next turn;
-// [Dispatcher.Reroute] applies one at once. A user whose LaneFor fails, panics
-// ([ErrLaneForPanic]) or names a lane the Config does not hold ([ErrUnknownLane]), or whose
-// LimitsFor fails, panics ([ErrLimitsForPanic]) or returns invalid limits, is listed in
+// [Dispatcher.Reroute] applies one at once. A user whose LaneFor fails, panics or names a
+// lane the Config does not hold ([ErrUnknownLane]), or whose LimitsFor fails, panics or
+// returns invalid limits, is listed in
 // [Batch.Unrouted] and set aside for RetryAfter: it never blocks other new users. Users
 // left in a lane a new Config no longer names are routed again.
 //
@@ -94,7 +94,7 @@
 // counts in [LaneReport.LostClaims], is not refilled and does not shed its user. A claim
 // lasts ClaimFor: no entry is handed out twice while it lasts. Their clocks may disagree by
 // up to Config.MaxClockSkew: New refuses a HoldFor or ClaimFor not longer than it, and a
-// ClaimFor under [MinClaimFor].
+// ClaimFor under one second.
 //
 // A cycle that fails before its claim hands back what it read at once, even when ctx has
 // ended, and returns the error. Once the claim succeeds it returns its Batch: a failure

@@ -10,6 +10,17 @@ import (
 	"github.com/rotaworks/rota/duework"
 )
 
+// waitAlarm is an Observer that warns when a lane keeps a user waiting longer than after.
+type waitAlarm struct{ after time.Duration }
+
+func (a waitAlarm) ObserveDispatch(info dispatch.CycleInfo) {
+	for _, l := range info.Batch.Lanes {
+		if wait := info.Now.Sub(l.WaitingSince); !l.WaitingSince.IsZero() && wait > a.after {
+			fmt.Printf("%s: lane %s keeps a user waiting %v\n", info.Now.Format("15:04"), l.Lane, wait)
+		}
+	}
+}
+
 // An Observer hears about every cycle. This one warns when a lane keeps a user waiting
 // longer than 90 seconds: now − WaitingSince is the wait of the first user the cycle left
 // in the queue, however many users the lane holds.
@@ -20,19 +31,12 @@ func ExampleObserver() {
 	for _, user := range []string{"ann", "bob", "cara", "dan"} {
 		scheduleFeeds(idx, user, now, "feed")
 	}
-	warn := dispatch.ObserverFunc(func(info dispatch.CycleInfo) {
-		for _, l := range info.Batch.Lanes {
-			if wait := info.Now.Sub(l.WaitingSince); !l.WaitingSince.IsZero() && wait > 90*time.Second {
-				fmt.Printf("%s: lane %s keeps a user waiting %v\n", info.Now.Format("15:04"), l.Lane, wait)
-			}
-		}
-	})
 	d, err := dispatch.New(idx, dispatch.Config{
 		Lanes:            []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1}},
 		GlobalBatchLimit: 10,
 		LaneFor:          func(context.Context, string) (dispatch.Lane, error) { return "free", nil },
 		ClaimFor:         time.Hour,
-		Observer:         warn,
+		Observer:         waitAlarm{after: 90 * time.Second},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -232,7 +232,7 @@ func (m *naive) dispatch(cfg Config, plans map[string]plan, now time.Time) naive
 }
 
 // setOverdue fills lane's OldestDue and Overdue from the heads: every head's oldest
-// visible entry, oldest first (ties by UserID), the first MaxOverdue of them.
+// visible entry, oldest first (ties by UserID), the first maxOverdue of them.
 func setOverdue(lane *LaneReport, heads []duework.Head) {
 	var all []Overdue
 	for _, h := range heads {
@@ -247,7 +247,7 @@ func setOverdue(lane *LaneReport, heads []duework.Head) {
 		return strings.Compare(a.UserID, b.UserID)
 	})
 	if len(all) > 0 {
-		lane.Overdue, lane.OldestDue = all[:min(len(all), MaxOverdue)], all[0].DueAt
+		lane.Overdue, lane.OldestDue = all[:min(len(all), maxOverdue)], all[0].DueAt
 	}
 }
 
@@ -426,7 +426,7 @@ func (w *modelWorld) dispatch() {
 	for _, u := range b.Unrouted {
 		p, is := w.plans[u.UserID], ErrUnknownLane
 		if p.panic {
-			is = ErrLaneForPanic
+			is = errLaneForPanic
 		}
 		if !p.fails && !errors.Is(u.Err, is) {
 			w.t.Fatalf("%s unrouted for %v, want %v", u.UserID, u.Err, is)

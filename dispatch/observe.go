@@ -14,12 +14,6 @@ type Observer interface {
 	ObserveDispatch(CycleInfo)
 }
 
-// ObserverFunc adapts a function to an Observer.
-type ObserverFunc func(CycleInfo)
-
-// ObserveDispatch calls f(info).
-func (f ObserverFunc) ObserveDispatch(info CycleInfo) { f(info) }
-
 // CycleInfo is what one dispatch cycle reports to its Observer. A Dispatcher reads no
 // clock, so a cycle's duration is measured by whoever drives it.
 type CycleInfo struct {

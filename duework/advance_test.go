@@ -204,7 +204,7 @@ func FuzzValidate(f *testing.F) {
 			e.DueAt = time.Unix(dueSec, 0)
 		}
 		err := e.Validate(tc)
-		valid := tc.Valid() && user == tc.UserID() && tenancy.ValidateID("WorkKey", work) == nil && !e.DueAt.IsZero() &&
+		valid := tc.Check() == nil && user == tc.UserID() && tenancy.ValidateID("WorkKey", work) == nil && !e.DueAt.IsZero() &&
 			vocab.ValidTime(e.DueAt) && streak >= 0 && streak <= duework.MaxMissStreak
 		if (err == nil) != valid {
 			t.Fatalf("Validate(%+v) under %q = %v, want valid %v", e, tc.UserID(), err, valid)

@@ -37,18 +37,18 @@ func (i *Inspector) dueNow(ctx context.Context, now time.Time, userID, workKey s
 		err = vocab.Name(duework.ErrInvalid, "WorkKey", workKey)
 	}
 	if err != nil {
-		return fail(res, http.StatusBadRequest, outcomeInvalid, err)
+		return refused(res, http.StatusBadRequest, outcomeInvalid, err)
 	}
 	es, err := i.entry(ctx, userID, workKey)
 	switch {
 	case errors.Is(err, duework.ErrNotFound):
-		return fail(res, http.StatusNotFound, outcomeNotFound, fmt.Errorf("tenant %q has no entry %q", userID, workKey))
+		return refused(res, http.StatusNotFound, outcomeNotFound, fmt.Errorf("tenant %q has no entry %q", userID, workKey))
 	case err != nil:
-		return fail(res, http.StatusInternalServerError, outcomeFailed, err)
+		return i.failed(ctx, res, err)
 	}
 	if es.ClaimedUntil.After(now) {
 		res.ClaimedUntil = utc(es.ClaimedUntil)
-		return fail(res, http.StatusConflict, outcomeClaimed,
+		return refused(res, http.StatusConflict, outcomeClaimed,
 			fmt.Errorf("entry %q is claimed until %s: it runs now; try again once its claim ends", workKey, res.ClaimedUntil.Format(time.RFC3339)))
 	}
 	if skew := i.d.Config().MaxClockSkew; !es.Entry.DueAt.After(now.Add(skew)) {
@@ -63,7 +63,7 @@ func (i *Inspector) dueNow(ctx context.Context, now time.Time, userID, workKey s
 	next := es.Entry
 	next.DueAt = now
 	if err := i.idx.Schedule(ctx, tc, next); err != nil {
-		return fail(res, http.StatusInternalServerError, outcomeFailed, err)
+		return i.failed(ctx, res, err)
 	}
 	e := entryOf(duework.EntryState{Entry: next}, now)
 	res.Entry, res.Outcome = &e, outcomeScheduled
@@ -76,21 +76,21 @@ func (i *Inspector) dueNow(ctx context.Context, now time.Time, userID, workKey s
 func (i *Inspector) reroute(ctx context.Context, now time.Time, userID string) (int, actionJSON) {
 	res := actionJSON{Action: "reroute", UserID: userID}
 	if err := tenancy.ValidateID("tenant ID", userID); err != nil {
-		return fail(res, http.StatusBadRequest, outcomeInvalid, err)
+		return refused(res, http.StatusBadRequest, outcomeInvalid, err)
 	}
 	before, err := i.idx.User(ctx, userID, now)
 	switch {
 	case errors.Is(err, duework.ErrNotFound):
-		return fail(res, http.StatusNotFound, outcomeNotFound, fmt.Errorf("the index has no tenant %q", userID))
+		return refused(res, http.StatusNotFound, outcomeNotFound, fmt.Errorf("the index has no tenant %q", userID))
 	case err != nil:
-		return fail(res, http.StatusInternalServerError, outcomeFailed, err)
+		return i.failed(ctx, res, err)
 	}
 	if err := i.d.Reroute(ctx, userID); err != nil {
-		return fail(res, http.StatusInternalServerError, outcomeFailed, err)
+		return i.failed(ctx, res, err)
 	}
 	after, err := i.idx.User(ctx, userID, now)
 	if err != nil {
-		return fail(res, http.StatusInternalServerError, outcomeFailed, err)
+		return i.failed(ctx, res, err)
 	}
 	l := limitsOf(after.Limits)
 	res.Outcome, res.Group, res.Limits = outcomeRerouted, after.Group, &l
@@ -98,10 +98,17 @@ func (i *Inspector) reroute(ctx context.Context, now time.Time, userID string) (
 	return http.StatusOK, res
 }
 
-// fail is res refused or failed with status and err.
-func fail(res actionJSON, status int, outcome string, err error) (int, actionJSON) {
+// refused is res refused with status and err, whose text is the Inspector's own.
+func refused(res actionJSON, status int, outcome string, err error) (int, actionJSON) {
 	res.Outcome, res.Error, res.Message = outcome, err.Error(), err.Error()
 	return status, res
+}
+
+// failed is res failed with 500 because a store did: err is withheld (see withhold).
+func (i *Inspector) failed(ctx context.Context, res actionJSON, err error) (int, actionJSON) {
+	text := i.withhold(ctx, slog.LevelError, res.Action, err)
+	res.Outcome, res.Error, res.Message = outcomeFailed, text, text
+	return http.StatusInternalServerError, res
 }
 
 // logAction writes one line for an action: Info when it was carried out or had nothing to

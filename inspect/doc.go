@@ -20,21 +20,25 @@
 // dispatch.Observer (dispatch.Config.Observer, for a dispatcher that feeds its own queues)
 // and a maintenance.Observer (maintenance.Config.Observer). It keeps the last
 // Config.History cycle reports and as many poll reports; a Runner's report replaces the
-// Dispatcher's report of the same cycle (same now), and alarms come from the Runner's
-// reports only. Combine it with other observers with bridge.Observers.
+// Dispatcher's report of the same cycle (same now). Alarms come from the Runner's reports
+// only — noisy-neighbour alarms per lane and late-work alarms per tenant, raised and
+// recovered — and the Inspector keeps their last 500 events in a ring of their own, so an
+// alarm outlives the cycles kept. Combine it with other observers with bridge.Observers.
 //
 // # Pages
 //
 // Each view is an HTML page at its path and the same data as JSON at /api plus that path:
 //
 //   - / is the overview: every lane, the one that keeps a tenant waiting longest first,
-//     with its wait now, the lateness of its most overdue work at the last cycle, a chart
-//     of its last cycles, the raised noisy-neighbour alarms with who crowds the lane, the
-//     tenants waiting to be routed, the last cycle and the maintenance posture;
+//     with its wait now, how late its most overdue work was at the last cycle, a chart of
+//     its last cycles, the raised noisy-neighbour alarms with who crowds the lane, the
+//     tenants whose work raised a late-work alarm, the alarm log, the tenants waiting to
+//     be routed, the last cycle and the maintenance posture;
 //   - /lanes/{lane} is one lane: who goes next in turn order, how long each has waited,
 //     their limits and in-flight counts;
 //   - /tenants/{id} is one tenant: its group, limits, LastServed, Turn, hold and in-flight
-//     count, and its entries in work-key order;
+//     count — at its in-flight cap, that it is served again as soon as one of its runs
+//     completes — its late-work alarm, and its entries in work-key order;
 //   - /maintenance is the stall gauge and every task's state, read from the StateStore.
 //
 // A lane or tenant ID is one percent-encoded path segment (url.PathEscape: "a/b" is
@@ -42,7 +46,7 @@
 // resolve it away; /tenants/?id=ID and /lanes/?id=ID address any ID. The tenant search
 // form in every page's header uses the former.
 //
-// Lists take ?limit= (default [DefaultLimit], at most [MaxLimit]) and ?after=, and return
+// Lists take ?limit= (default 50, at most 500) and ?after=, and return
 // `next`, the ?after= of the next page, when there is more. A tenant's entries page by
 // work key (after is the last key shown). A lane's users page by position in turn order
 // (after is the number of users before the page); since a lane's order changes with every
@@ -73,7 +77,7 @@
 // Every page costs what it shows; none reads every user or every entry, and no count that
 // would need to is shown. The overview reads one user per lane with Index.Ready (no hold,
 // so it delays no dispatcher) and, with a StateStore, one StateStore.Load; the lane page
-// one Ready of after+limit users ([MaxLaneDepth] at most); the tenant page one Index.User
+// one Ready of after+limit users (5,000 at most); the tenant page one Index.User
 // and one Index.Entries of limit+1; the maintenance page two Loads; due-now one Entries and
 // one Schedule; reroute two User calls and one Reroute. Everything else comes from the
 // kept reports, whose size is bounded by History.
@@ -92,13 +96,21 @@
 // entry, 409 for due-now on a claimed entry, 500 when the Index, the StateStore or the
 // Dispatcher failed.
 //
+// The text of a store's error never reaches a page or a JSON answer, since it may carry a
+// database's words: where the Index, the StateStore or the Dispatcher failed, and where a
+// report carries an error (a cycle's, a poll's, a tenant's unrouted reason other than an
+// unknown lane, a plan the table lacks or invalid limits), the page says what failed and
+// gives a reference, and the Inspector logs the error once under it (Error for its own
+// reads and writes, Warn for a report's), with the keys "ref" and "error". A task's
+// LastError is the task's own message and is shown as it was stored.
+//
 // A lane (the overview's `lanes`, the lane page's `lane`):
 //   - `lane`, `priority` (its place in Config.Lanes, 0 highest) and `capacity`: its
 //     `per_user_limit`, `per_cycle_limit`, `min_share` and `per_user_burst`;
 //   - `wait_seconds`: how long its first ready user has waited now, now − its Turn, 0 when
 //     nobody is ready; `waiting_since` is that Turn and `next_user` that user;
 //   - `as_of`: the latest cycle that reported the lane, which the next four fields describe;
-//   - `lateness_seconds`: how late its most overdue work was at that cycle (its now − the
+//   - `late_seconds`: how late its most overdue work was at that cycle (its now − the
 //     lane report's OldestDue); `oldest_due` is that DueAt;
 //   - `overdue`: the users read with the oldest due work, each `user_id`, `due_at` and
 //     `late_seconds` (at that cycle);
@@ -109,20 +121,27 @@
 //     `crowding` (who got the most items then);
 //   - `cycles`: the kept cycles, oldest first, each `at`, `users` (read), `dispatched`,
 //     `shed`, `limited`, `lost_claims`, `wait_seconds` (its now − WaitingSince) and
-//     `lateness_seconds`;
-//   - `error`: why the lane could not be read now.
+//     `late_seconds`;
+//   - `error`: that the lane could not be read now (withheld, as above).
 //
 // The overview, GET /api/: `now`; `lanes`, worst first (a lane that could not be read,
-// then the longest wait_seconds, then the greatest lateness_seconds, then priority);
+// then the longest wait_seconds, then the greatest late_seconds, then priority);
 // `unrouted_group`, the new users waiting for a lane (`wait_seconds`, `waiting_since`,
 // `next_user`, `error` as for a lane); `unrouted_users`, up to 20 users the last cycle
 // could not route, each `user_id` and `reason`, and `unrouted_count`, all of them;
-// `alarms`, the raised alarms, by lane; `alarm_log`, the kept cycles' alarm events, newest
-// first, each `at`, `lane`, `event` ("raised" or "recovered") and `wait_seconds` (raised
-// only); `last_cycle`: `at`, `source` ("bridge" for a Runner's report, "dispatch" for a
-// Dispatcher's), `dispatched`, `shed`, `unrouted`, the Runner's `hits`, `misses`,
-// `removed`, `errors`, `released` and `late`, `lost_claims` (at dispatch and at run),
-// `dispatch_seconds`, `duration_seconds` and `error`; `cycles_kept`; `maintenance`, absent
+// `alarms`, the raised noisy-neighbour alarms, by lane; `late_alarms`, the raised
+// late-work alarms, oldest raise first, at most 50, each `lane`, `user_id`, `raised_at`
+// and `late_seconds` (how late the tenant's oldest work was when it was raised), and
+// `late_alarm_count`, all of them; `alarm_log`, the last 500 alarm events, newest first,
+// each `at` (the cycle that reported it), `alarm` ("noisy_neighbour" or "late_work"),
+// `event` ("raised" or "recovered"), `lane` ("" for a late-work recovery whose raise the
+// Inspector did not see), `user_id` (late work only), and for a raise `wait_seconds`
+// (noisy neighbour) or `late_seconds` (late work); `last_cycle`: `at`, `source` ("bridge"
+// for a Runner's report, "dispatch" for a Dispatcher's), `dispatched`, `shed`,
+// `unrouted`, the Runner's `hits`, `misses`, `removed`, `errors`, `released` and
+// `expired` (handed back unstarted because their claim ended, or was about to, before a
+// worker was free), `lost_claims` (at dispatch and at run), `dispatch_seconds`,
+// `duration_seconds` and `error`; `cycles_kept`; `maintenance`, absent
 // without a StateStore or a poll report: `posture`, `source`, `holder`, `waiters` (their
 // number), `longest_wait_seconds` and `error`; and `actions`, whether the actions are on.
 //
@@ -138,9 +157,12 @@
 //
 // A tenant page, GET /api/tenants/{id}: `now`, `user_id`, `group` ("" while unrouted),
 // `lane` (the group when it names a configured lane), `limits`, `last_served`, `turn`,
-// `held_until` (the end of a dispatcher's hold, absent when none), `in_flight`, `ready`
+// `held_until` (the end of a dispatcher's hold, absent when none), `in_flight`,
+// `at_in_flight_cap` (in_flight has reached max_in_flight: the tenant is served again as
+// soon as one of its runs completes, and `turn` is when it would be if none did), `ready`
 // (its turn has come) and `waited_seconds` (now − turn when ready), `unrouted_reason` (why
-// the last cycle could not route it), `after`, `next`, `actions`, and `entries` in work-key
+// the last cycle could not route it), `late_alarm` (its raised late-work alarm, as in
+// late_alarms; absent when none), `after`, `next`, `actions`, and `entries` in work-key
 // order, each `work_key`, `tier`, `due_at`, `last_run_at`, `miss_streak`, `claimed_until`
 // (its current claim's end, absent when it has none), `status` ("claimed" while its claim
 // runs, else "due" once due_at has passed, else "scheduled") and `late_seconds` (now −

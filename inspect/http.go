@@ -3,6 +3,7 @@ package inspect
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -69,13 +70,16 @@ func badRequest(format string, args ...any) error {
 	return &httpError{http.StatusBadRequest, fmt.Errorf(format, args...)}
 }
 
-// statusOf is the status an error answers: its own, 404 for a missing tenant, 400 for bad
-// input, else 500.
+// statusOf is the status an error answers: its own, 500 for a store's, 404 for a missing
+// tenant, 400 for bad input, else 500.
 func statusOf(err error) int {
 	var he *httpError
+	var se *storeError
 	switch {
 	case errors.As(err, &he):
 		return he.status
+	case errors.As(err, &se):
+		return http.StatusInternalServerError
 	case errors.Is(err, duework.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, duework.ErrInvalid), errors.Is(err, tenancy.ErrInvalidID):
@@ -128,8 +132,8 @@ func (i *Inspector) serveLane(r *http.Request, now time.Time) (page, error) {
 			return page{}, badRequest("after must be a position in turn order (a whole number ≥ 0), got %q", s)
 		}
 	}
-	if after+limit > MaxLaneDepth {
-		return page{}, badRequest("after + limit must be at most %d: the lane page reads the lane from its first user", MaxLaneDepth)
+	if after+limit > maxLaneDepth {
+		return page{}, badRequest("after + limit must be at most %d: the lane page reads the lane from its first user", maxLaneDepth)
 	}
 	v, err := i.laneView(r.Context(), now, k, after, limit)
 	return page{name: "lane", title: "lane " + lane, view: v}, err
@@ -185,15 +189,15 @@ func pathOrQuery(r *http.Request, name string) string {
 	return r.URL.Query().Get("id")
 }
 
-// limitParam is ?limit=, DefaultLimit when absent.
+// limitParam is ?limit=, defaultPage when absent.
 func limitParam(r *http.Request) (int, error) {
 	s := r.URL.Query().Get("limit")
 	if s == "" {
-		return DefaultLimit, nil
+		return defaultPage, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > MaxLimit {
-		return 0, badRequest("limit must be in [1, %d], got %q", MaxLimit, s)
+	if err != nil || n < 1 || n > maxPage {
+		return 0, badRequest("limit must be in [1, %d], got %q", maxPage, s)
 	}
 	return n, nil
 }
@@ -234,7 +238,7 @@ func (i *Inspector) formAction(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Redirect(w, r, addQuery(tenantHref("../", id), q), http.StatusSeeOther)
 	default:
-		i.fail(w, r, false, status, errors.New(res.Error))
+		i.answer(w, r, false, status, res.Error) // withheld already, if it had to be
 	}
 }
 
@@ -260,16 +264,31 @@ func (i *Inspector) notFound(api bool) http.HandlerFunc {
 // refuse answers 403 to an action and logs it.
 func (i *Inspector) refuse(w http.ResponseWriter, r *http.Request, api bool, why string) {
 	i.logAction(r, http.StatusForbidden, actionJSON{Action: strings.TrimPrefix(r.URL.Path, "/"), Outcome: "refused", Error: why})
-	i.fail(w, r, api, http.StatusForbidden, errors.New(why))
+	i.answer(w, r, api, http.StatusForbidden, why)
 }
 
-// fail answers err with status, as JSON or as the error page.
+// fail answers err with status, as JSON or as the error page. The text of an error that
+// answers 500 — a store's, or one the Inspector did not expect — is withheld: the answer
+// says what failed and where in the log the error is.
 func (i *Inspector) fail(w http.ResponseWriter, r *http.Request, api bool, status int, err error) {
+	text := err.Error()
+	if status >= http.StatusInternalServerError {
+		what := "serving " + r.URL.Path
+		if se := (*storeError)(nil); errors.As(err, &se) {
+			what = se.what
+		}
+		text = i.withhold(r.Context(), slog.LevelError, what, err)
+	}
+	i.answer(w, r, api, status, text)
+}
+
+// answer writes text with status, as JSON or as the error page.
+func (i *Inspector) answer(w http.ResponseWriter, r *http.Request, api bool, status int, text string) {
 	if api {
-		writeJSON(w, status, errorJSON{Error: err.Error()})
+		writeJSON(w, status, errorJSON{Error: text})
 		return
 	}
-	i.render(w, r, status, page{name: "error", title: http.StatusText(status), view: errorView{Status: status, Text: http.StatusText(status), Error: err.Error()}})
+	i.render(w, r, status, page{name: "error", title: http.StatusText(status), view: errorView{Status: status, Text: http.StatusText(status), Error: text}})
 }
 
 // errorView is the error page's view.

@@ -16,20 +16,21 @@ import (
 	"github.com/rotaworks/rota/maintenance"
 )
 
-// The defaults and bounds of Config and of the pages' query parameters.
+// DefaultHistory is the number of cycle reports and poll reports an Inspector keeps when
+// Config.History is zero.
+const DefaultHistory = 60
+
+// The bounds of Config and of the pages' query parameters.
 const (
-	// DefaultHistory is the number of cycle reports and poll reports an Inspector keeps
-	// when Config.History is zero.
-	DefaultHistory = 60
-	// MaxHistory is the largest Config.History.
-	MaxHistory = 10_000
-	// DefaultLimit is the length of a list whose request has no ?limit=.
-	DefaultLimit = 50
-	// MaxLimit is the largest ?limit= a list takes.
-	MaxLimit = 500
-	// MaxLaneDepth is how deep in turn order the lane page reads: ?after= plus ?limit=
+	// maxHistory is the largest Config.History.
+	maxHistory = 10_000
+	// defaultPage is the length of a list whose request has no ?limit=.
+	defaultPage = 50
+	// maxPage is the largest ?limit= a list takes.
+	maxPage = 500
+	// maxLaneDepth is how deep in turn order the lane page reads: ?after= plus ?limit=
 	// may not exceed it, since a lane is read from its first user on each request.
-	MaxLaneDepth = 5_000
+	maxLaneDepth = 5_000
 )
 
 // ErrInvalidConfig is returned by New when the Config cannot work; the wrapping error names
@@ -55,7 +56,7 @@ type Config struct {
 	// called.
 	Logger *slog.Logger
 	// History is how many cycle reports, and how many poll reports, the Inspector keeps
-	// (DefaultHistory when zero), in [0, MaxHistory].
+	// (DefaultHistory when zero), at most 10,000.
 	History int
 	// Actions turns on the two POST actions and the pages' forms for them. Off, the
 	// default, the Inspector is read-only and every action is refused with 403.
@@ -100,8 +101,8 @@ func (c Config) validate() error {
 	if c.Actions && c.Dispatcher == nil {
 		bad("Dispatcher", "not be nil when Actions is set", "nil")
 	}
-	if c.History < 0 || c.History > MaxHistory {
-		bad("History", fmt.Sprintf("be in [0, %d] (0: DefaultHistory)", MaxHistory), c.History)
+	if c.History < 0 || c.History > maxHistory {
+		bad("History", fmt.Sprintf("be in [0, %d] (0: DefaultHistory)", maxHistory), c.History)
 	}
 	return errors.Join(errs...)
 }
@@ -120,11 +121,12 @@ type Inspector struct {
 	actions bool
 	handler http.Handler
 
-	mu      sync.Mutex
-	cycles  ring[cycleRecord]
-	polls   ring[pollRecord]
-	alarms  map[dispatch.Lane]alarmRecord // raised and not yet recovered
-	alarmAt map[dispatch.Lane]time.Time   // the cycle of each lane's latest alarm event
+	mu       sync.Mutex
+	cycles   ring[cycleRecord]
+	polls    ring[pollRecord]
+	noisy    episodes[dispatch.Lane, alarmRecord] // raised noisy-neighbour alarms
+	late     episodes[string, lateRecord]         // raised late-work alarms, by tenant
+	alarmLog ring[alarmEvent]
 }
 
 var (
@@ -143,17 +145,18 @@ func New(cfg Config) (*Inspector, error) {
 		return nil, err
 	}
 	i := &Inspector{
-		idx:     cfg.Index,
-		lanes:   slices.Clone(cfg.Lanes),
-		d:       cfg.Dispatcher,
-		store:   cfg.StateStore,
-		clock:   cfg.Clock,
-		log:     cfg.Logger,
-		actions: cfg.Actions,
-		cycles:  newRing[cycleRecord](cfg.History),
-		polls:   newRing[pollRecord](cfg.History),
-		alarms:  map[dispatch.Lane]alarmRecord{},
-		alarmAt: map[dispatch.Lane]time.Time{},
+		idx:      cfg.Index,
+		lanes:    slices.Clone(cfg.Lanes),
+		d:        cfg.Dispatcher,
+		store:    cfg.StateStore,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		actions:  cfg.Actions,
+		cycles:   newRing[cycleRecord](cfg.History),
+		polls:    newRing[pollRecord](cfg.History),
+		noisy:    newEpisodes[dispatch.Lane, alarmRecord](maxLateTracked),
+		late:     newEpisodes[string, lateRecord](maxLateTracked),
+		alarmLog: newRing[alarmEvent](alarmLogSize),
 	}
 	i.handler = i.routes()
 	return i, nil

@@ -36,7 +36,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	cfg := Config{
 		Lanes:   []dispatch.LaneCapacity{{Lane: "pro"}, {Lane: ""}, {Lane: "pro"}},
 		Actions: true,
-		History: MaxHistory + 1,
+		History: maxHistory + 1,
 	}
 	_, err := New(cfg)
 	if !errors.Is(err, ErrInvalidConfig) {
@@ -111,7 +111,7 @@ func TestObserversCopy(t *testing.T) {
 	i.ObservePoll(maintenance.PollReport{Now: t0, Result: maintenance.PollResult{Gauge: maintenance.Gauge{Waiters: waiters}}})
 	lanes[0].Overdue[0].UserID, crowd[0].UserID, waiters[0].Task = "changed", "changed", "changed"
 	cycles, polls, alarms := i.snapshot()
-	if cycles[0].lanes[0].Overdue[0].UserID != "a" || alarms[0].crowding[0].UserID != "a" || polls[0].gauge.Waiters[0].Task != "x" {
+	if cycles[0].lanes[0].Overdue[0].UserID != "a" || alarms.noisy[0].crowding[0].UserID != "a" || polls[0].gauge.Waiters[0].Task != "x" {
 		t.Errorf("a change to the reports' slices reached the records: %+v %+v %+v", cycles[0], alarms, polls[0])
 	}
 }
@@ -288,10 +288,33 @@ func TestChart(t *testing.T) {
 	}
 }
 
+// A measured duration is written to a precision that suits its size, and never as 0s
+// unless it is zero.
 func TestHumanSeconds(t *testing.T) {
-	for s, want := range map[float64]string{0: "0s", 0.4: "0s", 42: "42s", 252: "4m12s", 3600*3 + 300: "3h05m", 86400*2 + 3600*4: "2d04h"} {
+	for s, want := range map[float64]string{0: "0s", -3: "0s", 1e-9: "1µs", 0.00035: "350µs", 0.003: "3ms", 0.4: "400ms",
+		0.9996: "1s", 1.5: "1.5s", 1.04: "1s", 42: "42s", 59.97: "1m00s", 252: "4m12s", 3600*3 + 300: "3h05m", 86400*2 + 3600*4: "2d04h"} {
 		if got := humanSeconds(s); got != want {
 			t.Errorf("humanSeconds(%v) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// A configured duration is written exactly: a rate of one per 200 ms reads so.
+func TestLimitsTextKeepsPrecision(t *testing.T) {
+	for _, tt := range []struct {
+		every time.Duration
+		want  string
+	}{
+		{200 * time.Millisecond, "1 at once, then one per 200ms"},
+		{1500 * time.Millisecond, "1 at once, then one per 1.5s"},
+		{time.Minute, "1 at once, then one per 1m"},
+		{90 * time.Second, "1 at once, then one per 1m30s"},
+		{time.Hour, "1 at once, then one per 1h"},
+		{time.Hour + time.Second, "1 at once, then one per 1h0m1s"},
+		{3 * time.Nanosecond, "1 at once, then one per 3ns"},
+	} {
+		if got := limitsText(limitsOf(duework.Limits{Every: tt.every})); got != tt.want {
+			t.Errorf("limitsText(Every %v) = %q, want %q", tt.every, got, tt.want)
 		}
 	}
 }
@@ -324,5 +347,58 @@ func TestLinksAreRelative(t *testing.T) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET under a prefix: %d", resp.StatusCode)
+	}
+}
+
+// The alarm log keeps the last alarmLogSize events, and the raised alarms at most
+// maxLateTracked tenants, forgetting the one whose latest event is oldest.
+func TestAlarmBounds(t *testing.T) {
+	i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes, History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := maxLateTracked + 5
+	for k := range n {
+		i.ObserveCycle(bridge.CycleReport{Now: t0.Add(time.Duration(k) * time.Second),
+			LateAlarms: []bridge.LateAlarm{{Lane: "free", UserID: fmt.Sprintf("u%05d", k), Late: time.Hour}}})
+	}
+	_, _, alarms := i.snapshot()
+	if len(alarms.log) != alarmLogSize || !alarms.log[0].at.Equal(t0.Add(time.Duration(n-1)*time.Second)) {
+		t.Errorf("the log keeps %d events, newest at %v; want %d, the newest last told", len(alarms.log), alarms.log[0].at, alarmLogSize)
+	}
+	if len(alarms.late) != maxLateTracked || alarms.late[0].userID != "u00005" {
+		t.Errorf("%d late alarms raised, the oldest %q; want %d, from u00005 on", len(alarms.late), alarms.late[0].userID, maxLateTracked)
+	}
+}
+
+// An alarm event of an earlier cycle, told after a later one, changes nothing; one of the
+// same cycle or later applies.
+func TestEpisodesOutOfOrder(t *testing.T) {
+	e := newEpisodes[string, int](10)
+	e.raise("a", t0.Add(time.Second), 1)
+	if _, ok := e.end("a", t0); ok || len(e.on) != 1 {
+		t.Errorf("an earlier recovery ended the alarm: %v", e.on)
+	}
+	if v, ok := e.end("a", t0.Add(time.Second)); !ok || v != 1 || len(e.on) != 0 {
+		t.Errorf("a recovery of the same cycle = %v, %v; want the alarm ended", v, ok)
+	}
+	e.raise("a", t0, 2)
+	if len(e.on) != 0 {
+		t.Errorf("a raise of an earlier cycle, told after the recovery, raised it again: %v", e.on)
+	}
+}
+
+// Only reasons in rota's own words are shown.
+func TestShownReason(t *testing.T) {
+	for err, want := range map[error]bool{
+		fmt.Errorf("dispatch: LaneFor(%q): %w %q", "u", dispatch.ErrUnknownLane, "gold"): true,
+		fmt.Errorf("%w: no lane for plan %q", bridge.ErrUnmappedPlan, "gold"):            true,
+		fmt.Errorf("limits: %w: Weight", duework.ErrInvalid):                             true,
+		errors.New("dial tcp 10.0.0.7:5432: connection refused"):                         false,
+		fmt.Errorf("dispatch: LaneFor(%q): panicked: %v", "u", "boom"):                   false,
+	} {
+		if got := shownReason(err); got != want {
+			t.Errorf("shownReason(%v) = %v, want %v", err, got, want)
+		}
 	}
 }

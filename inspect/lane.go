@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -12,11 +11,11 @@ import (
 
 // laneView builds the lane page of lane k at now: its summary and the users from position
 // after+1 on, in turn order, read with one Ready of after+limit users and no hold. It costs
-// after+limit users; MaxLaneDepth bounds it.
+// after+limit users; maxLaneDepth bounds it.
 func (i *Inspector) laneView(ctx context.Context, now time.Time, k int, after, limit int) (laneViewJSON, error) {
 	cycles, _, alarms := i.snapshot()
 	raised := map[dispatch.Lane]alarmRecord{}
-	for _, a := range alarms {
+	for _, a := range alarms.noisy {
 		raised[a.lane] = a
 	}
 	lc := i.lanes[k]
@@ -26,7 +25,7 @@ func (i *Inspector) laneView(ctx context.Context, now time.Time, k int, after, l
 	}
 	page, err := i.idx.Ready(ctx, duework.ReadyQuery{Group: string(lc.Lane), Now: now, Users: after + limit, PerUser: 1})
 	if err != nil {
-		return laneViewJSON{}, fmt.Errorf("inspect: read lane %q: %w", lc.Lane, err)
+		return laneViewJSON{}, &storeError{"reading the lane", err}
 	}
 	for n, h := range page.Heads {
 		if n < after {
@@ -39,7 +38,7 @@ func (i *Inspector) laneView(ctx context.Context, now time.Time, k int, after, l
 		}
 		v.Users = append(v.Users, u)
 	}
-	if !page.Next.IsZero() && after+limit < MaxLaneDepth {
+	if !page.Next.IsZero() && after+limit < maxLaneDepth {
 		v.Next = strconv.Itoa(after + limit)
 	}
 	return v, nil

@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/rotaworks/rota/maintenance"
@@ -33,7 +34,7 @@ func (i *Inspector) maintenanceView(ctx context.Context, now time.Time) maintena
 	v.Source = sourceStateStore
 	snap, g, err := i.readGauge(ctx, now)
 	if err != nil {
-		v.Error = err.Error()
+		v.Error = i.withhold(ctx, slog.LevelError, "reading the maintenance state", err)
 		return v
 	}
 	v.Fence, v.Gauge = snap.Token, gaugeOf(g)
@@ -52,7 +53,8 @@ func (i *Inspector) posture(ctx context.Context, now time.Time, polls []pollReco
 	case i.store != nil:
 		gauge, err := maintenance.ReadGauge(ctx, i.store, nil, now, 0)
 		if err != nil {
-			return &postureJSON{Posture: maintenance.PostureUnknown.String(), Source: sourceStateStore, Error: err.Error()}
+			return &postureJSON{Posture: maintenance.PostureUnknown.String(), Source: sourceStateStore,
+				Error: i.withhold(ctx, slog.LevelError, "reading the maintenance state", err)}
 		}
 		g, p.Source = gauge, sourceStateStore
 	case len(polls) > 0:

@@ -3,6 +3,7 @@ package inspect
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -15,18 +16,22 @@ import (
 func (i *Inspector) overview(ctx context.Context, now time.Time) overviewJSON {
 	cycles, polls, alarms := i.snapshot()
 	raised := map[dispatch.Lane]alarmRecord{}
-	for _, a := range alarms {
+	for _, a := range alarms.noisy {
 		raised[a.lane] = a
 	}
 	v := overviewJSON{Now: utc(now), Lanes: make([]laneJSON, 0, len(i.lanes)), UnroutedUsers: []unroutedJSON{},
-		Alarms: []alarmJSON{}, AlarmLog: alarmLog(cycles), Cycles: len(cycles), Actions: i.actions}
+		Alarms: []alarmJSON{}, LateAlarms: []lateAlarmJSON{}, LateAlarmCount: len(alarms.late),
+		AlarmLog: alarmLogOf(alarms.log), Cycles: len(cycles), Actions: i.actions}
 	for k := range i.lanes {
 		v.Lanes = append(v.Lanes, i.laneSummary(ctx, now, k, cycles, raised))
 	}
 	slices.SortStableFunc(v.Lanes, worstFirst)
 	v.UnroutedGroup = i.groupWait(ctx, "", now)
-	for _, a := range alarms {
+	for _, a := range alarms.noisy {
 		v.Alarms = append(v.Alarms, *alarmOf(a))
+	}
+	for _, a := range alarms.late[:min(len(alarms.late), maxLateShown)] {
+		v.LateAlarms = append(v.LateAlarms, *lateAlarmOf(a))
 	}
 	if len(cycles) > 0 {
 		last := cycles[len(cycles)-1]
@@ -46,7 +51,7 @@ func worstFirst(a, b laneJSON) int {
 	return cmp.Or(
 		cmp.Compare(readable(a), readable(b)),
 		cmp.Compare(b.WaitSeconds, a.WaitSeconds),
-		cmp.Compare(b.LatenessSeconds, a.LatenessSeconds),
+		cmp.Compare(b.LateSeconds, a.LateSeconds),
 		cmp.Compare(a.Priority, b.Priority))
 }
 
@@ -77,11 +82,11 @@ func (i *Inspector) laneSummary(ctx context.Context, now time.Time, k int, cycle
 		last, lastReport = c, lr
 		j.Cycles = append(j.Cycles, laneCycleJSON{At: utc(c.now), Users: lr.Users, Dispatched: lr.Dispatched,
 			Shed: lr.Shed, Limited: lr.Limited, LostClaims: lr.LostClaims,
-			WaitSeconds: since(c.now, lr.WaitingSince), LatenessSeconds: since(c.now, lr.OldestDue)})
+			WaitSeconds: since(c.now, lr.WaitingSince), LateSeconds: since(c.now, lr.OldestDue)})
 	}
 	if last != nil {
 		j.AsOf = utc(last.now)
-		j.LatenessSeconds, j.OldestDue = since(last.now, lastReport.OldestDue), utc(lastReport.OldestDue)
+		j.LateSeconds, j.OldestDue = since(last.now, lastReport.OldestDue), utc(lastReport.OldestDue)
 		for _, o := range lastReport.Overdue {
 			j.Overdue = append(j.Overdue, overdueJSON{UserID: o.UserID, DueAt: utc(o.DueAt), LateSeconds: since(last.now, o.DueAt)})
 		}
@@ -108,7 +113,7 @@ func laneReportOf(c *cycleRecord, lane dispatch.Lane) (dispatch.LaneReport, bool
 func (i *Inspector) groupWait(ctx context.Context, group string, now time.Time) groupWaitJSON {
 	page, err := i.idx.Ready(ctx, duework.ReadyQuery{Group: group, Now: now, Users: 1, PerUser: 1})
 	if err != nil {
-		return groupWaitJSON{Error: err.Error()}
+		return groupWaitJSON{Error: i.withhold(ctx, slog.LevelError, "reading the index", err)}
 	}
 	if len(page.Heads) == 0 {
 		return groupWaitJSON{}
@@ -121,7 +126,7 @@ func (i *Inspector) groupWait(ctx context.Context, group string, now time.Time) 
 func cycleOf(c cycleRecord) *cycleJSON {
 	j := &cycleJSON{At: utc(c.now), Source: "dispatch", Dispatched: c.dispatched, Shed: c.shed, Unrouted: c.unroutedN,
 		Hits: c.hits, Misses: c.misses, Removed: c.removed, Errors: c.errors, LostClaims: c.lostClaims,
-		Released: c.released, Late: c.late, DispatchSeconds: seconds(c.dispatchDur), DurationSeconds: seconds(c.dur), Error: c.err}
+		Released: c.released, Expired: c.expired, DispatchSeconds: seconds(c.dispatchDur), DurationSeconds: seconds(c.dur), Error: c.err}
 	if c.fromBridge {
 		j.Source = "bridge"
 	}
@@ -131,17 +136,20 @@ func cycleOf(c cycleRecord) *cycleJSON {
 	return j
 }
 
-// alarmLog lists the alarm events of the kept cycles, newest first.
-func alarmLog(cycles []cycleRecord) []alarmEventJSON {
-	out := []alarmEventJSON{}
-	for n := len(cycles) - 1; n >= 0; n-- {
-		c := cycles[n]
-		for _, l := range c.recovered {
-			out = append(out, alarmEventJSON{At: utc(c.now), Lane: string(l), Event: "recovered"})
+// alarmLogOf is the alarm log's JSON, in the log's order.
+func alarmLogOf(events []alarmEvent) []alarmEventJSON {
+	out := make([]alarmEventJSON, 0, len(events))
+	for _, e := range events {
+		j := alarmEventJSON{At: utc(e.at), Alarm: e.kind, Event: "recovered", Lane: string(e.lane), UserID: e.userID}
+		if e.raised {
+			j.Event = "raised"
+			if e.kind == alarmNoisy {
+				j.WaitSeconds = seconds(e.wait)
+			} else {
+				j.LateSeconds = seconds(e.wait)
+			}
 		}
-		for _, a := range c.alarms {
-			out = append(out, alarmEventJSON{At: utc(c.now), Lane: string(a.lane), Event: "raised", WaitSeconds: seconds(a.wait)})
-		}
+		out = append(out, j)
 	}
 	return out
 }

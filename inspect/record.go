@@ -2,6 +2,9 @@ package inspect
 
 import (
 	"cmp"
+	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -55,29 +58,19 @@ type cycleRecord struct {
 	fromBridge bool // a bridge.CycleReport; otherwise a dispatch.CycleInfo
 	lanes      []dispatch.LaneReport
 	crowding   map[dispatch.Lane][]bridge.UserItems
-	alarms     []alarmRecord
-	recovered  []dispatch.Lane
 	unrouted   []unroutedRecord // at most maxUnroutedKept
 	unroutedN  int
 	dispatched int
 	shed       int
 	// The counts only a bridge report has.
-	hits, misses, removed, errors, lostClaims, released, late int
-	err                                                       string
-	dispatchDur, dur                                          time.Duration
+	hits, misses, removed, errors, lostClaims, released, expired int
+	err                                                          string
+	dispatchDur, dur                                             time.Duration
 }
 
 // unroutedRecord is one user a cycle could not route, and why.
 type unroutedRecord struct {
 	userID, reason string
-}
-
-// alarmRecord is one noisy-neighbour alarm.
-type alarmRecord struct {
-	lane     dispatch.Lane
-	raisedAt time.Time
-	wait     time.Duration
-	crowding []bridge.UserItems
 }
 
 // pollRecord is what the Inspector keeps of one maintenance poll.
@@ -102,9 +95,9 @@ func (i *Inspector) ObserveDispatch(info dispatch.CycleInfo) {
 		dispatched: len(info.Batch.Items),
 		shed:       len(info.Batch.ShedUserIDs),
 	}
-	rec.unrouted, rec.unroutedN = copyUnrouted(info.Batch.Unrouted)
+	rec.unrouted, rec.unroutedN = i.copyUnrouted(info.Batch.Unrouted)
 	if info.Err != nil {
-		rec.err = info.Err.Error()
+		rec.err = i.withhold(context.Background(), slog.LevelWarn, "the dispatch cycle", info.Err)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -119,7 +112,6 @@ func (i *Inspector) ObserveCycle(rep bridge.CycleReport) {
 		fromBridge:  true,
 		lanes:       copyLanes(rep.Lanes),
 		crowding:    crowdingOf(itemsOf(rep.Items)),
-		recovered:   slices.Clone(rep.Recovered),
 		dispatched:  rep.Dispatched,
 		shed:        len(rep.Shed),
 		hits:        rep.Hits,
@@ -128,20 +120,17 @@ func (i *Inspector) ObserveCycle(rep bridge.CycleReport) {
 		errors:      rep.Errors,
 		lostClaims:  rep.LostClaims,
 		released:    rep.Released,
-		late:        rep.Late,
+		expired:     rep.Late,
 		dispatchDur: rep.DispatchDuration,
 		dur:         rep.Duration,
 	}
-	for _, a := range rep.Alarms {
-		rec.alarms = append(rec.alarms, alarmRecord{lane: a.Lane, raisedAt: rep.Now, wait: a.Wait, crowding: slices.Clone(a.Crowding)})
-	}
-	rec.unrouted, rec.unroutedN = copyUnrouted(rep.Unrouted)
+	rec.unrouted, rec.unroutedN = i.copyUnrouted(rep.Unrouted)
 	if err := rep.Err(); err != nil {
-		rec.err = err.Error()
+		rec.err = i.withhold(context.Background(), slog.LevelWarn, "the cycle", err)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.updateAlarms(rec)
+	i.observeAlarms(rep)
 	for k := i.cycles.n - 1; k >= 0; k-- {
 		if c := i.cycles.at(k); !c.fromBridge && c.now.Equal(rec.now) {
 			*c = rec
@@ -149,26 +138,6 @@ func (i *Inspector) ObserveCycle(rep bridge.CycleReport) {
 		}
 	}
 	i.cycles.push(rec)
-}
-
-// updateAlarms applies rec's raised and recovered alarms, unless a report of a later cycle
-// (cycles overlap, so reports may arrive out of order) already changed the lane; i.mu is
-// held.
-func (i *Inspector) updateAlarms(rec cycleRecord) {
-	for _, a := range rec.alarms {
-		if at, ok := i.alarmAt[a.lane]; ok && rec.now.Before(at) {
-			continue
-		}
-		i.alarmAt[a.lane] = rec.now
-		i.alarms[a.lane] = a
-	}
-	for _, l := range rec.recovered {
-		if at, ok := i.alarmAt[l]; ok && rec.now.Before(at) {
-			continue
-		}
-		i.alarmAt[l] = rec.now
-		delete(i.alarms, l)
-	}
 }
 
 // ObservePoll records one maintenance poll (maintenance.Observer).
@@ -193,23 +162,19 @@ func (i *Inspector) ObservePoll(rep maintenance.PollReport) {
 		rec.secondPass = append(rec.secondPass, c.Task.Name)
 	}
 	if rep.Err != nil {
-		rec.err = rep.Err.Error()
+		rec.err = i.withhold(context.Background(), slog.LevelWarn, "the maintenance poll", rep.Err)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.polls.push(rec)
 }
 
-// snapshot returns copies of the records, oldest first, and the raised alarms in lane
-// order. The records' slices are shared: no record is changed once kept.
-func (i *Inspector) snapshot() (cycles []cycleRecord, polls []pollRecord, alarms []alarmRecord) {
+// snapshot returns copies of the records, oldest first, and the alarms. The records'
+// slices are shared: no record is changed once kept.
+func (i *Inspector) snapshot() (cycles []cycleRecord, polls []pollRecord, alarms alarmState) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for _, a := range i.alarms {
-		alarms = append(alarms, a)
-	}
-	slices.SortFunc(alarms, func(a, b alarmRecord) int { return cmp.Compare(a.lane, b.lane) })
-	return i.cycles.all(), i.polls.all(), alarms
+	return i.cycles.all(), i.polls.all(), i.alarms()
 }
 
 // copyLanes copies lane reports with their Overdue lists.
@@ -221,15 +186,29 @@ func copyLanes(lanes []dispatch.LaneReport) []dispatch.LaneReport {
 	return out
 }
 
-// copyUnrouted keeps the first maxUnroutedKept unrouted users and counts them all.
-func copyUnrouted(us []dispatch.Unrouted) ([]unroutedRecord, int) {
+// copyUnrouted keeps the first maxUnroutedKept unrouted users and counts them all. A
+// reason in rota's own words is kept as it is; the others are withheld, in one log line
+// whose reference they all give.
+func (i *Inspector) copyUnrouted(us []dispatch.Unrouted) ([]unroutedRecord, int) {
 	var out []unroutedRecord
+	var hidden []int
+	var errs []error
 	for _, u := range us[:min(len(us), maxUnroutedKept)] {
 		rec := unroutedRecord{userID: u.UserID}
-		if u.Err != nil {
+		switch {
+		case u.Err == nil:
+		case shownReason(u.Err):
 			rec.reason = u.Err.Error()
+		default:
+			hidden, errs = append(hidden, len(out)), append(errs, u.Err)
 		}
 		out = append(out, rec)
+	}
+	if len(errs) > 0 {
+		text := i.withhold(context.Background(), slog.LevelWarn, "resolving the tenant's lane", errors.Join(errs...))
+		for _, k := range hidden {
+			out[k].reason = text
+		}
 	}
 	return out, len(us)
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -69,7 +71,7 @@ func (i *Inspector) render(w http.ResponseWriter, r *http.Request, status int, p
 	if err := templates[p.name].Execute(&buf, d); err != nil {
 		header(w, "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "inspect: rendering %s: %v\n", p.name, err)
+		fmt.Fprintln(w, i.withhold(r.Context(), slog.LevelError, "rendering the "+p.name+" page", err))
 		return
 	}
 	header(w, "text/html; charset=utf-8")
@@ -142,13 +144,26 @@ func pageHref(base string, q url.Values, after string) string {
 	return addQuery(base, next)
 }
 
-// humanSeconds writes a duration in seconds the way an operator reads it: 0s, 42s, 4m12s,
-// 3h05m, 2d04h.
+// humanSeconds writes a measured duration in seconds the way an operator reads it, to a
+// precision that suits its size and never as 0s unless it is: 0s, 350µs, 3ms, 420ms, 1.5s,
+// 42s, 4m12s, 3h05m, 2d04h.
 func humanSeconds(s float64) string {
-	d := time.Duration(s * float64(time.Second)).Round(time.Second)
+	d := time.Duration(s * float64(time.Second))
 	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d <= 0:
+		return "0s"
+	case d < time.Millisecond:
+		return max(d.Round(time.Microsecond), time.Microsecond).String()
+	case d < time.Second-time.Millisecond/2:
+		return fmt.Sprintf("%dms", d.Round(time.Millisecond)/time.Millisecond)
+	case d < time.Minute-time.Second/20:
+		if d = d.Round(time.Second / 10); d%time.Second == 0 {
+			return fmt.Sprintf("%ds", d/time.Second)
+		}
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	d = d.Round(time.Second)
+	switch {
 	case d < time.Hour:
 		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
 	case d < 24*time.Hour:
@@ -174,6 +189,19 @@ func timestamp(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
+// exactText writes a configured duration exactly, without the zero units time.Duration's
+// String ends with: 200ms, 1.5s, 90s as 1m30s, 1h.
+func exactText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // limitsText says what limits mean, "none" for the zero Limits.
 func limitsText(l limitsJSON) string {
 	var parts []string
@@ -184,7 +212,8 @@ func limitsText(l limitsJSON) string {
 		parts = append(parts, fmt.Sprintf("at most %d in flight", l.MaxInFlight))
 	}
 	if l.EverySeconds > 0 {
-		parts = append(parts, fmt.Sprintf("%d at once, then one per %s", max(l.Burst, 1), humanSeconds(l.EverySeconds)))
+		every := time.Duration(math.Round(l.EverySeconds * float64(time.Second)))
+		parts = append(parts, fmt.Sprintf("%d at once, then one per %s", max(l.Burst, 1), exactText(every)))
 	}
 	if len(parts) == 0 {
 		return "none"

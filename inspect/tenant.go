@@ -17,11 +17,11 @@ import (
 func (i *Inspector) tenantView(ctx context.Context, now time.Time, userID, after string, limit int) (tenantJSON, error) {
 	st, err := i.idx.User(ctx, userID, now)
 	if err != nil {
-		return tenantJSON{}, fmt.Errorf("inspect: read user %q: %w", userID, err)
+		return tenantJSON{}, &storeError{"reading the tenant", err}
 	}
 	es, err := i.idx.Entries(ctx, userID, after, limit+1)
 	if err != nil {
-		return tenantJSON{}, fmt.Errorf("inspect: read entries of %q: %w", userID, err)
+		return tenantJSON{}, &storeError{"reading the tenant's entries", err}
 	}
 	v := tenantJSON{Now: utc(now), UserID: userID, Group: st.Group, Limits: limitsOf(st.Limits),
 		LastServed: utc(st.LastServed), Turn: utc(st.Turn), HeldUntil: utc(st.HeldUntil), InFlight: st.InFlight,
@@ -29,6 +29,9 @@ func (i *Inspector) tenantView(ctx context.Context, now time.Time, userID, after
 	if i.laneIndex(st.Group) >= 0 {
 		v.Lane = st.Group
 	}
+	// At its cap the tenant is not ready, and its Turn is when a claim's end would free a
+	// slot; a run that completes frees one sooner.
+	v.AtInFlightCap = st.Limits.MaxInFlight > 0 && st.InFlight >= st.Limits.MaxInFlight
 	if !st.Turn.IsZero() && !st.Turn.After(now) {
 		v.Ready, v.WaitedSeconds = true, since(now, st.Turn)
 	}
@@ -40,6 +43,9 @@ func (i *Inspector) tenantView(ctx context.Context, now time.Time, userID, after
 		v.Entries = append(v.Entries, entryOf(e, now))
 	}
 	v.UnroutedReason = i.unroutedReason(userID)
+	if a, ok := i.lateAlarmOf(userID); ok {
+		v.LateAlarm = lateAlarmOf(a)
+	}
 	return v, nil
 }
 

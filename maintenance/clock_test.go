@@ -10,7 +10,8 @@ import (
 	"github.com/rotaworks/rota/maintenance"
 )
 
-var _ maintenance.Clock = (*fakeclock.Clock)(nil)
+// Config.Clock takes the fake clock bridge.Clock takes.
+var _ = maintenance.Config{Clock: (*fakeclock.Clock)(nil)}
 
 // renewal is one call of recordingLease.Renew.
 type renewal struct {
@@ -63,7 +64,7 @@ func TestRunOnFakeClock(t *testing.T) {
 	store := maintenance.NewMemoryStateStore()
 	s := newSched(t, []maintenance.Task{summary}, maintenance.Config{
 		Lease: lease, StateStore: store, MaxHold: maxHold, LeaseTTL: leaseTTL, PollInterval: pollIval,
-		Clock: clk, Observer: maintenance.ObserverFunc(func(r maintenance.PollReport) { polls <- r }),
+		Clock: clk, Observer: observerFunc(func(r maintenance.PollReport) { polls <- r }),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

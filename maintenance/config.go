@@ -67,9 +67,18 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, when not nil, is told about every poll.
 	Observer Observer
-	// Clock is the only clock Run reads; nil means the real one. Poll, Renew and
-	// Complete take now instead.
-	Clock Clock
+	// Clock is the only clock Run reads; nil means the time package. Its methods are the
+	// time package's: Now is time.Now; NewTicker(d) returns a channel that receives the
+	// time every d, dropping ticks a slow reader misses, and its stop; AfterFunc(d, f) runs
+	// f in its own goroutine once d has passed unless stop, which reports whether it
+	// prevented that, is called first. It is bridge.Clock's method set, so one fake serves
+	// both: tests pass one they step by hand, or run Run inside a testing/synctest bubble
+	// with the real one. Poll, Renew and Complete take now and read no clock.
+	Clock interface {
+		Now() time.Time
+		NewTicker(d time.Duration) (c <-chan time.Time, stop func())
+		AfterFunc(d time.Duration, f func()) (stop func() bool)
+	}
 }
 
 // withDefaults returns c with every zero field set to its default.

@@ -4,7 +4,7 @@ import "errors"
 
 var (
 	// ErrInvalid is returned, wrapped with what was wrong, for a bad call argument: a bad
-	// task registry from NewScheduler or ValidateTasks, a bad holder, ttl or time from a
+	// task registry from NewScheduler, a bad holder, ttl or time from a
 	// Lease, a bad TaskState or token from a StateStore, an unknown task from Complete.
 	ErrInvalid = errors.New("maintenance: invalid")
 
@@ -31,7 +31,7 @@ var (
 	// older than the store's fence, and by the Scheduler's writes of a heavy run whose
 	// grant a later one replaced (Poll, Renew, Complete); nothing is written.
 	ErrStaleToken = errors.New("maintenance: stale fencing token")
-
-	// ErrRunning is returned by Scheduler.Run when the scheduler is already running.
-	ErrRunning = errors.New("maintenance: scheduler already running")
 )
+
+// errRunning is returned by Scheduler.Run when the scheduler is already running.
+var errRunning = errors.New("maintenance: scheduler already running")

@@ -9,6 +9,21 @@ import (
 	"github.com/rotaworks/rota/maintenance"
 )
 
+// pollPrinter is an Observer that prints each poll: its time since start, the posture,
+// the deferrals and, once, the stall.
+type pollPrinter struct{ start time.Time }
+
+func (p pollPrinter) ObservePoll(rep maintenance.PollReport) {
+	fmt.Printf("+%v %s", rep.Now.Sub(p.start), rep.Result.Gauge.Posture)
+	for _, d := range rep.Result.Deferred {
+		fmt.Printf(", %s deferred (%s, %s)", d.Task, d.Reason, d.Blocker)
+	}
+	if rep.TurnedDegraded {
+		fmt.Printf(", STALLED: %s has waited %v", rep.Result.Gauge.Waiters[0].Task, rep.Result.Gauge.Waiters[0].Wait)
+	}
+	fmt.Println()
+}
+
 // Another daemon keeps the lease, so the compaction waits; the Observer hears every poll
 // and is told once, when the wait passes DegradeAfter, that the chain has stopped
 // draining. The rota/otel module has an Observer that exports the same reports as
@@ -21,23 +36,13 @@ func ExampleObserver() {
 		panic(err)
 	}
 
-	observer := maintenance.ObserverFunc(func(rep maintenance.PollReport) {
-		fmt.Printf("+%v %s", rep.Now.Sub(now), rep.Result.Gauge.Posture)
-		for _, d := range rep.Result.Deferred {
-			fmt.Printf(", %s deferred (%s, %s)", d.Task, d.Reason, d.Blocker)
-		}
-		if rep.TurnedDegraded {
-			fmt.Printf(", STALLED: %s has waited %v", rep.Result.Gauge.Waiters[0].Task, rep.Result.Gauge.Waiters[0].Wait)
-		}
-		fmt.Println()
-	})
 	s, err := maintenance.NewScheduler([]maintenance.Task{
 		{Name: "compact", Cadence: 6 * time.Hour, Run: func(context.Context) error { return nil }},
 	}, maintenance.Config{
 		Lease:        lease,
 		Holder:       "daemon-a",
 		DegradeAfter: 30 * time.Minute,
-		Observer:     observer,
+		Observer:     pollPrinter{start: now},
 		Logger:       slog.New(slog.DiscardHandler), // the Observer prints instead
 	})
 	if err != nil {

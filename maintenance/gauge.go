@@ -101,13 +101,6 @@ func ReadGauge(ctx context.Context, store StateStore, lease Lease, now time.Time
 	case degradeAfter == 0:
 		degradeAfter = DefaultDegradeAfter
 	}
-	return readGauge(ctx, store, lease, now, degradeAfter, func(states []TaskState) bool { return len(states) == 0 })
-}
-
-// readGauge reads the gauge; it reads PostureDisabled when disabled says so of the
-// store's states.
-func readGauge(ctx context.Context, store StateStore, lease Lease, now time.Time, degradeAfter time.Duration,
-	disabled func([]TaskState) bool) (Gauge, error) {
 	if err := validTime("gauge: now", now); err != nil {
 		return Gauge{At: now}, err
 	}
@@ -128,7 +121,7 @@ func readGauge(ctx context.Context, store StateStore, lease Lease, now time.Time
 			}
 		}
 	}
-	return computeGauge(snap.States, cur, held, now, degradeAfter, disabled(snap.States)), nil
+	return computeGauge(snap.States, cur, held, now, degradeAfter, len(snap.States) == 0), nil
 }
 
 // computeGauge is pure: the gauge of states and the live grant (held false: free) at now.

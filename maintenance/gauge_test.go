@@ -40,11 +40,10 @@ func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 		t.Errorf("gauge: waiters %+v depth %d", g.Waiters, g.ChainDepth)
 	}
 
-	// Restart: a new scheduler over the same store (and lease) reads the same gauge,
-	// without polling and after polling.
+	// Restart: a process with the same store (and lease, or a fresh one) reads the same
+	// gauge, without polling.
 	for _, l := range []maintenance.Lease{lease, maintenance.NewMemoryLease(time.Hour)} {
-		s2 := newSched(t, tasks, maintenance.Config{StateStore: store, Lease: l, MaxHold: time.Hour})
-		g2, err := s2.Gauge(bg, at)
+		g2, err := maintenance.ReadGauge(bg, store, l, at, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,8 +61,7 @@ func TestGaugeFlipsAndSurvivesRestart(t *testing.T) {
 	if winnerName(res) != "nightly" || res.Gauge.Posture != maintenance.PostureHealthy {
 		t.Fatalf("rule: Healthy again once the waiter acquires: winner %q, gauge %+v", winnerName(res), res.Gauge)
 	}
-	s3 := newSched(t, tasks, cfg)
-	if g3, _ := s3.Gauge(bg, done); g3.Posture != maintenance.PostureHealthy || g3.HolderTask != "nightly" {
+	if g3, _ := maintenance.ReadGauge(bg, store, lease, done, 0); g3.Posture != maintenance.PostureHealthy || g3.HolderTask != "nightly" {
 		t.Fatalf("rule: the recovered posture survives a restart: %+v", g3)
 	}
 }

@@ -93,7 +93,7 @@ func startKeep(t *testing.T, lease maintenance.Lease, inner *maintenance.MemoryL
 	}
 	f.sched = newSched(t, []maintenance.Task{task}, maintenance.Config{
 		Lease: lease, StateStore: f.store, LeaseTTL: keepTTL, MaxHold: time.Hour, PollInterval: 2 * time.Hour,
-		Clock: f.clk, Observer: maintenance.ObserverFunc(func(r maintenance.PollReport) { f.polls <- r }),
+		Clock: f.clk, Observer: observerFunc(func(r maintenance.PollReport) { f.polls <- r }),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -238,7 +238,7 @@ func TestRunLogsOneLinePerFailedPoll(t *testing.T) {
 	polls := make(chan maintenance.PollReport, 4)
 	s := newSched(t, []maintenance.Task{heavy("reindex", day)}, maintenance.Config{
 		StateStore: fs, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Observer: maintenance.ObserverFunc(func(r maintenance.PollReport) { polls <- r }),
+		Observer: observerFunc(func(r maintenance.PollReport) { polls <- r }),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -18,12 +18,6 @@ type Observer interface {
 	ObservePoll(PollReport)
 }
 
-// ObserverFunc adapts a function to an Observer.
-type ObserverFunc func(PollReport)
-
-// ObservePoll calls f(rep).
-func (f ObserverFunc) ObservePoll(rep PollReport) { f(rep) }
-
 // PollReport is what one poll reports: the PollResult — winner, second pass, deferrals
 // with their Reasons, the Gauge — with the poll's error, and whether the gauge turned
 // PostureDegraded at it.

@@ -161,11 +161,11 @@ func TestYieldTo(t *testing.T) {
 		want   string
 	}{
 		{[]TaskState{waiter("x", RankBootstrap, time.Minute)}, "x"},
-		{[]TaskState{waiter("x", RankOrdinary, 31*time.Minute)}, "x"},
-		{[]TaskState{waiter("x", RankOrdinary, 29*time.Minute)}, ""},
+		{[]TaskState{waiter("x", Rank(0), 31*time.Minute)}, "x"},
+		{[]TaskState{waiter("x", Rank(0), 29*time.Minute)}, ""},
 		{[]TaskState{waiter("mine", RankDataSafety, time.Hour)}, ""},
-		{[]TaskState{waiter("old", RankOrdinary, 3*time.Hour), waiter("safe", RankDataSafety, time.Minute)}, "safe"},
-		{[]TaskState{waiter("b", RankOrdinary, time.Hour), waiter("a", RankOrdinary, 2*time.Hour)}, "a"},
+		{[]TaskState{waiter("old", Rank(0), 3*time.Hour), waiter("safe", RankDataSafety, time.Minute)}, "safe"},
+		{[]TaskState{waiter("b", Rank(0), time.Hour), waiter("a", Rank(0), 2*time.Hour)}, "a"},
 		{[]TaskState{{Name: "stale", Class: Heavy, Rank: RankDataSafety, DeferredSince: pt0.Add(-time.Hour), DeferredAt: pt0.Add(-31 * time.Minute)}}, ""},
 		{[]TaskState{{Name: "off", Class: OffLease, Rank: RankDataSafety, DeferredSince: pt0.Add(-time.Hour), DeferredAt: pt0}}, ""},
 	} {

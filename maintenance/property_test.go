@@ -221,7 +221,7 @@ func rankOf(t maintenance.Task) maintenance.Rank {
 	case t.Bootstrap:
 		return maintenance.RankBootstrap
 	default:
-		return maintenance.RankOrdinary
+		return ordinary
 	}
 }
 

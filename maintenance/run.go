@@ -28,7 +28,7 @@ import (
 //
 // When ctx ends Run stops polling (a poll the end cuts short starts nothing and is not
 // reported), waits for the running tasks to return, records their outcomes and returns
-// nil; it returns ErrRunning if the scheduler is already running.
+// nil; it returns an error if the scheduler is already running.
 //
 // Run reads time only from Config.Clock, so a test drives it with a fake Clock or with the
 // real one inside a testing/synctest bubble. A task's context has no Deadline: on a fake
@@ -37,7 +37,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.runActive {
 		s.mu.Unlock()
-		return ErrRunning
+		return errRunning
 	}
 	s.runActive = true
 	s.mu.Unlock()

@@ -69,12 +69,15 @@ type taskRun struct {
 	grant Grant
 }
 
-// NewScheduler validates the registry (see ValidateTasks) and cfg, reporting every
-// violation at once, and returns a scheduler over them. The order of tasks is the
-// registry order. An empty registry is valid: its gauge reads PostureDisabled.
+// NewScheduler validates the registry and cfg, reporting every violation at once, and
+// returns a scheduler over them. Each task needs a unique, valid Name (see Names and times
+// in the package documentation), a known Class, Cadence >= 0 and either Cadence > 0 or a
+// Due func, a Run func, and DependsOn and gate producers that name other tasks of the
+// list; each violation wraps ErrInvalid and names the task and field. The order of tasks
+// is the registry order. An empty registry is valid: its gauge reads PostureDisabled.
 func NewScheduler(tasks []Task, cfg Config) (*Scheduler, error) {
 	c := cfg.withDefaults()
-	if err := errors.Join(ValidateTasks(tasks), c.validate()); err != nil {
+	if err := errors.Join(validateTasks(tasks), c.validate()); err != nil {
 		return nil, err
 	}
 	s := &Scheduler{
@@ -516,12 +519,4 @@ func (s *Scheduler) extendClaim(ctx context.Context, name string, tr taskRun, no
 	}
 	s.mu.Unlock()
 	return tr, nil
-}
-
-// Gauge computes the stall gauge at now from the durable state alone, without polling,
-// as Poll does: it is ReadGauge over the scheduler's StateStore and Lease with its
-// DegradeAfter, but that it reads PostureDisabled when the scheduler has no tasks rather
-// than when the store holds no state. Any process reads the gauge with ReadGauge.
-func (s *Scheduler) Gauge(ctx context.Context, now time.Time) (Gauge, error) {
-	return readGauge(ctx, s.cfg.StateStore, s.cfg.Lease, now, s.cfg.DegradeAfter, func([]TaskState) bool { return len(s.pol.tasks) == 0 })
 }

@@ -17,6 +17,14 @@ import (
 
 var bg = context.Background()
 
+// ordinary is the rank of a task neither data-safety nor bootstrap: the zero Rank.
+const ordinary maintenance.Rank = 0
+
+// observerFunc adapts a function to a maintenance.Observer.
+type observerFunc func(maintenance.PollReport)
+
+func (f observerFunc) ObservePoll(rep maintenance.PollReport) { f(rep) }
+
 // quiet is the Logger of the tests' schedulers: their poll lines would be noise.
 var quiet = slog.New(slog.DiscardHandler)
 
@@ -293,10 +301,10 @@ func TestPollFleetYield(t *testing.T) {
 	}{
 		{"higher rank at once", waiter{maintenance.RankDataSafety, time.Minute}, heavy("dream", time.Hour), 0, true},
 		{"bootstrap over ordinary at once", waiter{maintenance.RankBootstrap, time.Minute}, heavy("dream", time.Hour), 0, true},
-		{"equal rank past YieldAfter and longer", waiter{maintenance.RankOrdinary, 31 * time.Minute}, heavy("dream", time.Hour), 0, true},
-		{"equal rank short of YieldAfter", waiter{maintenance.RankOrdinary, 29 * time.Minute}, heavy("dream", time.Hour), 0, false},
-		{"equal rank not longer than the acquirer", waiter{maintenance.RankOrdinary, 40 * time.Minute}, heavy("dream", time.Hour), 50 * time.Minute, false},
-		{"lower rank never", waiter{maintenance.RankOrdinary, 5 * time.Hour}, func() maintenance.Task {
+		{"equal rank past YieldAfter and longer", waiter{ordinary, 31 * time.Minute}, heavy("dream", time.Hour), 0, true},
+		{"equal rank short of YieldAfter", waiter{ordinary, 29 * time.Minute}, heavy("dream", time.Hour), 0, false},
+		{"equal rank not longer than the acquirer", waiter{ordinary, 40 * time.Minute}, heavy("dream", time.Hour), 50 * time.Minute, false},
+		{"lower rank never", waiter{ordinary, 5 * time.Hour}, func() maintenance.Task {
 			b := heavy("backup", day)
 			b.DataSafety = true
 			return b
@@ -550,7 +558,9 @@ func validName(s string) bool {
 	return !unicode.IsSpace(first) && !unicode.IsSpace(last)
 }
 
-func FuzzValidateTasks(f *testing.F) {
+// FuzzTaskRegistry: NewScheduler refuses exactly the registries that break a rule, each
+// violation wrapping ErrInvalid.
+func FuzzTaskRegistry(f *testing.F) {
 	f.Add("summary", int64(time.Minute), 0, "backfill", "backfill", true)
 	f.Add("", int64(-1), 3, "", "x", false)
 	f.Add("a", int64(0), 1, "a", "a", true)
@@ -566,11 +576,11 @@ func FuzzValidateTasks(f *testing.F) {
 			task.Gates = []maintenance.Gate{{Producer: gate}}
 		}
 		other := heavy("backfill", time.Hour)
-		err := maintenance.ValidateTasks([]maintenance.Task{other, task})
+		_, err := maintenance.NewScheduler([]maintenance.Task{other, task}, maintenance.Config{})
 		valid := validName(name) && name != "backfill" && (class == 0 || class == 1) && cadence > 0 && withRun &&
 			(dep == "" || dep == "backfill") && (gate == "" || gate == "backfill")
 		if valid != (err == nil) {
-			t.Fatalf("ValidateTasks(%+v) = %v, want valid=%v", task, err, valid)
+			t.Fatalf("NewScheduler(%+v) = %v, want valid=%v", task, err, valid)
 		}
 		if err != nil && !errors.Is(err, maintenance.ErrInvalid) {
 			t.Fatalf("every violation wraps ErrInvalid: %v", err)
@@ -642,8 +652,8 @@ func TestPollStoreFailures(t *testing.T) {
 	if !errors.Is(err, errDisk) || res.Winner != nil || res.Gauge.Posture != maintenance.PostureUnknown {
 		t.Fatalf("rule: an unreadable store is an error, no dispatch, posture Unknown: %v %+v", err, res)
 	}
-	if _, gerr := s.Gauge(bg, t0); !errors.Is(gerr, errDisk) {
-		t.Fatalf("Gauge reports the load error: %v", gerr)
+	if g, gerr := maintenance.ReadGauge(bg, fs, lease, t0, 0); !errors.Is(gerr, errDisk) || g.Posture != maintenance.PostureUnknown {
+		t.Fatalf("ReadGauge reports the load error with posture Unknown: %v %v", gerr, g.Posture)
 	}
 	fs.failLoad, fs.failSave = false, true
 	res, err = s.Poll(bg, t0)

@@ -14,9 +14,9 @@ import (
 // Outcome is how a task's last run ended.
 type Outcome string
 
+// The outcomes of a run; the zero Outcome, "", is that of a task that has not finished a
+// run.
 const (
-	// OutcomeNone: the task has not finished a run.
-	OutcomeNone Outcome = ""
 	// OutcomeSucceeded: the RunFunc returned nil.
 	OutcomeSucceeded Outcome = "succeeded"
 	// OutcomeFailed: the RunFunc returned an error (or panicked).
@@ -26,7 +26,7 @@ const (
 )
 
 func (o Outcome) valid() bool {
-	return o == OutcomeNone || o == OutcomeSucceeded || o == OutcomeFailed || o == OutcomeCancelled
+	return o == "" || o == OutcomeSucceeded || o == OutcomeFailed || o == OutcomeCancelled
 }
 
 // TaskState is the durable state of one task, kept by a StateStore and shared by every
@@ -87,10 +87,10 @@ func (s TaskState) Validate() error {
 		bad("Class must be Heavy or OffLease, got %d", int(s.Class))
 	}
 	if !s.Rank.valid() {
-		bad("Rank must be RankOrdinary, RankBootstrap or RankDataSafety, got %d", int(s.Rank))
+		bad("Rank must be 0 (ordinary), RankBootstrap or RankDataSafety, got %d", int(s.Rank))
 	}
 	if !s.LastOutcome.valid() {
-		bad("LastOutcome must be an Outcome constant, got %s", quote(string(s.LastOutcome)))
+		bad("LastOutcome must be \"\" or an Outcome constant, got %s", quote(string(s.LastOutcome)))
 	}
 	if s.RunningToken > math.MaxInt64 {
 		bad("RunningToken must be at most %d, got %d", int64(math.MaxInt64), s.RunningToken)

@@ -36,24 +36,23 @@ func (c Class) String() string {
 // Rank orders tasks for fleet fairness: a heavy task about to acquire the lease yields at
 // once to a waiter of higher rank (see Scheduler). A task's rank follows from its
 // DataSafety and Bootstrap fields; TaskState records it, so that schedulers that do not
-// know the task can rank its waiter.
+// know the task can rank its waiter. The zero Rank is that of an ordinary task, neither
+// data-safety nor bootstrap.
 type Rank int
 
 const (
-	// RankOrdinary is the rank of a task that is neither data-safety nor bootstrap.
-	RankOrdinary Rank = iota
 	// RankBootstrap is the rank of a Bootstrap task.
-	RankBootstrap
+	RankBootstrap Rank = iota + 1
 	// RankDataSafety is the rank of a DataSafety task, the highest.
 	RankDataSafety
 )
 
-func (r Rank) valid() bool { return r >= RankOrdinary && r <= RankDataSafety }
+func (r Rank) valid() bool { return r >= 0 && r <= RankDataSafety }
 
 // String returns "ordinary", "bootstrap" or "data-safety".
 func (r Rank) String() string {
 	switch r {
-	case RankOrdinary:
+	case 0:
 		return "ordinary"
 	case RankBootstrap:
 		return "bootstrap"
@@ -115,7 +114,7 @@ func rankOf(t Task) Rank {
 	case t.Bootstrap:
 		return RankBootstrap
 	default:
-		return RankOrdinary
+		return 0
 	}
 }
 
@@ -130,12 +129,9 @@ func (t Task) isDue(ctx context.Context, now time.Time, st TaskState) (bool, err
 	return now.Sub(st.LastRunAt) >= t.Cadence, nil
 }
 
-// ValidateTasks checks a registry the way NewScheduler does and reports every violation at
-// once, each wrapping ErrInvalid and naming the task and field: a unique, valid Name (see
-// Names and times in the package documentation), a known Class, Cadence >= 0 and either
-// Cadence > 0 or a Due func, a Run func, DependsOn and gate producers that name other
-// tasks of the list.
-func ValidateTasks(tasks []Task) error {
+// validateTasks reports every violation of a registry at once, each wrapping ErrInvalid
+// and naming the task and field (see NewScheduler).
+func validateTasks(tasks []Task) error {
 	var errs []error
 	bad := func(i int, name, field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: task %d (%s): %s %s",

@@ -49,7 +49,7 @@ func newBenchBed(b *testing.B) *benchBed {
 	for i := range benchUsers {
 		plan := tenancy.PlanFree
 		if i%4 == 0 {
-			plan = tenancy.PlanPro
+			plan = "pro"
 		}
 		user := fmt.Sprintf("user%02d", i)
 		bed.s.watch(user, plan, benchSources)
@@ -99,7 +99,7 @@ func (bed *benchBed) dispatcher(b *testing.B, claimFor time.Duration) *dispatch.
 // dispatcherOn returns the benchmark's Dispatcher over idx.
 func (bed *benchBed) dispatcherOn(b *testing.B, idx duework.Index, claimFor time.Duration) *dispatch.Dispatcher {
 	laneFor, err := bridge.PlanLanes(bed.s.plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free tier", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+		tenancy.PlanFree: "free tier", "plus": "paid", "pro": "paid",
 	}, benchLanes)
 	if err != nil {
 		b.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	rotanats "github.com/rotaworks/rota/nats"
-	"github.com/rotaworks/rota/tenancy"
 )
 
 // claimed claims user's entry key in the store until until and returns it as an item of
@@ -46,7 +45,7 @@ func (s *store) claimedUntil(t *testing.T, user, key string) (time.Time, duework
 // terminates, with one Error line, a message that does not decode.
 func TestConsumerRunsDropsAndTerminates(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", tenancy.PlanPro, 2)
+	s.watch("ana", "pro", 2)
 	cfg := freshQueue(t, rotanats.Config{Lanes: []dispatch.Lane{"pro"}, ClaimFor: time.Minute, ClaimMargin: 5 * time.Second,
 		FetchWait: 200 * time.Millisecond, Logger: quiet})
 	runs := newRunLog(t)

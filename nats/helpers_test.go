@@ -184,7 +184,7 @@ func laneNames() []dispatch.Lane {
 func (s *store) dispatcher(claimFor time.Duration) *dispatch.Dispatcher {
 	s.t.Helper()
 	laneFor, err := bridge.PlanLanes(s.plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free tier", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+		tenancy.PlanFree: "free tier", "plus": "paid", "pro": "paid",
 	}, testLanes)
 	if err != nil {
 		s.t.Fatal(err)

@@ -156,7 +156,7 @@ func TestWorkersThroughNATS(t *testing.T) {
 	const paid, free, noisySources = 10, 20, 150
 	s := newStore(t)
 	for i := range paid {
-		s.watch(fmt.Sprintf("paid%02d", i), tenancy.PlanPro, 2)
+		s.watch(fmt.Sprintf("paid%02d", i), "pro", 2)
 	}
 	for i := range free {
 		s.watch(fmt.Sprintf("free%02d", i), tenancy.PlanFree, 2)
@@ -277,7 +277,7 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 	requireNATS(t)
 	s := newStore(t)
 	for i := range 5 {
-		s.watch(fmt.Sprintf("paid%02d", i), tenancy.PlanPro, 2)
+		s.watch(fmt.Sprintf("paid%02d", i), "pro", 2)
 	}
 	for i := range 10 {
 		s.watch(fmt.Sprintf("free%02d", i), tenancy.PlanFree, 2)

@@ -51,22 +51,22 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 			}
 		}
 	}
-	add("noisy-tenant-7", tenancy.PlanPro, 10)
+	add("noisy-tenant-7", "pro", 10)
 	add("quiet-1", tenancy.PlanFree, 1)
 	add("quiet-2", tenancy.PlanFree, 1)
 	add("quiet-3", tenancy.PlanFree, 1)
-	add("nolane-9", tenancy.PlanPlus, 1)
+	add("nolane-9", "plus", 1)
 
 	lanes := []dispatch.LaneCapacity{
 		{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10},
 		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 1},
 	}
 	// The plus plan has no lane: its tenant is unrouted.
-	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", tenancy.PlanPro: "pro"}, lanes)
+	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{tenancy.PlanFree: "free", "pro": "pro"}, lanes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	limitsFor, err := bridge.PlanLimits(plans, map[tenancy.PlanID]duework.Limits{tenancy.PlanFree: {}, tenancy.PlanPlus: {}, tenancy.PlanPro: {MaxInFlight: 1}})
+	limitsFor, err := bridge.PlanLimits(plans, map[tenancy.PlanID]duework.Limits{tenancy.PlanFree: {}, "plus": {}, "pro": {MaxInFlight: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func TestMigrateAllowsHostPlans(t *testing.T) {
 			}
 
 			plans := postgres.NewEntitlements(pool)
-			for user, want := range map[string]tenancy.PlanID{"u00001": tenancy.PlanPlus, "u00003": tenancy.PlanFree, "Alice": tenancy.PlanPro, "nobody": tenancy.PlanFree} {
+			for user, want := range map[string]tenancy.PlanID{"u00001": "plus", "u00003": tenancy.PlanFree, "Alice": "pro", "nobody": tenancy.PlanFree} {
 				if got, err := plans.Plan(ctx, mustTC(t, user)); err != nil || got != want {
 					t.Errorf("after step 7 Plan(%s) = %q, %v; want %q", user, got, err, want)
 				}

@@ -24,6 +24,11 @@ type fleetRun struct {
 	start, end    time.Time // when its RunFunc began and returned (end zero while it runs)
 }
 
+// pollObserver adapts a function to a maintenance.Observer.
+type pollObserver func(maintenance.PollReport)
+
+func (f pollObserver) ObservePoll(rep maintenance.PollReport) { f(rep) }
+
 // fleetLog records every run, poll and error line of the replicas of TestMaintenanceFleetOnTheRealClock.
 type fleetLog struct {
 	mu         sync.Mutex
@@ -42,7 +47,7 @@ func newFleetLog() *fleetLog {
 
 // observer records replica's polls: what each dispatched and the waiters its gauge shows.
 func (l *fleetLog) observer(replica string) maintenance.Observer {
-	return maintenance.ObserverFunc(func(rep maintenance.PollReport) {
+	return pollObserver(func(rep maintenance.PollReport) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.polls[replica]++

@@ -56,7 +56,7 @@ func exampleOpen(ctx context.Context, url, schema string, out io.Writer) error {
 	if err := watch.Add(ctx, ana, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs", Tier: "hot", AddedAt: now}); err != nil {
 		return err
 	}
-	if err := plans.SetPlan(ctx, ana, tenancy.PlanPro); err != nil {
+	if err := plans.SetPlan(ctx, ana, "pro"); err != nil {
 		return err
 	}
 

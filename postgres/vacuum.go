@@ -25,7 +25,7 @@ const QueueVacuumTaskName = "rota-queue-vacuum"
 // when the pool's role may not vacuum rota_users: run it as the role that ran Migrate
 // (the table's owner). A host that keeps two schemas' tasks in one registry renames one,
 // as names must be unique. An interval of 0 or less makes a task that
-// maintenance.ValidateTasks refuses, as any task without a cadence or a Due func.
+// maintenance.NewScheduler refuses, as any task without a cadence or a Due func.
 func (x *Index) QueueVacuumTask(interval time.Duration) maintenance.Task {
 	return maintenance.Task{
 		Name:    QueueVacuumTaskName,

@@ -70,10 +70,10 @@ func TestWatchlistAndEntitlementsSharedByReplicas(t *testing.T) {
 	if _, err := wa.Get(ctx, ana, "jobs"); !errors.Is(err, tenancy.ErrNotFound) {
 		t.Fatalf("after replica B removed it, replica A reads %v; want ErrNotFound", err)
 	}
-	if err := pa.SetPlan(ctx, ana, tenancy.PlanPro); err != nil {
+	if err := pa.SetPlan(ctx, ana, "pro"); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := pb.Plan(ctx, ana); err != nil || p != tenancy.PlanPro {
+	if p, err := pb.Plan(ctx, ana); err != nil || p != "pro" {
 		t.Fatalf("replica B reads plan %q, %v; want the pro plan replica A set", p, err)
 	}
 }
@@ -187,7 +187,7 @@ func TestWatchlistGetManyIsOneQuery(t *testing.T) {
 		var n int
 		_, scanErr := fmt.Sscanf(l.Slug, "src-%04d", &n)
 		switch {
-		case !l.Tenant.Valid():
+		case l.Tenant.Check() != nil:
 			want = tenancy.ErrNoTenant
 		case scanErr != nil:
 			want = tenancy.ErrInvalidID

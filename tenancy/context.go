@@ -44,13 +44,10 @@ func NewContext(userID string) (Context, error) {
 // UserID returns the tenant's user ID; it is "" only for the zero Context.
 func (c Context) UserID() string { return c.userID }
 
-// Valid reports whether c was made by NewContext.
-func (c Context) Valid() bool { return c.userID != "" }
-
-// Check returns ErrNoTenant for the zero Context and nil otherwise. Implementations of the
-// tenant-scoped interfaces call it first.
+// Check returns ErrNoTenant for the zero Context and nil for one NewContext made.
+// Implementations of the tenant-scoped interfaces call it first.
 func (c Context) Check() error {
-	if !c.Valid() {
+	if c.userID == "" {
 		return ErrNoTenant
 	}
 	return nil

@@ -14,12 +14,11 @@ import (
 
 func TestContext(t *testing.T) {
 	var zero Context
-	if zero.Valid() || zero.Check() != ErrNoTenant || zero.UserID() != "" {
-		t.Fatalf("zero Context: Valid %v, Check %v, UserID %q; want invalid, ErrNoTenant, empty",
-			zero.Valid(), zero.Check(), zero.UserID())
+	if zero.Check() != ErrNoTenant || zero.UserID() != "" {
+		t.Fatalf("zero Context: Check %v, UserID %q; want ErrNoTenant, empty", zero.Check(), zero.UserID())
 	}
 	tc, err := NewContext("user-42")
-	if err != nil || !tc.Valid() || tc.Check() != nil || tc.UserID() != "user-42" {
+	if err != nil || tc.Check() != nil || tc.UserID() != "user-42" {
 		t.Fatalf("NewContext(user-42) = %v, %v", tc, err)
 	}
 }
@@ -136,7 +135,7 @@ func FuzzValidateID(f *testing.F) {
 		err := ValidateID("user ID", id)
 		tc, cerr := NewContext(id)
 		if want {
-			if err != nil || cerr != nil || !tc.Valid() || tc.UserID() != id {
+			if err != nil || cerr != nil || tc.Check() != nil || tc.UserID() != id {
 				t.Fatalf("ValidateID(%q) = %v, NewContext = %v, %v; want accepted unchanged", id, err, tc, cerr)
 			}
 			return

@@ -26,8 +26,7 @@
 //     of the users that hold entries, for an operator or a start-up sync: it lists IDs
 //     only, never an entry.
 //   - [Entitlements] tells a tenant's [PlanID]. Plans are the host's: any valid ID is a
-//     plan, and [PlanFree], [PlanPlus] and [PlanPro] are the examples' names. A tenant
-//     never given a plan is on PlanFree. Which dispatch lane and limits a plan buys is
+//     plan, such as "pro" or "enterprise". A tenant never given a plan is on [PlanFree]. Which dispatch lane and limits a plan buys is
 //     wiring in package bridge.
 //   - [Repository] is generic tenant-scoped storage: Put inserts or replaces, List returns
 //     the tenant's rows ordered by id.

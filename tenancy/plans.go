@@ -13,13 +13,9 @@ import (
 // bridge maps plans to dispatch lanes and limits, from tables the host writes).
 type PlanID string
 
-// The examples' plans. A host may use these names or none of them; the one the library
-// itself relies on is PlanFree, the plan of a tenant never given one (see [Entitlements]).
-const (
-	PlanFree PlanID = "free"
-	PlanPlus PlanID = "plus"
-	PlanPro  PlanID = "pro"
-)
+// PlanFree is the plan of a tenant never given one (see [Entitlements]). The other plans
+// are the host's to name.
+const PlanFree PlanID = "free"
 
 // ErrInvalidPlan is returned by SetPlan, of [MemoryEntitlements] and of other Entitlements
 // that can be written, for a PlanID that is not Valid.

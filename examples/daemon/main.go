@@ -151,8 +151,8 @@ var (
 		{Lane: "plus", PerUserLimit: 5, PerCycleLimit: 100},
 		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 100, MinShare: 20},
 	}
-	planLanes  = map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPro: "pro", tenancy.PlanPlus: "plus", tenancy.PlanFree: "free"}
-	planLimits = map[tenancy.PlanID]duework.Limits{tenancy.PlanPro: {Weight: 4}, tenancy.PlanPlus: {Weight: 2}, tenancy.PlanFree: {MaxInFlight: 2}}
+	planLanes  = map[tenancy.PlanID]dispatch.Lane{"pro": "pro", "plus": "plus", tenancy.PlanFree: "free"}
+	planLimits = map[tenancy.PlanID]duework.Limits{"pro": {Weight: 4}, "plus": {Weight: 2}, tenancy.PlanFree: {MaxInFlight: 2}}
 )
 
 // devTier is the "dev" tier: seconds, so that a short run shows work.
@@ -231,7 +231,7 @@ func defaultHolder() string {
 
 // demoPlans are the demo tenants' plans: tenant-01 is on pro, tenant-02 on plus,
 // tenant-03 on free, tenant-04 on pro again, and so on.
-var demoPlans = []tenancy.PlanID{tenancy.PlanPro, tenancy.PlanPlus, tenancy.PlanFree}
+var demoPlans = []tenancy.PlanID{"pro", "plus", tenancy.PlanFree}
 
 // demoTenant is the ID of the i-th demo tenant, from 0: tenant-01, tenant-02, …
 func demoTenant(i int) string { return fmt.Sprintf("tenant-%02d", i+1) }

@@ -228,14 +228,14 @@ func burst(ctx context.Context, out io.Writer) (burstStats, error) {
 	for _, perUserBurst := range []int{0, 8} {
 		w := newWorld()
 		err := w.dispatcher([]dispatch.LaneCapacity{{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10, PerUserBurst: perUserBurst}}, 10,
-			map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPro: "pro"}, map[tenancy.PlanID]duework.Limits{tenancy.PlanPro: {}})
+			map[tenancy.PlanID]dispatch.Lane{"pro": "pro"}, map[tenancy.PlanID]duework.Limits{"pro": {}})
 		if err != nil {
 			return burstStats{}, err
 		}
-		if err := w.tenant(ctx, "lone", tenancy.PlanPro, 30, start); err != nil {
+		if err := w.tenant(ctx, "lone", "pro", 30, start); err != nil {
 			return burstStats{}, err
 		}
-		if err := w.tenant(ctx, "newco", tenancy.PlanPro, 10, start.Add(2*time.Minute)); err != nil {
+		if err := w.tenant(ctx, "newco", "pro", 10, start.Add(2*time.Minute)); err != nil {
 			return burstStats{}, err
 		}
 		var cycles []map[string]int

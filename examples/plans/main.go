@@ -64,13 +64,13 @@ type tenant struct {
 type source struct{ slug, tier string }
 
 func tenants() []tenant {
-	noisy := tenant{user: "noisy", plan: tenancy.PlanPro}
+	noisy := tenant{user: "noisy", plan: "pro"}
 	for i := range 40 {
 		noisy.sources = append(noisy.sources, source{fmt.Sprintf("feed%02d", i), cadence.NameHot})
 	}
 	return []tenant{
 		{user: "ana", plan: tenancy.PlanFree, sources: []source{{"jobs", cadence.NameHot}, {"blog", cadence.NameHot}, {"digest", cadence.NameWarm}}},
-		{user: "ben", plan: tenancy.PlanPlus, sources: []source{{"news", cadence.NameHot}, {"forum", cadence.NameHot}, {"podcast", cadence.NameHot}, {"status", cadence.NameHot}}},
+		{user: "ben", plan: "plus", sources: []source{{"news", cadence.NameHot}, {"forum", cadence.NameHot}, {"podcast", cadence.NameHot}, {"status", cadence.NameHot}}},
 		noisy,
 	}
 }
@@ -119,7 +119,7 @@ func simulate(ctx context.Context, w io.Writer) error {
 		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 4, MinShare: 2},
 	}
 	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "plus", tenancy.PlanPro: "pro",
+		tenancy.PlanFree: "free", "plus": "plus", "pro": "pro",
 	}, lanes)
 	if err != nil {
 		return err

@@ -39,7 +39,7 @@ func run(ctx context.Context, w io.Writer) error {
 		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 20},
 	}
 	laneFor, err := bridge.PlanLanes(plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+		tenancy.PlanFree: "free", "pro": "paid",
 	}, lanes)
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func run(ctx context.Context, w io.Writer) error {
 		}
 		tenants = append(tenants, tc)
 	}
-	if err := plans.SetPlan(ctx, tenants[0], tenancy.PlanPro); err != nil { // ben stays on the free plan
+	if err := plans.SetPlan(ctx, tenants[0], "pro"); err != nil { // ben stays on the free plan
 		return err
 	}
 	added, err := b.SyncTenants(ctx, tenants, start) // each comes due within the hot tier's 5 minutes

@@ -11,8 +11,9 @@ import (
 	"github.com/rotaworks/rota/internal/golden"
 )
 
-// The program prints exactly the golden output, so that README's first command cannot
-// silently break. After an intended change: go test ./examples/quickstart -update.
+// The program prints exactly the golden output, so that the first example the package
+// doc points a newcomer to cannot silently break. After an intended change:
+// go test ./examples/quickstart -update.
 func TestQuickstartOutput(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(context.Background(), &out); err != nil {

@@ -88,7 +88,7 @@ var (
 		{Lane: "plus", PerUserLimit: 5, PerCycleLimit: 100},
 		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 100, MinShare: 20},
 	}
-	planLanes = map[tenancy.PlanID]dispatch.Lane{tenancy.PlanPro: "pro", tenancy.PlanPlus: "plus", tenancy.PlanFree: "free"}
+	planLanes = map[tenancy.PlanID]dispatch.Lane{"pro": "pro", "plus": "plus", tenancy.PlanFree: "free"}
 )
 
 // devTier is the "dev" tier: seconds, so that a short run shows work.
@@ -201,7 +201,7 @@ func worker(ctx context.Context, cfg config, pool *pgxpool.Pool, js jetstream.Je
 // addDemoTenants puts tenant-01 … tenant-NN on the pro, plus and free plans in turn, each
 // watching three sources on the dev tier. Adding is idempotent.
 func addDemoTenants(ctx context.Context, wl *postgres.Watchlist, plans *postgres.Entitlements, n int) ([]tenancy.Context, error) {
-	ps := []tenancy.PlanID{tenancy.PlanPro, tenancy.PlanPlus, tenancy.PlanFree}
+	ps := []tenancy.PlanID{"pro", "plus", tenancy.PlanFree}
 	var tenants []tenancy.Context
 	for i := range n {
 		user := fmt.Sprintf("tenant-%02d", i+1)

@@ -25,6 +25,6 @@ func ExampleRules() {
 		}
 	}
 	// Output:
-	// 18 rules, from OverviewWorstLaneFirst to FormActions
+	// 22 rules, from OverviewWorstLaneFirst to NextTurnAtCap
 	// DueNowClaimed: due-now refuses a claimed entry with 409 and writes nothing
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,19 +102,30 @@ type fixture struct {
 
 	mu     sync.Mutex
 	laneOf map[string]dispatch.Lane // LaneFor's answers; "free" for anyone else
+
+	// broken, once set, makes every read and write of the Inspector's stores fail (see
+	// brokenIndex): the Inspector and the Dispatcher see the stores through it.
+	broken atomic.Bool
 }
+
+// cycleObserver adapts a function to a dispatch.Observer.
+type cycleObserver func(dispatch.CycleInfo)
+
+func (f cycleObserver) ObserveDispatch(c dispatch.CycleInfo) { f(c) }
 
 func newFixture(t *testing.T, st Stores, text string) *fixture {
 	f := &fixture{t: t, rule: text, ctx: context.Background(), st: st, clock: &clock{now: t0}, log: &syncBuffer{},
 		laneOf: map[string]dispatch.Lane{}}
 	var insp *inspect.Inspector
-	d, err := dispatch.New(st.Index, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 20, ClaimFor: 5 * time.Minute,
-		LaneFor: f.laneFor, Observer: dispatch.ObserverFunc(func(c dispatch.CycleInfo) { insp.ObserveDispatch(c) })})
+	idx := &brokenIndex{Index: st.Index, broken: &f.broken}
+	states := &brokenStateStore{StateStore: st.StateStore, broken: &f.broken}
+	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 20, ClaimFor: 5 * time.Minute,
+		LaneFor: f.laneFor, Observer: cycleObserver(func(c dispatch.CycleInfo) { insp.ObserveDispatch(c) })})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.d = d
-	insp, err = inspect.New(inspect.Config{Index: st.Index, Lanes: lanes, Dispatcher: d, StateStore: st.StateStore,
+	insp, err = inspect.New(inspect.Config{Index: idx, Lanes: lanes, Dispatcher: d, StateStore: states,
 		Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil)), History: 10, Actions: true})
 	if err != nil {
 		t.Fatal(err)

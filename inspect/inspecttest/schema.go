@@ -38,32 +38,39 @@ type alarmJSON struct {
 	Crowding    []userItemsJSON `json:"crowding"`
 }
 
+type lateAlarmJSON struct {
+	Lane        string    `json:"lane"`
+	UserID      string    `json:"user_id"`
+	RaisedAt    time.Time `json:"raised_at"`
+	LateSeconds float64   `json:"late_seconds"`
+}
+
 type laneCycleJSON struct {
-	At              time.Time `json:"at"`
-	Users           int       `json:"users"`
-	Dispatched      int       `json:"dispatched"`
-	Shed            int       `json:"shed"`
-	Limited         int       `json:"limited"`
-	LostClaims      int       `json:"lost_claims"`
-	WaitSeconds     float64   `json:"wait_seconds"`
-	LatenessSeconds float64   `json:"lateness_seconds"`
+	At          time.Time `json:"at"`
+	Users       int       `json:"users"`
+	Dispatched  int       `json:"dispatched"`
+	Shed        int       `json:"shed"`
+	Limited     int       `json:"limited"`
+	LostClaims  int       `json:"lost_claims"`
+	WaitSeconds float64   `json:"wait_seconds"`
+	LateSeconds float64   `json:"late_seconds"`
 }
 
 type laneJSON struct {
-	Lane            string          `json:"lane"`
-	Priority        int             `json:"priority"`
-	Capacity        capacityJSON    `json:"capacity"`
-	WaitSeconds     float64         `json:"wait_seconds"`
-	WaitingSince    time.Time       `json:"waiting_since,omitzero"`
-	NextUser        string          `json:"next_user,omitempty"`
-	AsOf            time.Time       `json:"as_of,omitzero"`
-	LatenessSeconds float64         `json:"lateness_seconds"`
-	OldestDue       time.Time       `json:"oldest_due,omitzero"`
-	Overdue         []overdueJSON   `json:"overdue"`
-	Crowding        []userItemsJSON `json:"crowding"`
-	Alarm           *alarmJSON      `json:"alarm,omitempty"`
-	Cycles          []laneCycleJSON `json:"cycles"`
-	Error           string          `json:"error,omitempty"`
+	Lane         string          `json:"lane"`
+	Priority     int             `json:"priority"`
+	Capacity     capacityJSON    `json:"capacity"`
+	WaitSeconds  float64         `json:"wait_seconds"`
+	WaitingSince time.Time       `json:"waiting_since,omitzero"`
+	NextUser     string          `json:"next_user,omitempty"`
+	AsOf         time.Time       `json:"as_of,omitzero"`
+	LateSeconds  float64         `json:"late_seconds"`
+	OldestDue    time.Time       `json:"oldest_due,omitzero"`
+	Overdue      []overdueJSON   `json:"overdue"`
+	Crowding     []userItemsJSON `json:"crowding"`
+	Alarm        *alarmJSON      `json:"alarm,omitempty"`
+	Cycles       []laneCycleJSON `json:"cycles"`
+	Error        string          `json:"error,omitempty"`
 }
 
 type groupWaitJSON struct {
@@ -90,7 +97,7 @@ type cycleJSON struct {
 	Errors          int       `json:"errors"`
 	LostClaims      int       `json:"lost_claims"`
 	Released        int       `json:"released"`
-	Late            int       `json:"late"`
+	Expired         int       `json:"expired"`
 	DispatchSeconds float64   `json:"dispatch_seconds"`
 	DurationSeconds float64   `json:"duration_seconds"`
 	Error           string    `json:"error,omitempty"`
@@ -98,9 +105,12 @@ type cycleJSON struct {
 
 type alarmEventJSON struct {
 	At          time.Time `json:"at"`
-	Lane        string    `json:"lane"`
+	Alarm       string    `json:"alarm"`
 	Event       string    `json:"event"`
+	Lane        string    `json:"lane"`
+	UserID      string    `json:"user_id,omitempty"`
 	WaitSeconds float64   `json:"wait_seconds,omitempty"`
+	LateSeconds float64   `json:"late_seconds,omitempty"`
 }
 
 type postureJSON struct {
@@ -113,17 +123,19 @@ type postureJSON struct {
 }
 
 type overviewJSON struct {
-	Now           time.Time        `json:"now"`
-	Lanes         []laneJSON       `json:"lanes"`
-	UnroutedGroup groupWaitJSON    `json:"unrouted_group"`
-	UnroutedUsers []unroutedJSON   `json:"unrouted_users"`
-	UnroutedCount int              `json:"unrouted_count"`
-	Alarms        []alarmJSON      `json:"alarms"`
-	AlarmLog      []alarmEventJSON `json:"alarm_log"`
-	LastCycle     *cycleJSON       `json:"last_cycle,omitempty"`
-	Cycles        int              `json:"cycles_kept"`
-	Maintenance   *postureJSON     `json:"maintenance,omitempty"`
-	Actions       bool             `json:"actions"`
+	Now            time.Time        `json:"now"`
+	Lanes          []laneJSON       `json:"lanes"`
+	UnroutedGroup  groupWaitJSON    `json:"unrouted_group"`
+	UnroutedUsers  []unroutedJSON   `json:"unrouted_users"`
+	UnroutedCount  int              `json:"unrouted_count"`
+	Alarms         []alarmJSON      `json:"alarms"`
+	LateAlarms     []lateAlarmJSON  `json:"late_alarms"`
+	LateAlarmCount int              `json:"late_alarm_count"`
+	AlarmLog       []alarmEventJSON `json:"alarm_log"`
+	LastCycle      *cycleJSON       `json:"last_cycle,omitempty"`
+	Cycles         int              `json:"cycles_kept"`
+	Maintenance    *postureJSON     `json:"maintenance,omitempty"`
+	Actions        bool             `json:"actions"`
 }
 
 type laneUserJSON struct {
@@ -160,22 +172,24 @@ type entryJSON struct {
 }
 
 type tenantJSON struct {
-	Now            time.Time   `json:"now"`
-	UserID         string      `json:"user_id"`
-	Group          string      `json:"group"`
-	Lane           string      `json:"lane,omitempty"`
-	Limits         limitsJSON  `json:"limits"`
-	LastServed     time.Time   `json:"last_served,omitzero"`
-	Turn           time.Time   `json:"turn,omitzero"`
-	HeldUntil      time.Time   `json:"held_until,omitzero"`
-	InFlight       int         `json:"in_flight"`
-	Ready          bool        `json:"ready"`
-	WaitedSeconds  float64     `json:"waited_seconds"`
-	UnroutedReason string      `json:"unrouted_reason,omitempty"`
-	Entries        []entryJSON `json:"entries"`
-	After          string      `json:"after,omitempty"`
-	Next           string      `json:"next,omitempty"`
-	Actions        bool        `json:"actions"`
+	Now            time.Time      `json:"now"`
+	UserID         string         `json:"user_id"`
+	Group          string         `json:"group"`
+	Lane           string         `json:"lane,omitempty"`
+	Limits         limitsJSON     `json:"limits"`
+	LastServed     time.Time      `json:"last_served,omitzero"`
+	Turn           time.Time      `json:"turn,omitzero"`
+	HeldUntil      time.Time      `json:"held_until,omitzero"`
+	InFlight       int            `json:"in_flight"`
+	AtInFlightCap  bool           `json:"at_in_flight_cap"`
+	Ready          bool           `json:"ready"`
+	WaitedSeconds  float64        `json:"waited_seconds"`
+	UnroutedReason string         `json:"unrouted_reason,omitempty"`
+	LateAlarm      *lateAlarmJSON `json:"late_alarm,omitempty"`
+	Entries        []entryJSON    `json:"entries"`
+	After          string         `json:"after,omitempty"`
+	Next           string         `json:"next,omitempty"`
+	Actions        bool           `json:"actions"`
 }
 
 type waiterJSON struct {

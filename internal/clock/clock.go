@@ -1,5 +1,5 @@
-// Package clock is the one Clock of rota's loops — the interface that bridge.Clock and
-// maintenance.Clock name — with the real clock and the helpers whose behaviour depends on
+// Package clock is the one Clock of rota's loops — the interface bridge.Clock names and
+// maintenance.Config.Clock spells out — with the real clock and the helpers whose behaviour depends on
 // which clock they are given. Code that takes a Clock never asks which one it has: it
 // calls these helpers, which give the real clock real deadlines and any other clock
 // timers of its own.

@@ -8,8 +8,8 @@
 // expects, which is how a test knows that a goroutine has reached its select before it
 // advances the clock.
 //
-// A *Clock is the one Clock rota's loops take (internal/clock, which bridge.Clock and
-// maintenance.Clock name): Now, NewTicker and AfterFunc.
+// A *Clock is the one Clock rota's loops take (internal/clock: bridge.Clock and
+// maintenance.Config.Clock): Now, NewTicker and AfterFunc.
 package fakeclock
 
 import (

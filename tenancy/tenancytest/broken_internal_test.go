@@ -92,7 +92,7 @@ func (f *fake) key(user, id string) string {
 }
 
 func (f *fake) check(ctx context.Context, tc tenancy.Context) error {
-	if f.bug == "zeroContextLists" && !tc.Valid() {
+	if f.bug == "zeroContextLists" && tc.Check() != nil {
 		return nil
 	}
 	if err := tc.Check(); err != nil {
@@ -399,7 +399,7 @@ func (f *fake) SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID
 	switch f.bug {
 	case "threePlans":
 		// The plans of an earlier release only, as a CHECK constraint would allow.
-		if p != tenancy.PlanFree && p != tenancy.PlanPlus && p != tenancy.PlanPro {
+		if p != tenancy.PlanFree && p != "plus" && p != "pro" {
 			return fmt.Errorf("%w: plan %q is not one of free, plus, pro", tenancy.ErrInvalidPlan, p)
 		}
 	case "foldsPlanCase":
@@ -428,7 +428,7 @@ func (f *fake) Plan(ctx context.Context, tc tenancy.Context) (tenancy.PlanID, er
 		return p, nil
 	}
 	if f.bug == "defaultPlus" {
-		return tenancy.PlanPlus, nil
+		return "plus", nil
 	}
 	return tenancy.PlanFree, nil
 }

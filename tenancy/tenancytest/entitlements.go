@@ -38,13 +38,13 @@ func (s *suite[S]) setPlan(e SettableEntitlements, tc tenancy.Context, p tenancy
 
 func defaultFree(s *suite[*entSubject]) {
 	s.wantPlan(s.x.e, tenant(s.t, "alice"), tenancy.PlanFree)
-	s.setPlan(s.x.e, tenant(s.t, "bob"), tenancy.PlanPro)
+	s.setPlan(s.x.e, tenant(s.t, "bob"), "pro")
 	s.wantPlan(s.x.e, tenant(s.t, "alice"), tenancy.PlanFree)
 }
 
 func setPlan(s *suite[*entSubject]) {
 	a := tenant(s.t, "alice")
-	for _, p := range []tenancy.PlanID{tenancy.PlanPlus, tenancy.PlanPro, tenancy.PlanFree, tenancy.PlanPro} {
+	for _, p := range []tenancy.PlanID{"plus", "pro", tenancy.PlanFree, "pro"} {
 		s.setPlan(s.x.e, a, p)
 		s.wantPlan(s.x.e, a, p)
 	}
@@ -67,7 +67,7 @@ func hostPlans(s *suite[*entSubject]) {
 	}
 	// One tenant moved through them all, then back to the examples' plans and off them.
 	a := tenant(s.t, "alice")
-	for _, p := range append(slices.Clone(anyPlans), tenancy.PlanPro, "enterprise", tenancy.PlanFree, "enterprise") {
+	for _, p := range append(slices.Clone(anyPlans), "pro", "enterprise", tenancy.PlanFree, "enterprise") {
 		s.setPlan(s.x.e, a, p)
 		s.wantPlan(s.x.e, a, p)
 	}
@@ -88,13 +88,13 @@ func entCrossTenant(s *suite[*entSubject]) {
 	for _, p := range tenantPairs {
 		x := s.fresh().e
 		a, b := tenant(s.t, p.a), tenant(s.t, p.b)
-		s.setPlan(x, a, tenancy.PlanPro)
+		s.setPlan(x, a, "pro")
 		s.wantPlan(x, b, tenancy.PlanFree)
-		s.setPlan(x, b, tenancy.PlanPlus)
-		s.wantPlan(x, a, tenancy.PlanPro)
-		s.wantPlan(x, b, tenancy.PlanPlus)
+		s.setPlan(x, b, "plus")
+		s.wantPlan(x, a, "pro")
+		s.wantPlan(x, b, "plus")
 		s.setPlan(x, b, tenancy.PlanFree)
-		s.wantPlan(x, a, tenancy.PlanPro)
+		s.wantPlan(x, a, "pro")
 		s.setPlan(x, a, "enterprise")
 		s.wantPlan(x, b, tenancy.PlanFree)
 		s.wantPlan(x, a, "enterprise")
@@ -102,7 +102,7 @@ func entCrossTenant(s *suite[*entSubject]) {
 }
 
 func entConcurrent(s *suite[*entSubject]) {
-	plans := []tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro}
+	plans := []tenancy.PlanID{tenancy.PlanFree, "plus", "pro"}
 	var wg sync.WaitGroup
 	for u := range 4 {
 		tc := tenant(s.t, fmt.Sprintf("u%d", u))

@@ -196,7 +196,7 @@ func (s *suite[S]) modelTenants(t *rapid.T, w watchKeyed, m map[string]map[strin
 // entModel drives fresh Entitlements and a map with the same random calls, and after every
 // call checks every tenant's Plan against the map.
 func entModel(s *suite[*entSubject]) {
-	genPlan := rapid.SampledFrom([]tenancy.PlanID{tenancy.PlanFree, tenancy.PlanPlus, tenancy.PlanPro, "Pro", "enterprise", "", "pro ", "gold\x00"})
+	genPlan := rapid.SampledFrom([]tenancy.PlanID{tenancy.PlanFree, "plus", "pro", "Pro", "enterprise", "", "pro ", "gold\x00"})
 	rapid.Check(s.t, func(t *rapid.T) {
 		x := s.fresh().e
 		m := map[string]tenancy.PlanID{}

@@ -292,13 +292,13 @@ func (x *entSubject) calls() []call {
 			return err
 		}},
 		{"Entitlements.SetPlan", "", func(ctx context.Context, tc tenancy.Context, _ string) error {
-			return x.e.SetPlan(ctx, tc, tenancy.PlanPro)
+			return x.e.SetPlan(ctx, tc, "pro")
 		}},
 	}
 }
 
 func (x *entSubject) seed(ctx context.Context, tc tenancy.Context) error {
-	return x.e.SetPlan(ctx, tc, tenancy.PlanPlus)
+	return x.e.SetPlan(ctx, tc, "plus")
 }
 
 func (x *entSubject) state(ctx context.Context, tcs ...tenancy.Context) ([]string, error) {
