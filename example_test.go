@@ -78,8 +78,9 @@ func Example() {
 	for i := range 20 {
 		feeds = append(feeds, fmt.Sprintf("feed%02d", i))
 	}
-	noisy, quiet := watch("noisy", feeds...), watch("quiet", "jobs-busy")
-	added, err := b.SyncTenants(ctx, []tenancy.Context{noisy, quiet}, start)
+	watch("noisy", feeds...)
+	quiet := watch("quiet", "jobs-busy")
+	added, err := b.SyncAll(ctx, start)
 	if err != nil {
 		panic(err)
 	}

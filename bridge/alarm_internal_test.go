@@ -158,10 +158,10 @@ func TestWaitAlarmThreshold(t *testing.T) {
 	}
 }
 
-func TestCrowdingNamesAtMostMaxCrowding(t *testing.T) {
+func TestCrowdingNamesAtMostmaxCrowding(t *testing.T) {
 	its := append(items("free", "a", "b", "b", "c", "c", "c", "d", "d", "d", "e"), items("pro", "z", "z", "z", "z")...)
 	want := []UserItems{{"c", 3}, {"d", 3}, {"b", 2}}
 	if diff := cmp.Diff(want, crowding(its, "free")); diff != "" {
-		t.Errorf("crowding: the top MaxCrowding of the lane by items, ties by UserID (-want +got):\n%s", diff)
+		t.Errorf("crowding: the top maxCrowding of the lane by items, ties by UserID (-want +got):\n%s", diff)
 	}
 }

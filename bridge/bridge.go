@@ -176,10 +176,10 @@ func (b *Bridge) scheduleMissing(ctx context.Context, tc tenancy.Context, entrie
 	return added, errors.Join(errs...)
 }
 
-// SyncTenants calls SyncWatchlist for each tenant, as a host does at start-up, and
-// returns how many entries it added in all and every tenant's errors, joined. It stops
-// early, with ctx's error, when ctx ends.
-func (b *Bridge) SyncTenants(ctx context.Context, tcs []tenancy.Context, now time.Time) (added int, err error) {
+// syncTenants calls SyncWatchlist for each tenant and returns how many entries it added
+// in all and every tenant's errors, joined. It stops early, with ctx's error, when ctx
+// ends.
+func (b *Bridge) syncTenants(ctx context.Context, tcs []tenancy.Context, now time.Time) (added int, err error) {
 	var errs []error
 	for _, tc := range tcs {
 		if err := ctx.Err(); err != nil {
@@ -226,7 +226,7 @@ func (b *Bridge) SyncAll(ctx context.Context, now time.Time) (added int, err err
 			}
 			tcs = append(tcs, tc)
 		}
-		n, err := b.SyncTenants(ctx, tcs, now)
+		n, err := b.syncTenants(ctx, tcs, now)
 		added += n
 		if err != nil {
 			errs = append(errs, err)

@@ -312,17 +312,18 @@ func TestSyncWatchlistSyncsAroundAnInvalidEntry(t *testing.T) {
 	get(t, idx.Memory, "u1", "c")
 }
 
-func TestSyncTenants(t *testing.T) {
+// TestSyncAllSyncsAroundATenantsError: a tenant whose sync fails does not stop the
+// others; its error is returned, joined, and an ended ctx stops the sync.
+func TestSyncAllSyncsAroundATenantsError(t *testing.T) {
 	f := newFixture()
 	f.b.Pipeline = nil
 	watch(t, f.wl, "ann", "a1", "hot")
 	watch(t, f.wl, "ann", "a2", "warm")
 	watch(t, f.wl, "bob", "b1", "nightly") // an unknown tier
 	watch(t, f.wl, "cat", "c1", "cold")
-	tcs := []tenancy.Context{mustTC(t, "ann"), mustTC(t, "bob"), {}, mustTC(t, "cat")}
-	added, err := f.b.SyncTenants(context.Background(), tcs, t0)
-	if added != 3 || !errors.Is(err, cadence.ErrUnknownTier) || !errors.Is(err, tenancy.ErrNoTenant) || !strings.Contains(err.Error(), `"bob"`) {
-		t.Fatalf("SyncTenants = %d, %v; want 3 added and bob's and the zero Context's errors joined", added, err)
+	added, err := f.b.SyncAll(context.Background(), t0)
+	if added != 3 || !errors.Is(err, cadence.ErrUnknownTier) || !strings.Contains(err.Error(), `"bob"`) {
+		t.Fatalf("SyncAll = %d, %v; want 3 added and bob's error", added, err)
 	}
 	for _, k := range []duework.Key{{UserID: "ann", WorkKey: "a1"}, {UserID: "ann", WorkKey: "a2"}, {UserID: "cat", WorkKey: "c1"}} {
 		get(t, f.idx, k.UserID, k.WorkKey)
@@ -330,8 +331,8 @@ func TestSyncTenants(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if added, err := f.b.SyncTenants(ctx, tcs, t0); added != 0 || !errors.Is(err, context.Canceled) {
-		t.Fatalf("SyncTenants with an ended ctx = %d, %v; want 0 and ctx's error", added, err)
+	if added, err := f.b.SyncAll(ctx, t0); added != 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("SyncAll with an ended ctx = %d, %v; want 0 and ctx's error", added, err)
 	}
 }
 

@@ -135,7 +135,7 @@ func TestSlowPipelineNeverRunsTwiceAtOnce(t *testing.T) {
 		}
 		var mu sync.Mutex
 		late := 0
-		count := bridge.ObserverFunc(func(rep bridge.CycleReport) {
+		count := observerFunc(func(rep bridge.CycleReport) {
 			mu.Lock()
 			late += rep.Late
 			mu.Unlock()

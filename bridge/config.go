@@ -21,12 +21,12 @@ const (
 	DefaultInterval = time.Minute
 	// DefaultMinInterval is the least time from one cycle's start to the next when Run
 	// drains a backlog or is woken (see RunnerConfig.MinInterval).
-	DefaultMinInterval = MinCycleInterval
-	// MinCycleInterval is the floor of RunnerConfig.Interval, RunnerConfig.MinInterval
+	DefaultMinInterval = minCycleInterval
+	// minCycleInterval is the floor of RunnerConfig.Interval, RunnerConfig.MinInterval
 	// and FeederConfig.Interval: a dispatch costs a few index calls per lane even when
 	// nothing is due, and more than a hundred a second buy no promptness that
 	// Runner.Wake and draining do not.
-	MinCycleInterval = 10 * time.Millisecond
+	minCycleInterval = 10 * time.Millisecond
 	// DefaultWorkers is how many pipelines run at once. Pipelines usually wait on the
 	// network, so this is not tied to the number of CPUs.
 	DefaultWorkers = 8
@@ -52,12 +52,12 @@ const (
 // RunnerConfig holds the Runner's knobs; the zero value means the defaults.
 type RunnerConfig struct {
 	// Interval is how often Run starts a cycle; zero means DefaultInterval. It must be at
-	// least MinCycleInterval.
+	// least 10 ms.
 	Interval time.Duration
 	// MinInterval is the least time from one cycle's start to the next when Run starts
 	// one before Interval has passed: after a cycle that left ready work it could not
 	// dispatch (a backlog drains at the speed of the workers), or after Runner.Wake. Zero
-	// means DefaultMinInterval; it must lie in [MinCycleInterval, Interval].
+	// means DefaultMinInterval; it must lie in [10 ms, Interval].
 	MinInterval time.Duration
 	// Workers bounds how many items run at once, across all cycles of the Runner; zero
 	// means DefaultWorkers.
@@ -121,11 +121,11 @@ func (c RunnerConfig) validate() error {
 		{"FlushInterval", c.FlushInterval}, {"ClaimMargin", c.ClaimMargin}, {"ShutdownTimeout", c.ShutdownTimeout},
 	})}
 	d := c.withDefaults()
-	if c.Interval > 0 && c.Interval < MinCycleInterval {
-		errs = append(errs, fmt.Errorf("%w: RunnerConfig.Interval must be at least %v, got %v", ErrInvalidConfig, MinCycleInterval, c.Interval))
+	if c.Interval > 0 && c.Interval < minCycleInterval {
+		errs = append(errs, fmt.Errorf("%w: RunnerConfig.Interval must be at least %v, got %v", ErrInvalidConfig, minCycleInterval, c.Interval))
 	}
-	if c.MinInterval > 0 && c.MinInterval < MinCycleInterval {
-		errs = append(errs, fmt.Errorf("%w: RunnerConfig.MinInterval must be at least %v, got %v", ErrInvalidConfig, MinCycleInterval, c.MinInterval))
+	if c.MinInterval > 0 && c.MinInterval < minCycleInterval {
+		errs = append(errs, fmt.Errorf("%w: RunnerConfig.MinInterval must be at least %v, got %v", ErrInvalidConfig, minCycleInterval, c.MinInterval))
 	}
 	if d.MinInterval > d.Interval && c.Interval >= 0 && c.MinInterval >= 0 {
 		errs = append(errs, fmt.Errorf("%w: RunnerConfig.MinInterval must not exceed Interval %v, got %v", ErrInvalidConfig, d.Interval, d.MinInterval))

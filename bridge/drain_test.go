@@ -18,7 +18,7 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// TestNewRunnerRefusesWhatCannotWork: an Interval or MinInterval below MinCycleInterval,
+// TestNewRunnerRefusesWhatCannotWork: an Interval or MinInterval below 10 ms,
 // a MinInterval beyond Interval, and a claim margin that cannot cover the Dispatcher's
 // MaxClockSkew plus FlushInterval are refused when they are given.
 func TestNewRunnerRefusesWhatCannotWork(t *testing.T) {
@@ -45,7 +45,7 @@ func TestNewRunnerRefusesWhatCannotWork(t *testing.T) {
 		}
 	}
 	for _, cfg := range []bridge.RunnerConfig{
-		{Interval: bridge.MinCycleInterval},
+		{Interval: 10 * time.Millisecond},
 		{Interval: 20 * time.Millisecond},
 		{ClaimMargin: 1100 * time.Millisecond}, // exactly the skew and the flush
 	} {

@@ -69,20 +69,11 @@ func ExampleObserver() {
 	pipeline := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
 		return bridge.Result{}, nil // nothing new
 	})
-	observer := bridge.ObserverFunc(func(rep bridge.CycleReport) {
-		fmt.Printf("%s dispatched %d\n", rep.Now.Format("15:04"), rep.Dispatched)
-		for _, a := range rep.Alarms {
-			fmt.Printf("  alarm: lane %s kept a user waiting %v\n", a.Lane, a.Wait)
-		}
-		for _, lane := range rep.Recovered {
-			fmt.Printf("  recovered: lane %s\n", lane)
-		}
-	})
 	b := &bridge.Bridge{Index: idx, Watchlist: watchlist, Pipeline: pipeline}
 	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{
 		Interval:   time.Minute,
 		AlarmAfter: 90 * time.Second,
-		Observer:   observer,
+		Observer:   alarmPrinter{},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)), // the alarm is a Warn line too
 	})
 	if err != nil {
@@ -101,4 +92,17 @@ func ExampleObserver() {
 	// 09:03 dispatched 1
 	//   recovered: lane free
 	// 09:04 dispatched 0
+}
+
+// alarmPrinter is a host's Observer: it prints each cycle and its noisy-neighbour alarms.
+type alarmPrinter struct{}
+
+func (alarmPrinter) ObserveCycle(rep bridge.CycleReport) {
+	fmt.Printf("%s dispatched %d\n", rep.Now.Format("15:04"), rep.Dispatched)
+	for _, a := range rep.Alarms {
+		fmt.Printf("  alarm: lane %s kept a user waiting %v\n", a.Lane, a.Wait)
+	}
+	for _, lane := range rep.Recovered {
+		fmt.Printf("  recovered: lane %s\n", lane)
+	}
 }

@@ -74,11 +74,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot}); err != nil {
-		panic(err)
-	}
 	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	added, err := b.SyncTenants(ctx, []tenancy.Context{tc}, start)
+	added, err := b.Watch(ctx, tc, []tenancy.WatchlistEntry{{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot}}, start)
 	if err != nil {
 		panic(err)
 	}

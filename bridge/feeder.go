@@ -42,7 +42,7 @@ type Sink interface {
 // FeederConfig holds a Feeder's knobs; the zero value means the defaults.
 type FeederConfig struct {
 	// Interval is how often Run asks for room and dispatches; zero means
-	// DefaultFeederInterval. It must be at least MinCycleInterval. A round that left ready
+	// DefaultFeederInterval. It must be at least 10 ms. A round that left ready
 	// work its Dispatcher's caps held back, with room to spare, is followed by the next
 	// DefaultMinInterval after it began.
 	Interval time.Duration
@@ -103,8 +103,8 @@ func NewFeeder(d *dispatch.Dispatcher, sink Sink, cfg FeederConfig) (*Feeder, er
 	if sink == nil {
 		errs = append(errs, fmt.Errorf("%w: NewFeeder: the Sink must not be nil", ErrInvalidConfig))
 	}
-	if cfg.Interval < 0 || (cfg.Interval > 0 && cfg.Interval < MinCycleInterval) {
-		errs = append(errs, fmt.Errorf("%w: FeederConfig.Interval must be 0 or at least %v, got %v", ErrInvalidConfig, MinCycleInterval, cfg.Interval))
+	if cfg.Interval < 0 || (cfg.Interval > 0 && cfg.Interval < minCycleInterval) {
+		errs = append(errs, fmt.Errorf("%w: FeederConfig.Interval must be 0 or at least %v, got %v", ErrInvalidConfig, minCycleInterval, cfg.Interval))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

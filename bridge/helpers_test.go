@@ -287,3 +287,8 @@ var (
 )
 
 var errBoom = errors.New("boom")
+
+// observerFunc adapts a function to a bridge.Observer.
+type observerFunc func(bridge.CycleReport)
+
+func (f observerFunc) ObserveCycle(rep bridge.CycleReport) { f(rep) }

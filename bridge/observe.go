@@ -12,9 +12,9 @@ import (
 	"github.com/rotaworks/rota/dispatch"
 )
 
-// MaxCrowding is how many of a lane's users a noisy-neighbour alarm names as crowding it:
+// maxCrowding is how many of a lane's users a noisy-neighbour alarm names as crowding it:
 // those that got the most items in the lane in the alarm's cycle.
-const MaxCrowding = 3
+const maxCrowding = 3
 
 // Observer is told about every cycle of a Runner whose RunnerConfig.Observer it is: a
 // metrics exporter, a test's recorder, a host's own alarm. ObserveCycle is called once per
@@ -25,17 +25,16 @@ type Observer interface {
 	ObserveCycle(CycleReport)
 }
 
-// ObserverFunc adapts a function to an Observer.
-type ObserverFunc func(CycleReport)
+// observerFunc adapts a function to an Observer.
+type observerFunc func(CycleReport)
 
-// ObserveCycle calls f(rep).
-func (f ObserverFunc) ObserveCycle(rep CycleReport) { f(rep) }
+func (f observerFunc) ObserveCycle(rep CycleReport) { f(rep) }
 
 // Observers returns an Observer that tells each of obs, in order, about every cycle. Nil
 // Observers are skipped.
 func Observers(obs ...Observer) Observer {
 	list := slices.DeleteFunc(slices.Clone(obs), func(o Observer) bool { return o == nil })
-	return ObserverFunc(func(rep CycleReport) {
+	return observerFunc(func(rep CycleReport) {
 		for _, o := range list {
 			o.ObserveCycle(rep)
 		}
@@ -51,7 +50,7 @@ type WaitAlarm struct {
 	Lane dispatch.Lane
 	// Wait is how long the lane's longest-waiting ready user has waited.
 	Wait time.Duration
-	// Crowding are the lane's users with the most items this cycle, at most MaxCrowding,
+	// Crowding are the lane's users with the most items this cycle, at most maxCrowding,
 	// most first, then by UserID; empty when the lane dispatched nothing.
 	Crowding []UserItems
 }
@@ -96,7 +95,7 @@ func (a *alarmState) update(after time.Duration, now time.Time, b dispatch.Batch
 	return raised, recovered
 }
 
-// crowding returns lane's users with the most of items, at most MaxCrowding. Pure.
+// crowding returns lane's users with the most of items, at most maxCrowding. Pure.
 func crowding(items []dispatch.Item, lane dispatch.Lane) []UserItems {
 	count := map[string]int{}
 	for _, it := range items {
@@ -111,7 +110,7 @@ func crowding(items []dispatch.Item, lane dispatch.Lane) []UserItems {
 	slices.SortFunc(out, func(x, y UserItems) int {
 		return cmp.Or(cmp.Compare(y.Items, x.Items), cmp.Compare(x.UserID, y.UserID))
 	})
-	return out[:min(len(out), MaxCrowding)]
+	return out[:min(len(out), maxCrowding)]
 }
 
 // logReport writes one line per failure and alarm, then the cycle's Info line.

@@ -105,7 +105,7 @@ func TestObserverGetsTheCycleReport(t *testing.T) {
 
 func TestObserversSkipsNil(t *testing.T) {
 	var n int
-	count := bridge.ObserverFunc(func(bridge.CycleReport) { n++ })
+	count := observerFunc(func(bridge.CycleReport) { n++ })
 	bridge.Observers().ObserveCycle(bridge.CycleReport{})
 	bridge.Observers(nil, count, nil, count).ObserveCycle(bridge.CycleReport{})
 	if n != 2 {

@@ -47,7 +47,7 @@ type Runner struct {
 
 // NewRunner returns a Runner that dispatches with d and runs items through b, whose Index
 // should be the one d dispatches from. It refuses a nil or incomplete Bridge, a nil
-// Dispatcher, a knob out of range (an Interval or MinInterval below MinCycleInterval
+// Dispatcher, a knob out of range (an Interval or MinInterval below 10 ms
 // among them) and a claim margin that cannot cover d's MaxClockSkew plus FlushInterval
 // (see RunnerConfig.ClaimMargin), wrapping [ErrInvalidConfig] and naming the field.
 func NewRunner(b *Bridge, d *dispatch.Dispatcher, cfg RunnerConfig) (*Runner, error) {

@@ -222,7 +222,11 @@ func itemsOf(reports []bridge.ItemReport) []dispatch.Item {
 	return items
 }
 
-// crowdingOf returns, per lane, the users with the most items, at most bridge.MaxCrowding,
+// maxCrowding is how many of a lane's users the page names as crowding it, as the
+// bridge's noisy-neighbour alarm does.
+const maxCrowding = 3
+
+// crowdingOf returns, per lane, the users with the most items, at most maxCrowding,
 // most first, then by UserID. O(len(items)).
 func crowdingOf(items []dispatch.Item) map[dispatch.Lane][]bridge.UserItems {
 	type key struct {
@@ -241,7 +245,7 @@ func crowdingOf(items []dispatch.Item) map[dispatch.Lane][]bridge.UserItems {
 		slices.SortFunc(us, func(x, y bridge.UserItems) int {
 			return cmp.Or(cmp.Compare(y.Items, x.Items), cmp.Compare(x.UserID, y.UserID))
 		})
-		out[lane] = us[:min(len(us), bridge.MaxCrowding)]
+		out[lane] = us[:min(len(us), maxCrowding)]
 	}
 	return out
 }

@@ -134,7 +134,7 @@ func (s *replicaSet) newReplica(id int, cfg bridge.RunnerConfig, wrap func(*post
 	// Intervals, and its Warn line would hide one about the stop.
 	cfg.AlarmAfter = -1
 	cfg.Logger = slog.New(slog.NewTextHandler(r.logs, nil))
-	cfg.Observer = bridge.ObserverFunc(func(rep bridge.CycleReport) {
+	cfg.Observer = cycleObserver(func(rep bridge.CycleReport) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.reports = append(r.reports, rep)
@@ -322,7 +322,7 @@ func TestTwoReplicasShareTheWork(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i, r := range []*replica{a, b} {
-		added, err := r.bridge.SyncTenants(ctx, s.tenantList(), time.Now())
+		added, err := r.bridge.SyncAll(ctx, time.Now())
 		if want := len(s.sources) * (1 - i); added != want || err != nil {
 			t.Fatalf("replica %d's sync added %d, %v; want %d", i, added, err, want)
 		}
@@ -537,3 +537,8 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 		panic("unreachable")
 	}
 }
+
+// cycleObserver adapts a function to a bridge.Observer.
+type cycleObserver func(bridge.CycleReport)
+
+func (f cycleObserver) ObserveCycle(rep bridge.CycleReport) { f(rep) }

@@ -82,7 +82,7 @@ func startBrowserDaemon(t *testing.T) *browserDaemon {
 	served := make(chan string, 1)
 	cfg.tenants, cfg.interval, cfg.workers = 30, 10*time.Second, 16
 	cfg.httpAddr, cfg.actions, cfg.clock, cfg.served = "127.0.0.1:0", true, d.clock, served
-	cfg.observer = bridge.ObserverFunc(func(rep bridge.CycleReport) { d.cycles <- rep })
+	cfg.observer = cycleObserver(func(rep bridge.CycleReport) { d.cycles <- rep })
 	var err error
 	if d.st, err = openStores(context.Background(), cfg); err != nil {
 		t.Fatal(err)

@@ -395,7 +395,7 @@ func TestDaemonWakesOnDueOnPostgres(t *testing.T) {
 	}
 	defer other.close()
 	cycles := make(chan bridge.CycleReport, 16)
-	cfg.observer = bridge.ObserverFunc(func(rep bridge.CycleReport) { cycles <- rep })
+	cfg.observer = cycleObserver(func(rep bridge.CycleReport) { cycles <- rep })
 	ctx, cancel := context.WithCancel(context.Background())
 	var log syncBuffer
 	done := make(chan error, 1)
@@ -445,3 +445,8 @@ func TestDaemonRefusesABadSchema(t *testing.T) {
 		t.Errorf("openStores with schema pg_catalog: %v, want postgres.ErrInvalidSchema", err)
 	}
 }
+
+// cycleObserver adapts a function to a bridge.Observer.
+type cycleObserver func(bridge.CycleReport)
+
+func (f cycleObserver) ObserveCycle(rep bridge.CycleReport) { f(rep) }

@@ -77,7 +77,7 @@ func run(ctx context.Context, w io.Writer) error {
 	if err := plans.SetPlan(ctx, tenants[0], "pro"); err != nil { // ben stays on the free plan
 		return err
 	}
-	added, err := b.SyncTenants(ctx, tenants, start) // each comes due within the hot tier's 5 minutes
+	added, err := b.SyncAll(ctx, start) // each source comes due within the hot tier's 5 minutes
 	if err != nil {
 		return err
 	}
