@@ -142,25 +142,25 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 	requireNATS(b)
 	bed := newBenchBed(b)
 	const claimFor = 30 * time.Second
-	cfg := freshQueue(b, rotanats.Config{Lanes: []dispatch.Lane{"paid", "free tier"}, ClaimFor: claimFor, ClaimMargin: time.Second,
-		RunTime: benchRun, MaxAckPending: benchProcs * benchSlots * 4, InHand: benchSlots * 4, FetchWait: 100 * time.Millisecond, Logger: bed.quiet})
+	cfg := freshQueue(b, rotanats.Config{RunTime: benchRun, MaxAckPending: benchProcs * benchSlots * 4, InHand: benchSlots * 4,
+		FetchWait: 100 * time.Millisecond, Logger: bed.quiet})
+	d := bed.dispatcher(b, claimFor)
 	_, js := connect(b)
-	sink, err := rotanats.NewSink(js, cfg)
+	sink, err := rotanats.NewSink(js, d, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var workers sync.WaitGroup
 	wctx, stopWorkers := context.WithCancel(context.Background())
-	bws := make([]*bridge.Worker, benchProcs)
-	for i := range benchProcs {
+	for range benchProcs {
 		_, wjs := connect(b)
 		idx, wl := bed.s.be.process(b)
 		br := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: bed.pipe, Tiers: bed.s.tiers}
-		bws[i], err = bridge.NewWorker(br, bridge.WorkerConfig{Workers: benchSlots, ClaimMargin: cfg.ClaimMargin, Logger: bed.quiet})
+		w, err := bridge.NewWorker(br, bridge.WorkerConfig{Workers: benchSlots, Logger: bed.quiet})
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := rotanats.NewConsumer(wjs, bws[i], cfg)
+		c, err := rotanats.NewConsumer(wjs, w, d.Config(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -172,9 +172,6 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 	}
 	defer func() {
 		stopWorkers()
-		for _, w := range bws {
-			_ = w.Stop(context.Background())
-		}
 		workers.Wait()
 	}()
 	ridx, rwl := bed.s.be.process(b)
@@ -183,7 +180,7 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	feeder, err := bridge.NewFeeder(bed.dispatcher(b, claimFor), sink, bridge.FeederConfig{Interval: 20 * time.Millisecond, Logger: bed.quiet})
+	feeder, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 20 * time.Millisecond, Logger: bed.quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
