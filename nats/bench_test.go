@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
@@ -111,28 +109,6 @@ func (bed *benchBed) dispatcherOn(b *testing.B, idx duework.Index, claimFor time
 	return d
 }
 
-// waitEmpty waits until the stream holds no message: every item acknowledged, so its
-// completion written.
-func waitEmpty(b *testing.B, js jetstream.JetStream, stream string) {
-	ctx := context.Background()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		st, err := js.Stream(ctx, stream)
-		if err != nil {
-			b.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the stream still holds %d messages after a minute", info.State.Msgs)
-		}
-	}
-}
-
 // BenchmarkWorkersThroughNATS runs every source of the bed once per round through
 // JetStream — one dispatcher feeding a Sink, three worker processes on connections of
 // their own — and then, over the same data, through the in-process bridge.Runner with as
@@ -204,7 +180,7 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 		b.StopTimer()
 		cancel()
 		fed.Wait()
-		waitEmpty(b, js, cfg.Stream)
+		waitStreamEmpty(b, js, cfg.Stream, time.Minute) // every item acknowledged, so its completion written
 		b.StartTimer()
 
 		b.StopTimer()

@@ -67,10 +67,7 @@ const maxToken = 64
 // unnoticed. Hand the same Stream and Subject to both sides; every field is optional, a
 // zero one meaning its default.
 type Config struct {
-	// Stream names the stream; zero means DefaultStream. The stream is created when
-	// missing, with work-queue retention (a message leaves the stream once acknowledged)
-	// and a duplicate window of ClaimFor (a publish retried while its claim lasts is
-	// stored once).
+	// Stream names the stream, created when missing; zero means DefaultStream.
 	Stream string
 	// Subject is the subjects' prefix: lane L's items go to Subject + "." + the token of
 	// L (see LaneToken). Zero means DefaultSubject. The stream takes Subject + ".*".

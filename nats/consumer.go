@@ -60,9 +60,9 @@ func NewConsumer(js jetstream.JetStream, w *bridge.Worker, dc dispatch.Config, c
 // the Worker, and returns the joined errors. A process's main can be
 // `err := consumer.Run(ctx)`.
 //
-// It starts by declaring the stream and each lane's durable consumer (explicit
-// acknowledgement, AckWait ClaimFor + AckSlack, MaxAckPending, no delivery limit). A
-// stream that already exists is not changed: Run refuses to start, with an error wrapping
+// It starts by declaring the stream and each lane's durable consumer, as the package
+// documentation describes them (a consumer has no delivery limit). A stream that already
+// exists is not changed: Run refuses to start, with an error wrapping
 // ErrStreamMismatch that names both values, when its duplicate window is not ClaimFor
 // (the Sink declares it so) or its subjects do not take one of the lanes — a worker
 // whose dispatch.Config or Subject disagrees with the dispatcher's fails at start

@@ -68,7 +68,7 @@ func TestConsumerRunsDropsAndTerminates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitStreamEmpty(t, js, cfg.Stream)
+	waitStreamEmpty(t, js, cfg.Stream, 10*time.Second)
 	w.stop(t)
 
 	got := runs.all()
@@ -87,24 +87,16 @@ func TestConsumerRunsDropsAndTerminates(t *testing.T) {
 	}
 }
 
-// waitStreamEmpty waits until stream holds no message, for at most 10 s.
-func waitStreamEmpty(t *testing.T, js jetstream.JetStream, stream string) {
-	t.Helper()
-	ctx := context.Background()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st, err := js.Stream(ctx, stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
+// waitStreamEmpty waits until stream holds no message, for at most bound.
+func waitStreamEmpty(tb testing.TB, js jetstream.JetStream, stream string, bound time.Duration) {
+	tb.Helper()
+	for deadline := time.Now().Add(bound); ; time.Sleep(5 * time.Millisecond) {
+		n := streamMsgs(tb, js, stream)
+		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the stream still holds %d messages after 10 s", info.State.Msgs)
+			tb.Fatalf("the stream still holds %d messages after %v", n, bound)
 		}
 	}
 }

@@ -28,36 +28,30 @@
 //
 // # The queue
 //
-// One stream (work-queue retention: a message leaves it once acknowledged) takes the
-// subjects Subject.<lane token> (see [LaneToken]); each lane has one durable pull
-// consumer that every worker process shares, with explicit acknowledgement, AckWait
-// ClaimFor + [AckSlack] and MaxAckPending as the lane's in-flight bound across the fleet.
-// Each message is one item in bridge.EncodeItem's wire form, with a Nats-Msg-Id of its
-// user, work key and claim token, so a retried publish is stored once.
+// One stream (work-queue retention: a message leaves it once acknowledged; a duplicate
+// window of ClaimFor) takes the subjects Subject.<lane token> (see [LaneToken]); each
+// lane has one durable pull consumer that every worker process shares, with explicit
+// acknowledgement, AckWait ClaimFor + [AckSlack] and MaxAckPending as the lane's
+// in-flight bound across the fleet. Each message is one item in bridge.EncodeItem's wire
+// form ([Sink.Send]).
 //
-// A Consumer acknowledges a message once Worker.Do has returned for it, whatever the
-// outcome ([Consumer.Run]). The index, not the broker, decides what runs: Do starts an
-// item only once Index.StartClaims has started its claim, so a redelivered or duplicated
-// message is acknowledged unrun, whatever AckWait or the duplicate window; what a dead
-// worker held comes back once its claim has ended and is dropped. [Sink.Room] purges
-// messages on subjects that are no lane's; a message that does not decode is terminated.
+// The index, not the broker, decides what runs: a Consumer acknowledges each message once
+// the Worker is done with it, run or not, and the Worker starts an item only once
+// Index.StartClaims has started its claim ([Consumer.Run]). So no broker setting — AckWait,
+// the duplicate window, redeliveries — can make a claim run twice or lose an entry.
 //
 // # Backpressure
 //
-// [Sink.Room] gives each lane what its consumers can start before the claims end, less
-// what the lane holds unacknowledged, read from the lane's consumer so that it counts
-// every process's sends and receipts, after dropping the lane's stale messages; a lane no
-// worker pulls from or holds gets none. So when the workers stop, the dispatcher stops
-// claiming: each lane's queue holds at most its capacity, no entry is queued twice, and
-// when the workers come back they find the queue as deep as they can start. Lane
+// [Sink.Room] bounds each lane's queue by what its workers can start before the claims
+// end, counted across every process, so when the workers stop the dispatcher stops
+// claiming, and when they come back they find the queue as deep as they can start. Lane
 // priority stays the dispatcher's: the consumers take every lane's messages side by side.
 //
 // # What it costs
 //
 // Per item: one publish awaited with others (Send waits for up to [MaxSendBatch] at once),
 // one delivery in a pull of up to InHand messages, one acknowledgement; the Worker's claim
-// starts and completions are batched as in the Runner. Per Feeder round: one consumer
-// read per lane and one message read for each lane that holds messages, and a stream read
-// every [StrayCheckEvery]. What the workers hold (InHand per lane per process) and the
-// pull wait (FetchWait) bound how long a stopped Consumer takes to let go.
+// starts and completions are batched as in the Runner. Per Feeder round: one Room (see
+// its cost). What the workers hold (InHand per lane per process) and the pull wait
+// (FetchWait) bound how long a stopped Consumer takes to let go.
 package rotanats

@@ -227,16 +227,16 @@ func (c *manualClock) advance(d time.Duration) {
 }
 
 // streamMsgs is how many messages stream holds.
-func streamMsgs(t *testing.T, js jetstream.JetStream, stream string) uint64 {
-	t.Helper()
+func streamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
+	tb.Helper()
 	ctx := context.Background()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return info.State.Msgs
 }

@@ -100,30 +100,6 @@ func (f *fleet) queued(ctx context.Context) (perLane map[dispatch.Lane]int, twic
 	return perLane, twice, nil
 }
 
-// waitDrained waits until the stream holds nothing, for at most bound.
-func (f *fleet) waitDrained(bound time.Duration) {
-	f.t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(bound)
-	for {
-		st, err := f.js.Stream(ctx, f.cfg.Stream)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("the stream still holds %d messages after %v", info.State.Msgs, bound)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // stopWorkers stops every live worker cleanly.
 func (f *fleet) stopWorkers() {
 	f.t.Helper()
@@ -183,7 +159,7 @@ func TestWorkersThroughNATS(t *testing.T) {
 		}
 	}
 	f.stopFeeding()
-	f.waitDrained(10 * time.Second)
+	waitStreamEmpty(t, f.js, f.cfg.Stream, 10*time.Second)
 	f.stopWorkers()
 	checkLogs(t, all...)
 
@@ -343,7 +319,7 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 	back := f.workers
 	f.waitRanSince(backAt, 15*time.Second)
 	f.stopFeeding()
-	f.waitDrained(10 * time.Second)
+	waitStreamEmpty(t, f.js, f.cfg.Stream, 10*time.Second)
 	f.stopWorkers()
 	stopWatching()
 	problems, samples := watched()
