@@ -36,11 +36,10 @@ type Consumer struct {
 
 // NewConsumer returns a Consumer that pulls through js as cfg describes and runs the
 // items on w. dc is the dispatch.Config the dispatcher's Dispatcher is built with (share
-// the code that makes it): the lanes and ClaimFor are dc's, and lane consumers' AckWait
-// is ClaimFor + AckSlack. NewConsumer refuses a nil js or w, a Config that cannot work
-// and a dc without lanes, with a bad or repeated lane or a ClaimFor below
-// dispatch.MinClaimFor, wrapping ErrInvalidConfig; dc's other fields are not used. It
-// does no I/O: Run declares the stream and the lane consumers.
+// the code that makes it): the lanes and ClaimFor are dc's, and its other fields are not
+// used. NewConsumer refuses a nil js or w, a Config that cannot work and a dc without
+// lanes, with a bad or repeated lane or a ClaimFor below dispatch.MinClaimFor, wrapping
+// ErrInvalidConfig. It does no I/O: Run declares the stream and the lane consumers.
 func NewConsumer(js jetstream.JetStream, w *bridge.Worker, dc dispatch.Config, cfg Config) (*Consumer, error) {
 	err := errors.Join(cfg.validate(), checkDispatch(dc))
 	if js == nil {
