@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
@@ -111,28 +109,6 @@ func (bed *benchBed) dispatcherOn(b *testing.B, idx duework.Index, claimFor time
 	return d
 }
 
-// waitEmpty waits until the stream holds no message: every item acknowledged, so its
-// completion written.
-func waitEmpty(b *testing.B, js jetstream.JetStream, stream string) {
-	ctx := context.Background()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		st, err := js.Stream(ctx, stream)
-		if err != nil {
-			b.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the stream still holds %d messages after a minute", info.State.Msgs)
-		}
-	}
-}
-
 // BenchmarkWorkersThroughNATS runs every source of the bed once per round through
 // JetStream — one dispatcher feeding a Sink, three worker processes on connections of
 // their own — and then, over the same data, through the in-process bridge.Runner with as
@@ -142,25 +118,25 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 	requireNATS(b)
 	bed := newBenchBed(b)
 	const claimFor = 30 * time.Second
-	cfg := freshQueue(b, rotanats.Config{Lanes: []dispatch.Lane{"paid", "free tier"}, ClaimFor: claimFor, ClaimMargin: time.Second,
-		RunTime: benchRun, MaxAckPending: benchProcs * benchSlots * 4, InHand: benchSlots * 4, FetchWait: 100 * time.Millisecond, Logger: bed.quiet})
+	cfg := freshQueue(b, rotanats.Config{RunTime: benchRun, MaxAckPending: benchProcs * benchSlots * 4, InHand: benchSlots * 4,
+		FetchWait: 100 * time.Millisecond, Logger: bed.quiet})
+	d := bed.dispatcher(b, claimFor)
 	_, js := connect(b)
-	sink, err := rotanats.NewSink(js, cfg)
+	sink, err := rotanats.NewSink(js, d, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var workers sync.WaitGroup
 	wctx, stopWorkers := context.WithCancel(context.Background())
-	bws := make([]*bridge.Worker, benchProcs)
-	for i := range benchProcs {
+	for range benchProcs {
 		_, wjs := connect(b)
 		idx, wl := bed.s.be.process(b)
 		br := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: bed.pipe, Tiers: bed.s.tiers}
-		bws[i], err = bridge.NewWorker(br, bridge.WorkerConfig{Workers: benchSlots, ClaimMargin: cfg.ClaimMargin, Logger: bed.quiet})
+		w, err := bridge.NewWorker(br, bridge.WorkerConfig{Workers: benchSlots, Logger: bed.quiet})
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := rotanats.NewConsumer(wjs, bws[i], cfg)
+		c, err := rotanats.NewConsumer(wjs, w, d.Config(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -172,9 +148,6 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 	}
 	defer func() {
 		stopWorkers()
-		for _, w := range bws {
-			_ = w.Stop(context.Background())
-		}
 		workers.Wait()
 	}()
 	ridx, rwl := bed.s.be.process(b)
@@ -183,7 +156,7 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	feeder, err := bridge.NewFeeder(bed.dispatcher(b, claimFor), sink, bridge.FeederConfig{Interval: 20 * time.Millisecond, Logger: bed.quiet})
+	feeder, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 20 * time.Millisecond, Logger: bed.quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -207,7 +180,7 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 		b.StopTimer()
 		cancel()
 		fed.Wait()
-		waitEmpty(b, js, cfg.Stream)
+		waitStreamEmpty(b, js, cfg.Stream, time.Minute) // every item acknowledged, so its completion written
 		b.StartTimer()
 
 		b.StopTimer()

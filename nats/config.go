@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,11 +18,18 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// ErrInvalidConfig is returned by NewSink and NewConsumer when a Config cannot work; the
-// wrapping error names the field and its value, every problem joined.
+// ErrInvalidConfig is returned by NewSink and NewConsumer when a Config, or the part of a
+// dispatch.Config they use, cannot work; the wrapping error names the field and its
+// value, every problem joined.
 var ErrInvalidConfig = errors.New("rotanats: invalid config")
 
-// ErrUnknownLane is returned by Sink.Send for a lane the Config does not list.
+// ErrStreamMismatch is returned by Consumer.Run when the stream already exists with
+// settings that disagree with the worker's dispatch.Config: a duplicate window other than
+// its ClaimFor, or subjects that do not take one of its lanes. The wrapping error names
+// both values.
+var ErrStreamMismatch = errors.New("rotanats: the stream disagrees with the worker's configuration")
+
+// ErrUnknownLane is returned by Sink.Send for a lane the Dispatcher does not have.
 var ErrUnknownLane = errors.New("rotanats: unknown lane")
 
 // The defaults of a zero Config field.
@@ -43,6 +51,9 @@ const (
 	// MaxSendBatch is the most publishes Send has awaiting the server's acknowledgement
 	// at once.
 	MaxSendBatch = 256
+	// StrayCheckEvery is the least time, on the Sink's Clock, between two of its searches
+	// for messages on subjects that are not lanes.
+	StrayCheckEvery = time.Minute
 )
 
 // maxToken is the longest lane token: a consumer name holds at most 255 bytes, and a
@@ -51,50 +62,46 @@ const maxToken = 64
 
 // Config describes the queue between the dispatcher and its workers: one JetStream
 // stream, a subject per lane, a durable pull consumer per lane that every worker process
-// shares. Hand the same Config to NewSink in the dispatcher's process and to NewConsumer
-// in each worker process. Lanes and ClaimFor are required; a zero field means its
-// default.
+// shares. The lanes and ClaimFor are not in it: NewSink reads them from its Dispatcher and
+// NewConsumer from the worker's dispatch.Config, so the two sides cannot disagree on them
+// unnoticed. Hand the same Stream and Subject to both sides; every field is optional, a
+// zero one meaning its default.
 type Config struct {
-	// Stream names the stream; zero means DefaultStream. The stream is created when
-	// missing, with work-queue retention: a message leaves the stream once acknowledged.
+	// Stream names the stream, created when missing; zero means DefaultStream.
 	Stream string
 	// Subject is the subjects' prefix: lane L's items go to Subject + "." + the token of
 	// L (see LaneToken). Zero means DefaultSubject. The stream takes Subject + ".*".
 	Subject string
-	// Lanes lists every lane of the Dispatcher. A lane's consumer is named by its token.
-	Lanes []dispatch.Lane
-	// ClaimFor is the Dispatcher's ClaimFor (dispatch.Config.ClaimFor). A lane
-	// consumer's AckWait is ClaimFor + AckSlack, and the stream's duplicate window is
-	// ClaimFor: a publish retried while its claim lasts is stored once.
-	ClaimFor time.Duration
-	// ClaimMargin is the workers' claim margin (bridge.WorkerConfig.ClaimMargin); zero
-	// means bridge.DefaultClaimMargin. The Sink counts a lane as stale while its oldest
-	// message's claim ends within it.
-	ClaimMargin time.Duration
 	// RunTime is how long one item typically holds a worker's slot, from its delivery to
-	// its acknowledgement. The Sink lets each lane queue what the lane's in-flight slots
-	// can start before the claims end: MaxAckPending × (ClaimFor − ClaimMargin) / RunTime
-	// items. Zero means one item per slot: the queue holds at most MaxAckPending.
+	// its acknowledgement; the Sink's. The Sink lets each lane queue what the lane's
+	// in-flight slots can start before the claims end: MaxAckPending × (ClaimFor −
+	// margin) / RunTime items (see Sink.Room). Zero means one item per slot: the queue
+	// holds at most MaxAckPending.
 	RunTime time.Duration
 	// MaxAckPending is, for each lane, the most messages delivered and not yet
 	// acknowledged across every worker process: the fleet's in-flight bound, set on the
-	// lane's consumer by NewConsumer's Run. The Sink reads it back from the consumer, so
-	// the dispatcher follows what the workers declared. Zero means DefaultMaxAckPending.
+	// lane's consumer by Consumer.Run. The Sink reads it back from the consumer, so the
+	// dispatcher follows what the workers declared. Zero means DefaultMaxAckPending.
 	MaxAckPending int
 	// InHand is how many messages of each lane one worker process holds at once:
 	// fetched, waiting for a slot, running or being written; it is also the most one pull
-	// asks for, and the items of one pull share the Worker's claim check. A few times the
+	// asks for, and the items of one pull share the Worker's claim start. A few times the
 	// Worker's slots keeps them busy between pulls; more lets one process take what
 	// another could start sooner. Zero means DefaultInHand.
 	InHand int
 	// FetchWait is the longest one pull waits for messages: how soon a Consumer notices
 	// that its context ended. Zero means DefaultFetchWait.
 	FetchWait time.Duration
-	// Clock is where the Sink reads the time that decides staleness and where the
-	// Consumer reads each item's start; nil means the real clock.
+	// ShutdownTimeout bounds the Worker's stop that ends Consumer.Run: how long the items
+	// running then may take to end and their completions to be written. Zero means
+	// bridge.DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Clock is where the Sink reads the time that decides staleness and paces its
+	// searches for stray subjects, and where the Consumer reads each item's start; nil
+	// means the real clock.
 	Clock Clock
-	// Logger receives one line per failed call and per message that does not decode; nil
-	// means slog.Default() at the time NewSink or NewConsumer is called.
+	// Logger receives the lines of the Sink and the Consumer; nil means slog.Default()
+	// at the time NewSink or NewConsumer is called.
 	Logger *slog.Logger
 }
 
@@ -102,10 +109,10 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	or(&c.Stream, DefaultStream)
 	or(&c.Subject, DefaultSubject)
-	or(&c.ClaimMargin, bridge.DefaultClaimMargin)
 	or(&c.MaxAckPending, DefaultMaxAckPending)
 	or(&c.InHand, DefaultInHand)
 	or(&c.FetchWait, DefaultFetchWait)
+	or(&c.ShutdownTimeout, bridge.DefaultShutdownTimeout)
 	or[Clock](&c.Clock, realClock{})
 	or(&c.Logger, slog.Default())
 	return c
@@ -118,90 +125,155 @@ func or[T comparable](v *T, d T) {
 	}
 }
 
+// invalid is one rule broken, as ErrInvalidConfig wraps it.
+func invalid(field, must string, got any) error {
+	return fmt.Errorf("%w: %s must %s, got %v", ErrInvalidConfig, field, must, got)
+}
+
 // validate reports every rule c breaks, joined.
 func (c Config) validate() error {
 	var errs []error
-	bad := func(field, must string, got any) {
-		errs = append(errs, fmt.Errorf("%w: Config.%s must %s, got %v", ErrInvalidConfig, field, must, got))
-	}
 	d := c.withDefaults()
 	if err := checkStreamName(d.Stream); err != nil {
-		bad("Stream", "be a stream name ("+err.Error()+")", fmt.Sprintf("%q", c.Stream))
+		errs = append(errs, invalid("Config.Stream", "be a stream name ("+err.Error()+")", fmt.Sprintf("%q", c.Stream)))
 	}
 	if err := checkSubject(d.Subject); err != nil {
-		bad("Subject", "be a subject without wildcards ("+err.Error()+")", fmt.Sprintf("%q", c.Subject))
-	}
-	if len(c.Lanes) == 0 {
-		bad("Lanes", "hold at least one lane", "none")
-	}
-	seen := map[dispatch.Lane]int{}
-	for i, l := range c.Lanes {
-		if j, dup := seen[l]; dup {
-			bad(fmt.Sprintf("Lanes[%d]", i), fmt.Sprintf("differ from Lanes[%d]", j), fmt.Sprintf("%q", l))
-		} else if tenancy.ValidateID("lane", string(l)) != nil {
-			bad(fmt.Sprintf("Lanes[%d]", i), "be a valid lane name", fmt.Sprintf("%q", l))
-		}
-		seen[l] = i
-	}
-	if c.ClaimFor <= 0 {
-		bad("ClaimFor", "be positive", c.ClaimFor)
+		errs = append(errs, invalid("Config.Subject", "be a subject without wildcards ("+err.Error()+")", fmt.Sprintf("%q", c.Subject)))
 	}
 	for _, k := range []struct {
 		name string
 		v    time.Duration
-	}{{"ClaimMargin", c.ClaimMargin}, {"RunTime", c.RunTime}, {"FetchWait", c.FetchWait}} {
+	}{{"RunTime", c.RunTime}, {"FetchWait", c.FetchWait}, {"ShutdownTimeout", c.ShutdownTimeout}} {
 		if k.v < 0 {
-			bad(k.name, "not be negative", k.v)
+			errs = append(errs, invalid("Config."+k.name, "not be negative", k.v))
 		}
 	}
-	if c.ClaimFor > 0 && d.ClaimMargin >= c.ClaimFor {
-		bad("ClaimMargin", fmt.Sprintf("be less than ClaimFor %v", c.ClaimFor), d.ClaimMargin)
-	}
 	if c.MaxAckPending < 0 {
-		bad("MaxAckPending", "not be negative", c.MaxAckPending)
+		errs = append(errs, invalid("Config.MaxAckPending", "not be negative", c.MaxAckPending))
 	}
 	if c.InHand < 0 {
-		bad("InHand", "not be negative", c.InHand)
+		errs = append(errs, invalid("Config.InHand", "not be negative", c.InHand))
 	}
 	return errors.Join(errs...)
 }
 
+// checkDispatch reports every rule dc breaks in what a Consumer takes from it — its lanes
+// and ClaimFor — as dispatch.New would, joined.
+func checkDispatch(dc dispatch.Config) error {
+	var errs []error
+	if len(dc.Lanes) == 0 {
+		errs = append(errs, invalid("dispatch.Config.Lanes", "hold at least one lane", "none"))
+	}
+	seen := map[dispatch.Lane]int{}
+	for i, lc := range dc.Lanes {
+		field := fmt.Sprintf("dispatch.Config.Lanes[%d].Lane", i)
+		if j, dup := seen[lc.Lane]; dup {
+			errs = append(errs, invalid(field, fmt.Sprintf("differ from Lanes[%d].Lane", j), fmt.Sprintf("%q", lc.Lane)))
+		} else if tenancy.ValidateID("lane", string(lc.Lane)) != nil {
+			errs = append(errs, invalid(field, "be a valid lane name", fmt.Sprintf("%q", lc.Lane)))
+		}
+		seen[lc.Lane] = i
+	}
+	if dc.ClaimFor < dispatch.MinClaimFor {
+		errs = append(errs, invalid("dispatch.Config.ClaimFor", fmt.Sprintf("be at least dispatch.MinClaimFor %v", dispatch.MinClaimFor), dc.ClaimFor))
+	}
+	return errors.Join(errs...)
+}
+
+// queue is the queue as one side sees it: its Config with the defaults, and the lanes
+// and ClaimFor of the dispatcher's configuration.
+type queue struct {
+	Config
+	lanes    []dispatch.Lane
+	claimFor time.Duration
+}
+
+// newQueue is the queue of cfg for a Dispatcher configured with dc.
+func newQueue(cfg Config, dc dispatch.Config) queue {
+	q := queue{Config: cfg.withDefaults(), claimFor: dc.ClaimFor}
+	for _, l := range dc.Lanes {
+		q.lanes = append(q.lanes, l.Lane)
+	}
+	return q
+}
+
+// margin is how close to its end a claim makes a queued message stale: the margin a
+// Runner applies with the default ClaimMargin, min(bridge.DefaultClaimMargin,
+// ClaimFor/4).
+func (q queue) margin() time.Duration { return min(bridge.DefaultClaimMargin, q.claimFor/4) }
+
 // capacity is how many items one lane may hold unacknowledged, for a consumer whose
 // MaxAckPending is maxAck.
-func (c Config) capacity(maxAck int) int {
+func (q queue) capacity(maxAck int) int {
 	rounds := 1
-	if c.RunTime > 0 {
-		rounds = max(1, int((c.ClaimFor-c.ClaimMargin)/c.RunTime))
+	if q.RunTime > 0 {
+		rounds = max(1, int((q.claimFor-q.margin())/q.RunTime))
 	}
 	return min(maxAck*rounds, duework.MaxLimit)
 }
 
 // subject is the subject of lane's items.
-func (c Config) subject(lane dispatch.Lane) string { return c.Subject + "." + LaneToken(lane) }
+func (q queue) subject(lane dispatch.Lane) string { return q.Subject + "." + LaneToken(lane) }
 
 // streamConfig is the stream both sides declare.
-func (c Config) streamConfig() jetstream.StreamConfig {
+func (q queue) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:       c.Stream,
-		Subjects:   []string{c.Subject + ".*"},
+		Name:       q.Stream,
+		Subjects:   []string{q.Subject + ".*"},
 		Retention:  jetstream.WorkQueuePolicy,
 		Storage:    jetstream.FileStorage,
-		Duplicates: c.ClaimFor,
+		Duplicates: q.claimFor,
 	}
 }
 
 // consumerConfig is the consumer of lane that the workers declare.
-func (c Config) consumerConfig(lane dispatch.Lane) jetstream.ConsumerConfig {
+func (q queue) consumerConfig(lane dispatch.Lane) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       LaneToken(lane),
 		Description:   "rota lane " + string(lane),
-		FilterSubject: c.subject(lane),
+		FilterSubject: q.subject(lane),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.ClaimFor + AckSlack,
+		AckWait:       q.claimFor + AckSlack,
 		MaxDeliver:    -1,
-		MaxAckPending: c.MaxAckPending,
+		MaxAckPending: q.MaxAckPending,
 	}
+}
+
+// checkStream reports, wrapping ErrStreamMismatch, how an existing stream configured as
+// sc disagrees with q: a duplicate window other than ClaimFor, a lane subject it does not
+// take.
+func (q queue) checkStream(sc jetstream.StreamConfig) error {
+	var errs []error
+	if sc.Duplicates != q.claimFor {
+		errs = append(errs, fmt.Errorf("%w: stream %q has a duplicate window of %v, and the dispatcher declares it as its ClaimFor: "+
+			"this worker's dispatch.Config.ClaimFor is %v", ErrStreamMismatch, q.Stream, sc.Duplicates, q.claimFor))
+	}
+	for _, l := range q.lanes {
+		subj := q.subject(l)
+		if !slices.ContainsFunc(sc.Subjects, func(p string) bool { return subjectMatches(p, subj) }) {
+			errs = append(errs, fmt.Errorf("%w: stream %q takes subjects %q, not %q of this worker's lane %q",
+				ErrStreamMismatch, q.Stream, sc.Subjects, subj, l))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// subjectMatches reports whether subject, which has no wildcards, matches pattern: a "*"
+// token matches any one token, a final ">" one or more.
+func subjectMatches(pattern, subject string) bool {
+	ps, ss := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range ps {
+		switch {
+		case p == ">" && i == len(ps)-1:
+			return len(ss) > i
+		case i >= len(ss):
+			return false
+		case p != "*" && p != ss[i]:
+			return false
+		}
+	}
+	return len(ps) == len(ss)
 }
 
 // LaneToken is lane as one subject token and consumer name: ASCII letters, digits, '-'

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 )
@@ -92,35 +95,26 @@ func FuzzLaneToken(f *testing.F) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{Lanes: []dispatch.Lane{"pro", "free"}, ClaimFor: time.Minute}
-	if err := good.validate(); err != nil {
-		t.Fatalf("a good Config: %v", err)
+	if err := (Config{}).validate(); err != nil {
+		t.Fatalf("the zero Config: %v", err)
 	}
 	tests := []struct {
 		name  string
-		edit  func(*Config)
+		cfg   Config
 		field string
 	}{
-		{"no lanes", func(c *Config) { c.Lanes = nil }, "Config.Lanes"},
-		{"a duplicate lane", func(c *Config) { c.Lanes = []dispatch.Lane{"a", "a"} }, "Config.Lanes[1]"},
-		{"an empty lane", func(c *Config) { c.Lanes = []dispatch.Lane{""} }, "Config.Lanes[0]"},
-		{"a bad lane", func(c *Config) { c.Lanes = []dispatch.Lane{" a"} }, "Config.Lanes[0]"},
-		{"no ClaimFor", func(c *Config) { c.ClaimFor = 0 }, "Config.ClaimFor"},
-		{"a margin as long as ClaimFor", func(c *Config) { c.ClaimMargin = time.Minute }, "Config.ClaimMargin"},
-		{"a negative margin", func(c *Config) { c.ClaimMargin = -1 }, "Config.ClaimMargin"},
-		{"a negative RunTime", func(c *Config) { c.RunTime = -1 }, "Config.RunTime"},
-		{"a negative FetchWait", func(c *Config) { c.FetchWait = -1 }, "Config.FetchWait"},
-		{"a negative MaxAckPending", func(c *Config) { c.MaxAckPending = -1 }, "Config.MaxAckPending"},
-		{"a negative InHand", func(c *Config) { c.InHand = -1 }, "Config.InHand"},
-		{"a stream with a dot", func(c *Config) { c.Stream = "a.b" }, "Config.Stream"},
-		{"a wildcard subject", func(c *Config) { c.Subject = "rota.*" }, "Config.Subject"},
-		{"an empty subject token", func(c *Config) { c.Subject = "rota..x" }, "Config.Subject"},
+		{"a negative RunTime", Config{RunTime: -1}, "Config.RunTime"},
+		{"a negative FetchWait", Config{FetchWait: -1}, "Config.FetchWait"},
+		{"a negative ShutdownTimeout", Config{ShutdownTimeout: -1}, "Config.ShutdownTimeout"},
+		{"a negative MaxAckPending", Config{MaxAckPending: -1}, "Config.MaxAckPending"},
+		{"a negative InHand", Config{InHand: -1}, "Config.InHand"},
+		{"a stream with a dot", Config{Stream: "a.b"}, "Config.Stream"},
+		{"a wildcard subject", Config{Subject: "rota.*"}, "Config.Subject"},
+		{"an empty subject token", Config{Subject: "rota..x"}, "Config.Subject"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := good
-			tt.edit(&c)
-			err := c.validate()
+			err := tt.cfg.validate()
 			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field+" ") {
 				t.Errorf("validate = %v, want ErrInvalidConfig naming %s", err, tt.field)
 			}
@@ -128,10 +122,57 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// A lane's capacity is MaxAckPending × (ClaimFor − ClaimMargin) / RunTime, at least
+// A Consumer refuses a dispatch.Config whose lanes or ClaimFor dispatch.New would refuse.
+func TestCheckDispatch(t *testing.T) {
+	lanes := func(names ...dispatch.Lane) []dispatch.LaneCapacity {
+		var lcs []dispatch.LaneCapacity
+		for _, n := range names {
+			lcs = append(lcs, dispatch.LaneCapacity{Lane: n})
+		}
+		return lcs
+	}
+	if err := checkDispatch(dispatch.Config{Lanes: lanes("pro", "free"), ClaimFor: time.Minute}); err != nil {
+		t.Fatalf("a good dispatch.Config: %v", err)
+	}
+	for _, tt := range []struct {
+		name  string
+		dc    dispatch.Config
+		field string
+	}{
+		{"no lanes", dispatch.Config{ClaimFor: time.Minute}, "dispatch.Config.Lanes"},
+		{"a duplicate lane", dispatch.Config{Lanes: lanes("a", "a"), ClaimFor: time.Minute}, "dispatch.Config.Lanes[1].Lane"},
+		{"an empty lane", dispatch.Config{Lanes: lanes(""), ClaimFor: time.Minute}, "dispatch.Config.Lanes[0].Lane"},
+		{"a bad lane", dispatch.Config{Lanes: lanes(" a"), ClaimFor: time.Minute}, "dispatch.Config.Lanes[0].Lane"},
+		{"no ClaimFor", dispatch.Config{Lanes: lanes("a")}, "dispatch.Config.ClaimFor"},
+		{"a ClaimFor too short", dispatch.Config{Lanes: lanes("a"), ClaimFor: time.Millisecond}, "dispatch.Config.ClaimFor"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkDispatch(tt.dc)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field+" ") {
+				t.Errorf("checkDispatch = %v, want ErrInvalidConfig naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
+// testQueue is the queue of cfg for lanes and claimFor.
+func testQueue(cfg Config, claimFor time.Duration, lanes ...dispatch.Lane) queue {
+	dc := dispatch.Config{ClaimFor: claimFor}
+	for _, l := range lanes {
+		dc.Lanes = append(dc.Lanes, dispatch.LaneCapacity{Lane: l})
+	}
+	return newQueue(cfg, dc)
+}
+
+// The staleness margin is a Runner's with the default ClaimMargin: min(5 s, ClaimFor/4).
+// A lane's capacity is MaxAckPending × (ClaimFor − margin) / RunTime, at least
 // MaxAckPending, at most duework.MaxLimit.
-func TestCapacity(t *testing.T) {
-	c := Config{ClaimFor: time.Minute, ClaimMargin: 10 * time.Second}
+func TestMarginAndCapacity(t *testing.T) {
+	for claimFor, want := range map[time.Duration]time.Duration{time.Minute: bridge.DefaultClaimMargin, 8 * time.Second: 2 * time.Second} {
+		if got := testQueue(Config{}, claimFor).margin(); got != want {
+			t.Errorf("margin for ClaimFor %v = %v, want %v", claimFor, got, want)
+		}
+	}
 	for _, tt := range []struct {
 		runTime time.Duration
 		maxAck  int
@@ -139,13 +180,59 @@ func TestCapacity(t *testing.T) {
 	}{
 		{0, 64, 64},
 		{time.Hour, 64, 64},
-		{10 * time.Second, 8, 40},
+		{11 * time.Second, 8, 40}, // (60 s − 5 s) / 11 s = 5 rounds
 		{time.Millisecond, 1000, duework.MaxLimit},
 	} {
-		c.RunTime = tt.runTime
-		if got := c.capacity(tt.maxAck); got != tt.want {
+		q := testQueue(Config{RunTime: tt.runTime}, time.Minute)
+		if got := q.capacity(tt.maxAck); got != tt.want {
 			t.Errorf("capacity with RunTime %v and MaxAckPending %d = %d, want %d", tt.runTime, tt.maxAck, got, tt.want)
 		}
+	}
+}
+
+func TestSubjectMatches(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, subject string
+		want             bool
+	}{
+		{"rota.*", "rota.pro", true},
+		{"rota.*", "rota", false},
+		{"rota.*", "rota.pro.x", false},
+		{"rota.>", "rota.pro.x", true},
+		{"rota.>", "rota", false},
+		{"rota.pro", "rota.pro", true},
+		{"rota.pro", "rota.free", false},
+		{"*.pro", "work.pro", true},
+		{">", "rota.pro", true},
+		{"other.*", "rota.pro", false},
+	} {
+		if got := subjectMatches(tt.pattern, tt.subject); got != tt.want {
+			t.Errorf("subjectMatches(%q, %q) = %v, want %v", tt.pattern, tt.subject, got, tt.want)
+		}
+	}
+}
+
+// An existing stream that disagrees with a worker's ClaimFor or lanes is named, with both
+// values.
+func TestCheckStream(t *testing.T) {
+	q := testQueue(Config{Stream: "S", Subject: "rota"}, 30*time.Second, "pro", "free tier")
+	if err := q.checkStream(q.streamConfig()); err != nil {
+		t.Fatalf("the stream as declared: %v", err)
+	}
+	if err := q.checkStream(jetstream.StreamConfig{Subjects: []string{"rota.pro", "rota.free~20tier", "x.>"}, Duplicates: 30 * time.Second}); err != nil {
+		t.Errorf("a stream with a subject per lane: %v", err)
+	}
+	other := q.streamConfig()
+	other.Duplicates = time.Minute
+	err := q.checkStream(other)
+	if !errors.Is(err, ErrStreamMismatch) || !strings.Contains(err.Error(), "1m0s") || !strings.Contains(err.Error(), "30s") {
+		t.Errorf("a duplicate window of 1m: %v, want ErrStreamMismatch naming 1m0s and 30s", err)
+	}
+	other = q.streamConfig()
+	other.Subjects = []string{"rota.pro"}
+	err = q.checkStream(other)
+	if !errors.Is(err, ErrStreamMismatch) || !strings.Contains(err.Error(), `"rota.free~20tier"`) || !strings.Contains(err.Error(), `["rota.pro"]`) {
+		t.Errorf("a stream without lane free tier: %v, want ErrStreamMismatch naming its subjects and the lane's", err)
 	}
 }
 

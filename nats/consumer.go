@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,77 +14,136 @@ import (
 
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/internal/lograte"
 )
+
+// garbledLogEvery is the least time between two lines about messages that do not decode:
+// a flood of them costs a line every few seconds.
+const garbledLogEvery = 10 * time.Second
 
 // Consumer feeds a bridge.Worker from the lane consumers of one worker process: it pulls
 // each lane's messages, at most InHand of a lane at once, hands each item to Worker.Do and
-// acknowledges the message once Do has returned. Make one per worker process, on a NATS
-// connection of its own, and call Run. A Consumer is safe for concurrent use.
+// acknowledges the message once Do has returned. Make one per worker process and Worker,
+// on a NATS connection of its own, and call Run once: Run owns the Worker's stop. A
+// Consumer is safe for concurrent use.
 type Consumer struct {
-	js  jetstream.JetStream
-	w   *bridge.Worker
-	cfg Config // with defaults
+	js      jetstream.JetStream
+	w       *bridge.Worker
+	q       queue
+	garbled *lograte.Limiter
+	ran     atomic.Bool
 }
 
 // NewConsumer returns a Consumer that pulls through js as cfg describes and runs the
-// items on w. It refuses a nil js or w and a Config that cannot work, wrapping
+// items on w. dc is the dispatch.Config the dispatcher's Dispatcher is built with (share
+// the code that makes it): the lanes and ClaimFor are dc's, and its other fields are not
+// used. NewConsumer refuses a nil js or w, a Config that cannot work and a dc without
+// lanes, with a bad or repeated lane or a ClaimFor below dispatch.MinClaimFor, wrapping
 // ErrInvalidConfig. It does no I/O: Run declares the stream and the lane consumers.
-func NewConsumer(js jetstream.JetStream, w *bridge.Worker, cfg Config) (*Consumer, error) {
-	err := cfg.validate()
+func NewConsumer(js jetstream.JetStream, w *bridge.Worker, dc dispatch.Config, cfg Config) (*Consumer, error) {
+	err := errors.Join(cfg.validate(), checkDispatch(dc))
 	if js == nil {
 		err = errors.Join(err, fmt.Errorf("%w: NewConsumer's js must not be nil", ErrInvalidConfig))
 	}
 	if w == nil {
-		err = errors.Join(err, fmt.Errorf("%w: NewConsumer's w must not be nil", ErrInvalidConfig))
+		err = errors.Join(err, fmt.Errorf("%w: NewConsumer's Worker must not be nil", ErrInvalidConfig))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{js: js, w: w, cfg: cfg.withDefaults()}, nil
+	q := newQueue(cfg, dc)
+	return &Consumer{js: js, w: w, q: q, garbled: lograte.New(q.Logger, garbledLogEvery, q.Clock.Now)}, nil
 }
 
-// Run creates or updates the stream and each lane's durable consumer (explicit
-// acknowledgement, AckWait ClaimFor + AckSlack, MaxAckPending, no delivery limit), then
-// consumes every lane until ctx ends. Lanes are consumed side by side: their priority is
-// the dispatcher's, which queues each lane only up to its room.
+// Run is a worker process's whole life: it consumes every lane until ctx ends, then stops
+// the Worker, and returns the joined errors. A process's main can be
+// `err := consumer.Run(ctx)`.
+//
+// It starts by declaring the stream and each lane's durable consumer, as the package
+// documentation describes them (a consumer has no delivery limit). A stream that already
+// exists is not changed: Run refuses to start, with an error wrapping
+// ErrStreamMismatch that names both values, when its duplicate window is not ClaimFor
+// (the Sink declares it so) or its subjects do not take one of the lanes — a worker
+// whose dispatch.Config or Subject disagrees with the dispatcher's fails at start
+// instead of running. Lanes are consumed side by side: their priority is the
+// dispatcher's, which queues each lane only up to its room.
 //
 // For each message it decodes the item, calls Worker.Do with the time of its arrival as
 // the item's start and acknowledges the message once Do returns, whatever the outcome:
 // what Do did not write stays claimed in the index until its claim ends, so nothing is
-// lost. An item whose claim has ended, or ends within the Worker's margin — a redelivery
-// after a worker died, a message that waited too long — is handed back unrun by Do and
-// its message dropped. A message that does not decode is terminated and logged.
+// lost. Do runs nothing whose claim is not current, ends within the Worker's margin or
+// has already been started, so a redelivery — after a worker died, or while the first
+// copy still runs — is acknowledged unrun. A message that does not decode is terminated,
+// with a Warn line at most every 10 s that counts the others.
 //
-// When ctx ends, Run stops pulling, gives back at once (Nak) the messages it pulled but
-// did not hand to Do, and returns nil once every message handed to Do is acknowledged.
-// The items running then are not cancelled by ctx: call Worker.Stop with a deadline to
-// bound the stop. Run returns an error, without consuming, when it cannot declare the
-// stream or a consumer.
+// When ctx ends, Run stops pulling (within FetchWait), gives back at once (Nak) the
+// messages it pulled but did not hand to Do, and stops the Worker with a deadline of
+// ShutdownTimeout: the items still waiting for a worker slot are handed back unstarted,
+// those running end and their completions are written — or, past the deadline, are
+// cancelled and left to their claims. Run returns once every message handed to Do is
+// acknowledged. A clean stop logs nothing above Info and returns nil; a declaration that
+// fails returns its error, and the Worker is stopped all the same. Run may be called
+// once; a second call returns an error at once.
 func (c *Consumer) Run(ctx context.Context) error {
-	st, err := declareStream(ctx, c.js, c.cfg)
+	if c.ran.Swap(true) {
+		return errors.New("rotanats: Consumer.Run called twice: the first stopped its Worker")
+	}
+	c.q.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: consumer started", slog.String("stream", c.q.Stream), slog.Int("lanes", len(c.q.lanes)))
+	var handlers sync.WaitGroup
+	err := c.consume(ctx, &handlers)
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.q.ShutdownTimeout)
+	defer cancel()
+	err = errors.Join(err, c.w.Stop(stop))
+	handlers.Wait()
+	c.q.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "rota: consumer stopped", slog.Bool("clean", err == nil))
+	return err
+}
+
+// consume declares the stream and the lane consumers, then pulls every lane until ctx
+// ends; it returns once no pull is left, the messages' handlers counted in handlers.
+func (c *Consumer) consume(ctx context.Context, handlers *sync.WaitGroup) error {
+	st, err := c.stream(ctx)
 	if err != nil {
 		return err
 	}
-	cons := make([]jetstream.Consumer, len(c.cfg.Lanes))
-	for i, l := range c.cfg.Lanes {
-		cons[i], err = st.CreateOrUpdateConsumer(ctx, c.cfg.consumerConfig(l))
+	cons := make([]jetstream.Consumer, len(c.q.lanes))
+	for i, l := range c.q.lanes {
+		cons[i], err = st.CreateOrUpdateConsumer(ctx, c.q.consumerConfig(l))
 		if err != nil {
 			return fmt.Errorf("rotanats: declare the consumer of lane %q: %w", l, err)
 		}
 	}
-	var wg sync.WaitGroup
-	for i, l := range c.cfg.Lanes {
-		wg.Go(func() { c.consume(ctx, l, cons[i]) })
+	var pulls sync.WaitGroup
+	for i, l := range c.q.lanes {
+		pulls.Go(func() { c.pull(ctx, l, cons[i], handlers) })
 	}
-	wg.Wait()
+	pulls.Wait()
 	return nil
 }
 
-// consume pulls lane's messages until ctx ends, at most InHand in hand at once.
-func (c *Consumer) consume(ctx context.Context, lane dispatch.Lane, cons jetstream.Consumer) {
-	slots := make(chan struct{}, c.cfg.InHand)
-	var handlers sync.WaitGroup
-	defer handlers.Wait()
+// stream returns the stream, created as the Sink declares it when missing, or checked
+// against the Consumer's lanes and ClaimFor when it exists.
+func (c *Consumer) stream(ctx context.Context) (jetstream.Stream, error) {
+	st, err := c.js.Stream(ctx, c.q.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = c.js.CreateStream(ctx, c.q.streamConfig())
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = c.js.Stream(ctx, c.q.Stream) // created meanwhile, by another process
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rotanats: declare stream %q: %w", c.q.Stream, err)
+	}
+	if err := c.q.checkStream(st.CachedInfo().Config); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// pull pulls lane's messages until ctx ends, at most InHand in hand at once, and hands
+// each to a handler counted in handlers.
+func (c *Consumer) pull(ctx context.Context, lane dispatch.Lane, cons jetstream.Consumer, handlers *sync.WaitGroup) {
+	slots := make(chan struct{}, c.q.InHand)
 	run := context.WithoutCancel(ctx)
 	for {
 		n := take(ctx, slots)
@@ -99,11 +159,11 @@ func (c *Consumer) consume(ctx context.Context, lane dispatch.Lane, cons jetstre
 		for range n - got {
 			<-slots
 		}
-		if err != nil {
-			c.cfg.Logger.LogAttrs(run, slog.LevelWarn, "rota: pull failed", slog.String("lane", string(lane)), slog.Any("error", err))
+		if err != nil && ctx.Err() == nil {
+			c.q.Logger.LogAttrs(run, slog.LevelWarn, "rota: pull failed", slog.String("lane", string(lane)), slog.Any("error", err))
 			select {
 			case <-ctx.Done():
-			case <-time.After(c.cfg.FetchWait):
+			case <-time.After(c.q.FetchWait):
 			}
 		}
 	}
@@ -135,7 +195,7 @@ func take(ctx context.Context, slots chan struct{}) int {
 // fetch pulls up to n messages, waiting at most FetchWait, and passes each to handle —
 // or, once ctx has ended, gives it back with Nak. It returns how many it passed on.
 func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, handle func(jetstream.Msg)) (int, error) {
-	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(c.cfg.FetchWait))
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(c.q.FetchWait))
 	if err != nil {
 		return 0, err
 	}
@@ -158,20 +218,22 @@ func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, ha
 func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	item, err := bridge.DecodeItem(msg.Data())
 	if err != nil {
-		c.cfg.Logger.LogAttrs(ctx, slog.LevelError, "rota: message terminated", slog.String("subject", msg.Subject()), slog.Any("error", err))
+		c.garbled.Log(ctx, "garbled", slog.LevelWarn, "rota: message terminated, it does not decode",
+			slog.String("subject", msg.Subject()), slog.Any("error", err))
 		if err := msg.Term(); err != nil {
-			c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: terminate failed", slog.String("subject", msg.Subject()), slog.Any("error", err))
+			c.q.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: terminate failed", slog.String("subject", msg.Subject()), slog.Any("error", err))
 		}
 		return
 	}
 	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
-		// Its worker died or let it go: the Worker runs it only if its claim still allows.
-		c.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: message redelivered", slog.String("subject", msg.Subject()),
+		// Its worker died or let it go, or it is still running: the Worker runs it only
+		// if its claim is current and not yet started.
+		c.q.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: message redelivered", slog.String("subject", msg.Subject()),
 			slog.Uint64("deliveries", meta.NumDelivered), slog.Time("claim_until", item.Claim.Until))
 	}
-	c.w.Do(ctx, item, c.cfg.Clock.Now())
+	c.w.Do(ctx, item, c.q.Clock.Now())
 	if err := msg.Ack(); err != nil {
 		// The message comes back after AckWait, its claim ended, and is dropped then.
-		c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: acknowledge failed", slog.String("subject", msg.Subject()), slog.Any("error", err))
+		c.q.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: acknowledge failed", slog.String("subject", msg.Subject()), slog.Any("error", err))
 	}
 }

@@ -180,8 +180,9 @@ func laneNames() []dispatch.Lane {
 	return ls
 }
 
-// dispatcher returns a Dispatcher over the store's index with the test lanes.
-func (s *store) dispatcher(claimFor time.Duration) *dispatch.Dispatcher {
+// dispatchConfig is the configuration of the tests' Dispatchers, which the workers share:
+// the test lanes, users routed by plan, claims of claimFor.
+func (s *store) dispatchConfig(claimFor time.Duration) dispatch.Config {
 	s.t.Helper()
 	laneFor, err := bridge.PlanLanes(s.plans, map[tenancy.PlanID]dispatch.Lane{
 		tenancy.PlanFree: "free tier", "plus": "paid", "pro": "paid",
@@ -189,9 +190,32 @@ func (s *store) dispatcher(claimFor time.Duration) *dispatch.Dispatcher {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	d, err := dispatch.New(s.idx, dispatch.Config{Lanes: testLanes, GlobalBatchLimit: 30, LaneFor: laneFor, ClaimFor: claimFor})
+	return dispatch.Config{Lanes: testLanes, GlobalBatchLimit: 30, LaneFor: laneFor, ClaimFor: claimFor}
+}
+
+// dispatcher returns a Dispatcher over the store's index with dispatchConfig.
+func (s *store) dispatcher(claimFor time.Duration) *dispatch.Dispatcher {
+	s.t.Helper()
+	d, err := dispatch.New(s.idx, s.dispatchConfig(claimFor))
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	return d
+}
+
+// memDispatcher returns a Dispatcher over an index of its own with lanes and claims of
+// claimFor, every user routed to the first lane: for the tests that only need its
+// configuration.
+func memDispatcher(tb testing.TB, claimFor time.Duration, lanes ...dispatch.Lane) *dispatch.Dispatcher {
+	tb.Helper()
+	var lcs []dispatch.LaneCapacity
+	for _, l := range lanes {
+		lcs = append(lcs, dispatch.LaneCapacity{Lane: l, PerUserLimit: 10, PerCycleLimit: 100})
+	}
+	d, err := dispatch.New(duework.NewMemory(), dispatch.Config{Lanes: lcs, GlobalBatchLimit: 100, ClaimFor: claimFor,
+		LaneFor: func(context.Context, string) (dispatch.Lane, error) { return lanes[0], nil }})
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return d
 }
@@ -349,34 +373,44 @@ func jain(xs []int) float64 {
 }
 
 // worker is one worker process: a NATS connection of its own, a Bridge over the shared
-// store whose index it can lose (dead), a bridge.Worker and a Consumer.
+// store whose index it can lose (idx.dead), a bridge.Worker and a Consumer.
 type worker struct {
 	id       int
 	nc       *nats.Conn
+	idx      *mortalIndex
 	bw       *bridge.Worker
 	consumer *rotanats.Consumer
-	dead     *atomic.Bool
 	logs     *syncBuffer
 	cancel   context.CancelFunc
 	done     chan error
 }
 
-// startWorker starts worker id's Consumer over s with cfg; its pipeline records into
-// runs, calling hold while each run is under way.
-func startWorker(t testing.TB, s *store, cfg rotanats.Config, id int, runs *runLog, hold func(context.Context, duework.Key) bool) *worker {
+// startWorker starts worker id's Consumer over s, for a Dispatcher configured with dc,
+// with cfg; its pipeline records into runs, calling hold while each run is under way. Its
+// Worker's claim margin is ClaimFor/4, its slots 4.
+func startWorker(t testing.TB, s *store, dc dispatch.Config, cfg rotanats.Config, id int, runs *runLog, hold func(context.Context, duework.Key) bool) *worker {
+	t.Helper()
+	return startWorkerWith(t, s, dc, cfg, 4, id, runs, hold)
+}
+
+// startWorkerWith is startWorker with a Worker of slots slots.
+func startWorkerWith(t testing.TB, s *store, dc dispatch.Config, cfg rotanats.Config, slots, id int, runs *runLog,
+	hold func(context.Context, duework.Key) bool) *worker {
 	t.Helper()
 	nc, js := connect(t)
-	w := &worker{id: id, nc: nc, dead: &atomic.Bool{}, logs: &syncBuffer{}, done: make(chan error, 1)}
+	w := &worker{id: id, nc: nc, logs: &syncBuffer{}, done: make(chan error, 1)}
 	logger := slog.New(slog.NewTextHandler(w.logs, nil))
 	idx, wl := s.be.process(t)
-	b := &bridge.Bridge{Index: &mortalIndex{Index: idx, dead: w.dead}, Watchlist: wl, Pipeline: runs.pipeline(id, hold), Tiers: s.tiers}
+	w.idx = &mortalIndex{Index: idx, dead: &atomic.Bool{}}
+	b := &bridge.Bridge{Index: w.idx, Watchlist: wl, Pipeline: runs.pipeline(id, hold), Tiers: s.tiers}
 	var err error
-	w.bw, err = bridge.NewWorker(b, bridge.WorkerConfig{Workers: 4, ClaimMargin: cfg.ClaimMargin, MaxClockSkew: 100 * time.Millisecond, FlushInterval: 20 * time.Millisecond, Logger: logger})
+	w.bw, err = bridge.NewWorker(b, bridge.WorkerConfig{Workers: slots, ClaimMargin: dc.ClaimFor / 4, MaxClockSkew: 100 * time.Millisecond,
+		FlushInterval: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Logger = logger
-	if w.consumer, err = rotanats.NewConsumer(js, w.bw, cfg); err != nil {
+	if w.consumer, err = rotanats.NewConsumer(js, w.bw, dc, cfg); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -385,25 +419,27 @@ func startWorker(t testing.TB, s *store, cfg rotanats.Config, id int, runs *runL
 	return w
 }
 
-// stop stops the worker cleanly: its Consumer, then its Worker.
+// stop stops the worker cleanly: Run stops its Consumer, then its Worker.
 func (w *worker) stop(t testing.TB) {
 	t.Helper()
 	w.cancel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := w.bw.Stop(ctx); err != nil {
-		t.Errorf("worker %d: Stop = %v", w.id, err)
-	}
-	if err := <-w.done; err != nil {
-		t.Errorf("worker %d: Run = %v", w.id, err)
+	select {
+	case err := <-w.done:
+		if err != nil {
+			t.Errorf("worker %d: Run = %v", w.id, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("worker %d: Run did not return within 30 s of its context's end", w.id)
 	}
 }
 
 // mortalIndex is the index as a worker process reaches it: once dead, every call fails,
-// as a killed process writes nothing more.
+// as a killed process writes nothing more. It counts the claims it was asked to hand
+// back.
 type mortalIndex struct {
 	duework.Index
-	dead *atomic.Bool
+	dead      *atomic.Bool
+	unclaimed atomic.Int64
 }
 
 var errDead = errors.New("the worker process is dead")
@@ -426,6 +462,7 @@ func (m *mortalIndex) Unclaim(ctx context.Context, cs []duework.Unclaim) ([]erro
 	if m.dead.Load() {
 		return nil, errDead
 	}
+	m.unclaimed.Add(int64(len(cs)))
 	return m.Index.Unclaim(ctx, cs)
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,29 +24,35 @@ var _ bridge.Sink = (*Sink)(nil)
 // more each lane can take: a bridge.Sink for bridge.NewFeeder. Most dispatcher processes
 // make one Sink and give it to a Feeder. A Sink is safe for concurrent use.
 type Sink struct {
-	js    jetstream.JetStream
-	cfg   Config // with defaults
-	lanes map[dispatch.Lane]bool
+	js       jetstream.JetStream
+	q        queue
+	lanes    map[dispatch.Lane]bool
+	subjects map[string]bool // the lanes' subjects
 
-	mu     sync.Mutex
-	stream jetstream.Stream // nil until declared
+	mu      sync.Mutex
+	stream  jetstream.Stream // nil until declared
+	strayAt time.Time        // when strays were last searched for; zero before the first search
 }
 
-// NewSink returns a Sink that publishes through js as cfg describes. It refuses a nil js
-// and a Config that cannot work, wrapping ErrInvalidConfig. It does no I/O: the stream is
-// created, when missing, by the first Room or Send that reaches the server, and again
-// after a call finds it gone.
-func NewSink(js jetstream.JetStream, cfg Config) (*Sink, error) {
+// NewSink returns a Sink that publishes the items of d through js as cfg describes: the
+// lanes and ClaimFor are d's. It refuses a nil js or d and a Config that cannot work,
+// wrapping ErrInvalidConfig. It does no I/O: the stream is created, when missing, by the
+// first Room or Send that reaches the server, and again after a call finds it gone.
+func NewSink(js jetstream.JetStream, d *dispatch.Dispatcher, cfg Config) (*Sink, error) {
 	err := cfg.validate()
 	if js == nil {
-		err = errors.Join(fmt.Errorf("%w: NewSink's js must not be nil", ErrInvalidConfig), err)
+		err = errors.Join(err, fmt.Errorf("%w: NewSink's js must not be nil", ErrInvalidConfig))
+	}
+	if d == nil {
+		err = errors.Join(err, fmt.Errorf("%w: NewSink's Dispatcher must not be nil", ErrInvalidConfig))
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{js: js, cfg: cfg.withDefaults(), lanes: map[dispatch.Lane]bool{}}
-	for _, l := range cfg.Lanes {
+	s := &Sink{js: js, q: newQueue(cfg, d.Config()), lanes: map[dispatch.Lane]bool{}, subjects: map[string]bool{}}
+	for _, l := range s.q.lanes {
 		s.lanes[l] = true
+		s.subjects[s.q.subject(l)] = true
 	}
 	return s, nil
 }
@@ -56,9 +64,9 @@ func (s *Sink) declared(ctx context.Context) (jetstream.Stream, error) {
 	if s.stream != nil {
 		return s.stream, nil
 	}
-	st, err := declareStream(ctx, s.js, s.cfg)
+	st, err := s.js.CreateOrUpdateStream(ctx, s.q.streamConfig())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rotanats: declare stream %q: %w", s.q.Stream, err)
 	}
 	s.stream = st
 	return st, nil
@@ -74,49 +82,56 @@ func (s *Sink) forget(err error) {
 	}
 }
 
-// declareStream creates cfg's stream, or updates it to cfg.
-func declareStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
-	st, err := js.CreateOrUpdateStream(ctx, cfg.streamConfig())
-	if err != nil {
-		return nil, fmt.Errorf("rotanats: declare stream %q: %w", cfg.Stream, err)
-	}
-	return st, nil
-}
-
 // Room returns how many items each lane can take now, and their sum as Total. For each
-// lane of the Config it first drops from the stream the lane's oldest messages whose
-// claims have ended or end within ClaimMargin — no worker would run them, their entries
-// are due again, and a newer claim of the same entry must not sit in the queue beside
-// them — and then gives the lane its capacity less the messages it holds unacknowledged
-// (pending delivery, or delivered and not yet acknowledged: the consumer's NumPending plus
-// NumAckPending, which count every dispatcher's sends). The capacity is MaxAckPending, as
-// the lane's consumer holds it, times (ClaimFor − ClaimMargin) / RunTime, or times 1 for
-// a zero RunTime: what the lane's in-flight slots can start before the claims end. A
-// lane has no room while no worker takes its items: before any worker has declared its
+// lane it first drops from the stream the lane's oldest messages whose claims have ended
+// or end within the margin, min(bridge.DefaultClaimMargin, ClaimFor/4) — the margin of a
+// Runner with the default ClaimMargin — since no worker would run them, their entries are
+// due again, and a newer claim of the same entry must not sit in the queue beside them.
+// Then it gives the lane its capacity less the messages it holds unacknowledged (pending
+// delivery, or delivered and not yet acknowledged: the consumer's NumPending plus
+// NumAckPending, which count every dispatcher's sends). The capacity is MaxAckPending,
+// as the lane's consumer holds it, times (ClaimFor − margin) / RunTime, or times 1 for a
+// zero RunTime: what the lane's in-flight slots can start before the claims end. A lane
+// has no room while no worker takes its items: before any worker has declared its
 // consumer, and while no worker is pulling from it (NumWaiting) and none holds a message
 // of it.
+//
+// The workers' own margin (bridge.WorkerConfig.ClaimMargin) may be longer than Room's: a
+// message whose claim ends between the two is still counted here, and the worker that
+// receives it hands its claim back unrun. Such a message costs room until then, never an
+// item; a shorter worker margin only means Room drops a message a worker would still
+// have started, whose entry is dispatched again once its claim ends.
 //
 // So a Feeder that calls Room before each dispatch keeps each lane's queue within its
 // capacity, stops claiming when the workers stop, and never queues an entry twice. With
 // several dispatchers feeding one stream the bound is their number times the capacity,
 // and their claims interleave: a stale message behind a fresher one of another
-// dispatcher is dropped by the worker that receives it instead.
+// dispatcher is dropped by the worker that receives it instead. They must share their
+// lanes, since a Sink purges the subjects of lanes its Dispatcher does not have.
+//
+// At most once per StrayCheckEvery on the Sink's Clock, starting with the first call,
+// Room also looks for messages on subjects under the prefix that are not a lane's — a
+// publish by hand, a lane since removed — purges them and logs a Warn line for each such
+// subject, naming it and counting its messages: no worker consumes them, and an item
+// among them stays claimed only until its claim ends.
 //
 // Room costs one consumer read per lane, one message read for each lane that holds
-// messages and one more read and one delete per stale message. A lane whose reads fail
-// has no room; the error names it, joined with the others'.
+// messages and one more read and one delete per stale message, and one stream read per
+// search for strays. A lane whose reads fail has no room; the error names it, joined
+// with the others'. A failed search for strays is a Warn line, and no error.
 func (s *Sink) Room(ctx context.Context) (dispatch.Take, error) {
-	t := dispatch.Take{PerLane: make(map[dispatch.Lane]int, len(s.cfg.Lanes))}
+	t := dispatch.Take{PerLane: make(map[dispatch.Lane]int, len(s.q.lanes))}
 	st, err := s.declared(ctx)
 	if err != nil {
-		for _, l := range s.cfg.Lanes {
+		for _, l := range s.q.lanes {
 			t.PerLane[l] = 0
 		}
 		return t, err
 	}
-	now := s.cfg.Clock.Now()
+	now := s.q.Clock.Now()
+	s.purgeStrays(ctx, st, now)
 	var errs []error
-	for _, l := range s.cfg.Lanes {
+	for _, l := range s.q.lanes {
 		n, err := s.laneRoom(ctx, st, l, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rotanats: room of lane %q: %w", l, err))
@@ -127,6 +142,40 @@ func (s *Sink) Room(ctx context.Context) (dispatch.Take, error) {
 	err = errors.Join(errs...)
 	s.forget(err)
 	return t, err
+}
+
+// purgeStrays purges the messages of st on subjects under the prefix that are no lane's,
+// with a Warn line per subject, unless it last looked less than StrayCheckEvery before
+// now.
+func (s *Sink) purgeStrays(ctx context.Context, st jetstream.Stream, now time.Time) {
+	s.mu.Lock()
+	due := s.strayAt.IsZero() || now.Sub(s.strayAt) >= StrayCheckEvery
+	if due {
+		s.strayAt = now
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	log := s.q.Logger
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(s.q.Subject+".*"))
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: stray subject search failed", slog.String("stream", s.q.Stream), slog.Any("error", err))
+		return
+	}
+	for _, subj := range slices.Sorted(maps.Keys(info.State.Subjects)) {
+		if s.subjects[subj] {
+			continue
+		}
+		n := info.State.Subjects[subj]
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "rota: stray messages not purged", slog.String("subject", subj),
+				slog.Uint64("messages", n), slog.Any("error", err))
+			continue
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: stray messages purged, their subject is no lane's", slog.String("subject", subj),
+			slog.Uint64("messages", n))
+	}
 }
 
 // laneRoom is Room for one lane.
@@ -150,7 +199,7 @@ func (s *Sink) laneRoom(ctx context.Context, st jetstream.Stream, lane dispatch.
 		return 0, nil // no worker takes the lane's items
 	}
 	unacked := int(min(info.NumPending, uint64(duework.MaxLimit))) + info.NumAckPending
-	return max(0, s.cfg.capacity(info.Config.MaxAckPending)-unacked), nil
+	return max(0, s.q.capacity(info.Config.MaxAckPending)-unacked), nil
 }
 
 // consumerInfo reads lane's consumer; nil, without an error, when none is declared.
@@ -172,11 +221,11 @@ func (s *Sink) consumerInfo(ctx context.Context, st jetstream.Stream, lane dispa
 // maxDropScan is the most messages one Room reads of a lane looking for stale ones.
 const maxDropScan = 4 * MaxSendBatch
 
-// dropStale deletes lane's oldest messages while their claims end within ClaimMargin of
+// dropStale deletes lane's oldest messages while their claims end within the margin of
 // now, and returns how many it deleted. It skips a message that does not decode: a
 // worker terminates it.
 func (s *Sink) dropStale(ctx context.Context, st jetstream.Stream, lane dispatch.Lane, now time.Time) (int, error) {
-	subject := s.cfg.subject(lane)
+	subject := s.q.subject(lane)
 	dropped := 0
 	for seq, scanned := uint64(1), 0; scanned < maxDropScan; scanned++ {
 		raw, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
@@ -191,7 +240,7 @@ func (s *Sink) dropStale(ctx context.Context, st jetstream.Stream, lane dispatch
 		if err != nil {
 			continue
 		}
-		if now.Before(item.Claim.Until.Add(-s.cfg.ClaimMargin)) {
+		if now.Before(item.Claim.Until.Add(-s.q.margin())) {
 			break
 		}
 		if err := st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -200,7 +249,7 @@ func (s *Sink) dropStale(ctx context.Context, st jetstream.Stream, lane dispatch
 		dropped++
 	}
 	if dropped > 0 {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: stale items dropped", slog.String("lane", string(lane)), slog.Int("items", dropped))
+		s.q.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: stale items dropped", slog.String("lane", string(lane)), slog.Int("items", dropped))
 	}
 	return dropped, nil
 }
@@ -240,7 +289,7 @@ func (s *Sink) Send(ctx context.Context, lane dispatch.Lane, items []dispatch.It
 	if err == nil || stored == 0 {
 		return err
 	}
-	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: items left claimed unsent", slog.String("lane", string(lane)),
+	s.q.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: items left claimed unsent", slog.String("lane", string(lane)),
 		slog.Int("items", len(items)-stored), slog.Any("error", err))
 	return nil
 }
@@ -248,7 +297,7 @@ func (s *Sink) Send(ctx context.Context, lane dispatch.Lane, items []dispatch.It
 // sendBatch publishes items asynchronously, waits for each acknowledgement and returns
 // how many were stored and why each other one was not.
 func (s *Sink) sendBatch(ctx context.Context, lane dispatch.Lane, items []dispatch.Item) (stored int, errs []error) {
-	subject := s.cfg.subject(lane)
+	subject := s.q.subject(lane)
 	msgs := make([]*nats.Msg, len(items))
 	futs := make([]jetstream.PubAckFuture, len(items))
 	for i, it := range items {

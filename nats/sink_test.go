@@ -3,8 +3,11 @@ package rotanats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,22 +27,31 @@ func item(lane dispatch.Lane, user, key string, token uint64, until time.Time) d
 		Entry: duework.Entry{UserID: user, WorkKey: key, Tier: "hot", DueAt: until.Add(-time.Hour)}}}
 }
 
-// declareLanes creates cfg's stream and lane consumers as a Consumer's Run does, and
+// lanesOf describes the lane consumers declareLanes makes: those of lanes, with claims of
+// claimFor and MaxAckPending maxAck, on cfg's stream.
+type lanesOf struct {
+	cfg      rotanats.Config
+	lanes    []dispatch.Lane
+	claimFor time.Duration
+	maxAck   int
+}
+
+// declareLanes creates the stream and the lane consumers as a Consumer's Run does, and
 // when pulling is set keeps a pull waiting on each lane, as live workers do, until the
 // test ends.
-func declareLanes(t *testing.T, js jetstream.JetStream, cfg rotanats.Config, pulling bool) map[dispatch.Lane]jetstream.Consumer {
+func declareLanes(t *testing.T, js jetstream.JetStream, q lanesOf, pulling bool) map[dispatch.Lane]jetstream.Consumer {
 	t.Helper()
 	ctx := context.Background()
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Subject + ".*"},
-		Retention: jetstream.WorkQueuePolicy, Duplicates: cfg.ClaimFor})
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: q.cfg.Stream, Subjects: []string{q.cfg.Subject + ".*"},
+		Retention: jetstream.WorkQueuePolicy, Duplicates: q.claimFor})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cons := map[dispatch.Lane]jetstream.Consumer{}
-	for _, l := range cfg.Lanes {
+	for _, l := range q.lanes {
 		c, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: rotanats.LaneToken(l),
-			FilterSubject: cfg.Subject + "." + rotanats.LaneToken(l), AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: cfg.ClaimFor + rotanats.AckSlack, MaxAckPending: cfg.MaxAckPending, MaxDeliver: -1})
+			FilterSubject: q.cfg.Subject + "." + rotanats.LaneToken(l), AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: q.claimFor + rotanats.AckSlack, MaxAckPending: q.maxAck, MaxDeliver: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,21 +59,21 @@ func declareLanes(t *testing.T, js jetstream.JetStream, cfg rotanats.Config, pul
 		if pulling {
 			// A pull for more than the test sends, so it waits until the test ends; what
 			// it takes stays unacknowledged, as with a worker that holds its messages.
-			b, err := c.Fetch(100, jetstream.FetchMaxWait(time.Minute))
-			if err != nil {
+			if _, err := c.Fetch(100, jetstream.FetchMaxWait(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			_ = b
 		}
 	}
 	return cons
 }
 
-func newSink(t *testing.T, cfg rotanats.Config) (*rotanats.Sink, jetstream.JetStream) {
+func newSink(t *testing.T, d *dispatch.Dispatcher, cfg rotanats.Config) (*rotanats.Sink, jetstream.JetStream) {
 	t.Helper()
 	_, js := connect(t)
-	cfg.Logger = quiet
-	s, err := rotanats.NewSink(js, cfg)
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	s, err := rotanats.NewSink(js, d, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,19 +91,21 @@ func room(t *testing.T, s *rotanats.Sink) dispatch.Take {
 
 // Room gives a lane no room until a worker declares its consumer and pulls from it; then
 // its capacity less what it holds; it drops stale messages without counting them.
+//
+// The margin is min(bridge.DefaultClaimMargin, ClaimFor/4): 5 s for claims of a minute.
 func TestSinkRoom(t *testing.T) {
-	cfg := freshQueue(t, rotanats.Config{Lanes: []dispatch.Lane{"pro", "free tier"}, ClaimFor: time.Minute,
-		ClaimMargin: 5 * time.Second, MaxAckPending: 10})
-	s, js := newSink(t, cfg)
+	cfg := freshQueue(t, rotanats.Config{})
+	lanes := lanesOf{cfg: cfg, lanes: []dispatch.Lane{"pro", "free tier"}, claimFor: time.Minute, maxAck: 10}
+	s, js := newSink(t, memDispatcher(t, lanes.claimFor, lanes.lanes...), cfg)
 	if take := room(t, s); take.Total != 0 || take.PerLane["pro"] != 0 || take.PerLane["free tier"] != 0 || len(take.PerLane) != 2 {
 		t.Fatalf("before any consumer: %+v, want 0 everywhere", take)
 	}
-	declareLanes(t, js, cfg, false)
+	declareLanes(t, js, lanes, false)
 	if take := room(t, s); take.Total != 0 {
 		t.Fatalf("with consumers but no worker pulling: %+v, want 0", take)
 	}
 	_, pjs := connect(t)
-	declareLanes(t, pjs, cfg, true)
+	declareLanes(t, pjs, lanes, true)
 	if take := room(t, s); take.Total != 20 || take.PerLane["pro"] != 10 {
 		t.Fatalf("with workers pulling: %+v, want 10 a lane", take)
 	}
@@ -129,8 +143,8 @@ func TestSinkRoom(t *testing.T) {
 // A publish retried for the same claim is stored once; another claim of the entry is a
 // new message. Items of another lane, and unknown lanes, are refused.
 func TestSinkSend(t *testing.T) {
-	cfg := freshQueue(t, rotanats.Config{Lanes: []dispatch.Lane{"pro"}, ClaimFor: time.Minute})
-	s, js := newSink(t, cfg)
+	cfg := freshQueue(t, rotanats.Config{})
+	s, js := newSink(t, memDispatcher(t, time.Minute, "pro"), cfg)
 	ctx := context.Background()
 	until := time.Now().Add(time.Minute)
 	it := item("pro", "ana", "jobs", 1, until)
@@ -163,9 +177,7 @@ func TestSinkSend(t *testing.T) {
 	if err := s.Send(ctx, "free", []dispatch.Item{it}); !errors.Is(err, rotanats.ErrUnknownLane) {
 		t.Errorf("Send to an unknown lane = %v, want ErrUnknownLane", err)
 	}
-	cfg2 := cfg
-	cfg2.Lanes = []dispatch.Lane{"pro", "free"}
-	s2, _ := newSink(t, cfg2)
+	s2, _ := newSink(t, memDispatcher(t, time.Minute, "pro", "free"), cfg)
 	if err := s2.Send(ctx, "free", []dispatch.Item{it}); err == nil {
 		t.Error("Send of a pro item to lane free = nil, want an error")
 	}
@@ -186,10 +198,79 @@ func TestSinkSend(t *testing.T) {
 }
 
 func TestNewSinkRefuses(t *testing.T) {
-	if _, err := rotanats.NewSink(nil, rotanats.Config{Lanes: []dispatch.Lane{"pro"}, ClaimFor: time.Minute}); !errors.Is(err, rotanats.ErrInvalidConfig) {
-		t.Errorf("NewSink(nil) = %v, want ErrInvalidConfig", err)
+	if _, err := rotanats.NewSink(nil, nil, rotanats.Config{}); !errors.Is(err, rotanats.ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "js") || !strings.Contains(err.Error(), "Dispatcher") {
+		t.Errorf("NewSink(nil, nil) = %v, want ErrInvalidConfig naming both", err)
 	}
-	if _, err := rotanats.NewConsumer(nil, nil, rotanats.Config{}); !errors.Is(err, rotanats.ErrInvalidConfig) {
-		t.Errorf("NewConsumer(nil, nil, zero) = %v, want ErrInvalidConfig", err)
+	_, js := connect(t)
+	if _, err := rotanats.NewSink(js, memDispatcher(t, time.Minute, "pro"), rotanats.Config{InHand: -1}); !errors.Is(err, rotanats.ErrInvalidConfig) {
+		t.Errorf("NewSink with a negative InHand = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// manualClock is a Clock that moves only when the test says.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// streamMsgs is how many messages stream holds.
+func streamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// Messages on a subject of the stream that is no lane's are found by Room at most once
+// per StrayCheckEvery on the Sink's clock, named with their number in one Warn line, and
+// purged; a lane's messages stay.
+func TestSinkPurgesStraySubjects(t *testing.T) {
+	clk := &manualClock{now: time.Now()}
+	logs := &syncBuffer{}
+	cfg := freshQueue(t, rotanats.Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	s, js := newSink(t, memDispatcher(t, time.Minute, "pro"), cfg)
+	ctx := context.Background()
+	room(t, s) // declares the stream, and finds nothing stray
+	if err := s.Send(ctx, "pro", []dispatch.Item{item("pro", "ana", "jobs", 1, clk.Now().Add(time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := js.Publish(ctx, cfg.Subject+".bogus", []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.advance(rotanats.StrayCheckEvery - time.Second)
+	room(t, s)
+	if n := streamMsgs(t, js, cfg.Stream); n != 4 || strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("within StrayCheckEvery of the last search: %d messages, want 4 and no Warn line:\n%s", n, logs)
+	}
+	clk.advance(time.Second)
+	room(t, s)
+	if n := streamMsgs(t, js, cfg.Stream); n != 1 {
+		t.Errorf("after the search the stream holds %d messages, want the lane's 1", n)
+	}
+	want := fmt.Sprintf(`level=WARN msg="rota: stray messages purged, their subject is no lane's" subject=%s.bogus messages=3`, cfg.Subject)
+	if l := logs.String(); strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, want) {
+		t.Errorf("want one Warn line %s, got:\n%s", want, l)
 	}
 }

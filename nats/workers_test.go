@@ -21,6 +21,8 @@ import (
 type fleet struct {
 	t       *testing.T
 	s       *store
+	d       *dispatch.Dispatcher
+	dc      dispatch.Config // the Dispatcher's, which the workers share
 	cfg     rotanats.Config
 	js      jetstream.JetStream // the tests' own connection, for reading the stream
 	sink    *watchedSink
@@ -30,14 +32,14 @@ type fleet struct {
 	fed     sync.WaitGroup
 }
 
-func newFleet(t *testing.T, s *store, cfg rotanats.Config) *fleet {
+func newFleet(t *testing.T, s *store, claimFor time.Duration, cfg rotanats.Config) *fleet {
 	t.Helper()
-	f := &fleet{t: t, s: s, cfg: freshQueue(t, cfg), runs: newRunLog(t)}
+	f := &fleet{t: t, s: s, d: s.dispatcher(claimFor), dc: s.dispatchConfig(claimFor), cfg: freshQueue(t, cfg), runs: newRunLog(t)}
 	_, f.js = connect(t)
 	_, js := connect(t)
 	sinkCfg := f.cfg
 	sinkCfg.Logger = quiet
-	sk, err := rotanats.NewSink(js, sinkCfg)
+	sk, err := rotanats.NewSink(js, f.d, sinkCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func newFleet(t *testing.T, s *store, cfg rotanats.Config) *fleet {
 
 // startFeeding starts the dispatcher: a Dispatcher over the store fed into the sink.
 func (f *fleet) startFeeding(interval time.Duration) {
-	feeder, err := bridge.NewFeeder(f.s.dispatcher(f.cfg.ClaimFor), f.sink, bridge.FeederConfig{Interval: interval, Logger: quiet})
+	feeder, err := bridge.NewFeeder(f.d, f.sink, bridge.FeederConfig{Interval: interval, Logger: quiet})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -98,30 +100,6 @@ func (f *fleet) queued(ctx context.Context) (perLane map[dispatch.Lane]int, twic
 	return perLane, twice, nil
 }
 
-// waitDrained waits until the stream holds nothing, for at most bound.
-func (f *fleet) waitDrained(bound time.Duration) {
-	f.t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(bound)
-	for {
-		st, err := f.js.Stream(ctx, f.cfg.Stream)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("the stream still holds %d messages after %v", info.State.Msgs, bound)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // stopWorkers stops every live worker cleanly.
 func (f *fleet) stopWorkers() {
 	f.t.Helper()
@@ -162,11 +140,10 @@ func TestWorkersThroughNATS(t *testing.T) {
 		s.watch(fmt.Sprintf("free%02d", i), tenancy.PlanFree, 2)
 	}
 	s.watch("noisy", tenancy.PlanFree, noisySources)
-	f := newFleet(t, s, rotanats.Config{Lanes: laneNames(), ClaimFor: 5 * time.Second, ClaimMargin: time.Second,
-		MaxAckPending: 24, InHand: 4, FetchWait: 200 * time.Millisecond})
+	f := newFleet(t, s, 5*time.Second, rotanats.Config{MaxAckPending: 24, InHand: 4, FetchWait: 200 * time.Millisecond})
 	var all []*worker
 	for i := range 3 {
-		all = append(all, startWorker(t, s, f.cfg, i, f.runs, nil))
+		all = append(all, startWorker(t, s, f.dc, f.cfg, i, f.runs, nil))
 	}
 	f.workers = all
 	start := time.Now()
@@ -182,7 +159,7 @@ func TestWorkersThroughNATS(t *testing.T) {
 		}
 	}
 	f.stopFeeding()
-	f.waitDrained(10 * time.Second)
+	waitStreamEmpty(t, f.js, f.cfg.Stream, 10*time.Second)
 	f.stopWorkers()
 	checkLogs(t, all...)
 
@@ -284,8 +261,7 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 	}
 	s.watch("noisy", tenancy.PlanFree, 30)
 	const claimFor, capacity = 2 * time.Second, 16
-	f := newFleet(t, s, rotanats.Config{Lanes: laneNames(), ClaimFor: claimFor, ClaimMargin: 500 * time.Millisecond,
-		MaxAckPending: capacity, InHand: 4, FetchWait: 200 * time.Millisecond})
+	f := newFleet(t, s, claimFor, rotanats.Config{MaxAckPending: capacity, InHand: 4, FetchWait: 200 * time.Millisecond})
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	defer stopWatching()
 	watched := f.watchQueue(watchCtx, capacity)
@@ -307,8 +283,8 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 		}
 		return true
 	}
-	victim := startWorker(t, s, f.cfg, 0, f.runs, victimHold)
-	f.workers = []*worker{victim, startWorker(t, s, f.cfg, 1, f.runs, nil), startWorker(t, s, f.cfg, 2, f.runs, nil)}
+	victim := startWorker(t, s, f.dc, f.cfg, 0, f.runs, victimHold)
+	f.workers = []*worker{victim, startWorker(t, s, f.dc, f.cfg, 1, f.runs, nil), startWorker(t, s, f.dc, f.cfg, 2, f.runs, nil)}
 	f.startFeeding(20 * time.Millisecond)
 	time.Sleep(time.Second)
 	armed.Do(func() { close(arm) })
@@ -318,7 +294,7 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 		t.Fatal("the victim started no run in 10 s")
 	}
 	time.Sleep(100 * time.Millisecond)
-	victim.dead.Store(true)
+	victim.idx.dead.Store(true)
 	victim.nc.Close()
 	close(kill)
 	victim.cancel()
@@ -338,12 +314,12 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 
 	backAt := time.Now()
 	for i := range 3 {
-		f.workers = append(f.workers, startWorker(t, s, f.cfg, 3+i, f.runs, nil))
+		f.workers = append(f.workers, startWorker(t, s, f.dc, f.cfg, 3+i, f.runs, nil))
 	}
 	back := f.workers
 	f.waitRanSince(backAt, 15*time.Second)
 	f.stopFeeding()
-	f.waitDrained(10 * time.Second)
+	waitStreamEmpty(t, f.js, f.cfg.Stream, 10*time.Second)
 	f.stopWorkers()
 	stopWatching()
 	problems, samples := watched()

@@ -3,7 +3,6 @@ module github.com/rotaworks/rota/examples/workers
 go 1.25.0
 
 require (
-	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats.go v1.53.1
 	github.com/rotaworks/rota v0.2.0
 	github.com/rotaworks/rota/nats v0.2.0
@@ -13,6 +12,7 @@ require (
 require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.18.5 // indirect
 	github.com/nats-io/nkeys v0.4.15 // indirect

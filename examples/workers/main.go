@@ -7,13 +7,15 @@
 //	go run ./examples/workers -role worker -db postgres://localhost/app &   # as many as you like
 //	go run ./examples/workers -role worker -db postgres://localhost/app &
 //
-// The dispatcher adds a few demo tenants with their sources and plans (-tenants), syncs
-// their watch lists and feeds a rotanats.Sink through a bridge.Feeder until SIGINT or
-// SIGTERM. Each worker runs a rotanats.Consumer over a bridge.Worker on a NATS connection
-// of its own; on SIGINT or SIGTERM it stops pulling, finishes and acknowledges what it
-// holds, writes its last completions and exits 0. Stop the dispatcher first: what is
-// still queued when the last worker stops stays claimed until its claim ends, and is then
-// dispatched again.
+// Both roles build the same dispatch.Config, from which the queue takes its lanes and
+// ClaimFor. The dispatcher adds a few demo tenants with their sources and plans
+// (-tenants), syncs their watch lists and feeds a rotanats.Sink through a bridge.Feeder
+// until SIGINT or SIGTERM. Each worker runs a rotanats.Consumer over a bridge.Worker on a
+// NATS connection of its own; on SIGINT or SIGTERM it stops pulling, hands back what
+// waits for a slot, finishes and acknowledges what runs, writes its last completions and
+// exits 0. Stop the dispatcher first: what is still queued when the last worker stops
+// stays claimed until its claim ends, and is then dispatched again. A worker started with
+// another -claim or -subject than the dispatcher's refuses to start.
 //
 // Kill a worker (kill -9) and nothing is lost: its items' claims end, the messages it
 // held come back to the others and are dropped unrun, and the dispatcher claims the
@@ -37,7 +39,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -81,7 +82,7 @@ type config struct {
 	claimFor            time.Duration
 }
 
-// The lanes and the plans that map to them; the dispatcher and every worker must agree.
+// The lanes and the plans that map to them.
 var (
 	lanes = []dispatch.LaneCapacity{ // highest priority first
 		{Lane: "pro", PerUserLimit: 10, PerCycleLimit: 200},
@@ -94,7 +95,8 @@ var (
 // devTier is the "dev" tier: seconds, so that a short run shows work.
 var devTier = cadence.Backoff{Base: 2 * time.Second, Max: 20 * time.Second, Factor: 2}
 
-// run connects to PostgreSQL and NATS and plays cfg.role until ctx ends.
+// run connects to PostgreSQL and NATS and plays cfg.role until ctx ends: the dispatcher
+// feeds the queue, a worker runs what it takes from it.
 func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.role != "dispatcher" && cfg.role != "worker" {
 		return fmt.Errorf("workers: -role must be dispatcher or worker, got %q", cfg.role)
@@ -102,11 +104,11 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.dbURL == "" {
 		return errors.New("workers: -db is required: the dispatcher and the workers share one PostgreSQL schema")
 	}
-	pool, err := postgres.Open(ctx, cfg.dbURL, cfg.schema)
+	st, err := postgres.OpenStores(ctx, cfg.dbURL, cfg.schema, postgres.StoresConfig{})
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer st.Close()
 	nc, err := nats.Connect(cfg.natsURL, nats.Name("rota "+cfg.role), nats.MaxReconnects(-1))
 	if err != nil {
 		return fmt.Errorf("workers: connect to NATS at %s: %w", cfg.natsURL, err)
@@ -120,78 +122,46 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err := tiers.Register("dev", devTier); err != nil {
 		return err
 	}
-	qcfg := queueConfig(cfg, logger)
+	laneFor, err := bridge.PlanLanes(st.Entitlements, planLanes, lanes)
+	if err != nil {
+		return err
+	}
+	// Both roles build the Dispatcher's configuration: the queue takes its lanes and ClaimFor.
+	dc := dispatch.Config{Lanes: lanes, GlobalBatchLimit: 300, LaneFor: laneFor, ClaimFor: cfg.claimFor}
+	q := rotanats.Config{Stream: cfg.stream, Subject: cfg.subject, Logger: logger}
+	b := &bridge.Bridge{Index: st.Index, Watchlist: st.Watchlist, Tiers: tiers}
 	if cfg.role == "dispatcher" {
-		return dispatcher(ctx, cfg, pool, js, qcfg, tiers, logger)
+		if err := addDemoTenants(ctx, b, st.Entitlements, cfg.tenants, logger); err != nil {
+			return err
+		}
+		d, err := dispatch.New(st.Index, dc)
+		if err != nil {
+			return err
+		}
+		sink, err := rotanats.NewSink(js, d, q)
+		if err != nil {
+			return err
+		}
+		feeder, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 100 * time.Millisecond, Logger: logger})
+		if err != nil {
+			return err
+		}
+		return feeder.Run(ctx)
 	}
-	return worker(ctx, cfg, pool, js, qcfg, tiers, logger)
-}
-
-// queueConfig is the queue both roles share.
-func queueConfig(cfg config, logger *slog.Logger) rotanats.Config {
-	var names []dispatch.Lane
-	for _, l := range lanes {
-		names = append(names, l.Lane)
-	}
-	return rotanats.Config{Stream: cfg.stream, Subject: cfg.subject, Lanes: names, ClaimFor: cfg.claimFor,
-		MaxAckPending: 64, Logger: logger}
-}
-
-// dispatcher adds the demo tenants, syncs them and feeds the queue until ctx ends.
-func dispatcher(ctx context.Context, cfg config, pool *pgxpool.Pool, js jetstream.JetStream, qcfg rotanats.Config,
-	tiers *cadence.Registry, logger *slog.Logger) error {
-	idx, wl, plans := postgres.NewIndex(pool), postgres.NewWatchlist(pool), postgres.NewEntitlements(pool)
-	tenants, err := addDemoTenants(ctx, wl, plans, cfg.tenants)
-	if err != nil {
-		return err
-	}
-	b := &bridge.Bridge{Index: idx, Watchlist: wl, Tiers: tiers}
-	added, err := b.SyncTenants(ctx, tenants, time.Now())
-	if err != nil {
-		return fmt.Errorf("workers: sync: %w", err)
-	}
-	logger.Info("workers: synced", "tenants", len(tenants), "added", added)
-	laneFor, err := bridge.PlanLanes(plans, planLanes, lanes)
-	if err != nil {
-		return err
-	}
-	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 300, LaneFor: laneFor, ClaimFor: cfg.claimFor})
-	if err != nil {
-		return err
-	}
-	sink, err := rotanats.NewSink(js, qcfg)
-	if err != nil {
-		return err
-	}
-	feeder, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 100 * time.Millisecond, Logger: logger})
-	if err != nil {
-		return err
-	}
-	return feeder.Run(ctx)
-}
-
-// worker runs the queue's items until ctx ends, then stops its Worker within 10 s.
-func worker(ctx context.Context, cfg config, pool *pgxpool.Pool, js jetstream.JetStream, qcfg rotanats.Config,
-	tiers *cadence.Registry, logger *slog.Logger) error {
 	var runs atomic.Int64
-	b := &bridge.Bridge{Index: postgres.NewIndex(pool), Watchlist: postgres.NewWatchlist(pool), Tiers: tiers,
-		Pipeline: bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
-			runs.Add(1)
-			return poll(ctx, tc, e)
-		})}
+	b.Pipeline = bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+		runs.Add(1)
+		return poll(ctx, tc, e)
+	})
 	w, err := bridge.NewWorker(b, bridge.WorkerConfig{Workers: cfg.slots, Logger: logger})
 	if err != nil {
 		return err
 	}
-	c, err := rotanats.NewConsumer(js, w, qcfg)
+	c, err := rotanats.NewConsumer(js, w, dc, q)
 	if err != nil {
 		return err
 	}
-	logger.Info("workers: consuming", "stream", qcfg.Stream, "slots", cfg.slots)
-	runErr := c.Run(ctx)
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := errors.Join(runErr, w.Stop(stopCtx)); err != nil {
+	if err := c.Run(ctx); err != nil { // until ctx ends, then the Worker's stop within ShutdownTimeout
 		return err
 	}
 	logger.Info("workers: stopped", "runs", runs.Load())
@@ -199,28 +169,29 @@ func worker(ctx context.Context, cfg config, pool *pgxpool.Pool, js jetstream.Je
 }
 
 // addDemoTenants puts tenant-01 … tenant-NN on the pro, plus and free plans in turn, each
-// watching three sources on the dev tier. Adding is idempotent.
-func addDemoTenants(ctx context.Context, wl *postgres.Watchlist, plans *postgres.Entitlements, n int) ([]tenancy.Context, error) {
+// watching three sources on the dev tier, and schedules their work. Adding is idempotent.
+func addDemoTenants(ctx context.Context, b *bridge.Bridge, plans *postgres.Entitlements, n int, logger *slog.Logger) error {
 	ps := []tenancy.PlanID{"pro", "plus", tenancy.PlanFree}
-	var tenants []tenancy.Context
+	now := time.Now().UTC()
 	for i := range n {
 		user := fmt.Sprintf("tenant-%02d", i+1)
 		tc, err := tenancy.NewContext(user)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := plans.SetPlan(ctx, tc, ps[i%len(ps)]); err != nil {
-			return nil, fmt.Errorf("workers: plan of %s: %w", user, err)
+			return fmt.Errorf("workers: plan of %s: %w", user, err)
 		}
+		var es []tenancy.WatchlistEntry
 		for _, slug := range []string{"jobs", "news", "blog"} {
-			e := tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "dev", AddedAt: time.Now().UTC()}
-			if err := wl.Add(ctx, tc, e); err != nil {
-				return nil, fmt.Errorf("workers: watch %s/%s: %w", user, slug, err)
-			}
+			es = append(es, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "dev", AddedAt: now})
 		}
-		tenants = append(tenants, tc)
+		if _, err := b.Watch(ctx, tc, es, now); err != nil {
+			return fmt.Errorf("workers: watch %s: %w", user, err)
+		}
 	}
-	return tenants, nil
+	logger.Info("workers: demo tenants added", "tenants", n)
+	return nil
 }
 
 // poll stands in for the host's pipeline: it takes 5 to 50 ms and finds something new

@@ -104,8 +104,9 @@ var runsLine = regexp.MustCompile(`msg="workers: stopped" .*runs=(\d+)`)
 
 // The command as it is deployed: one dispatcher process and three worker processes,
 // each its own process of the built binary, over one PostgreSQL schema and the local NATS
-// server. Every demo source runs; the dispatcher, and then, once the queue is empty, each
-// worker stop cleanly on SIGTERM, every worker having run items; nothing is left claimed.
+// server. Every demo source runs; a worker started with another -claim exits at once with
+// an error; the dispatcher, and then, once the queue is empty, each worker stop cleanly on
+// SIGTERM, every worker having run items; nothing is left claimed.
 func TestDispatcherAndWorkerProcesses(t *testing.T) {
 	js := requireNATS(t)
 	schema := pgtest.Schema(t, "rota_workers")
@@ -143,6 +144,16 @@ func TestDispatcherAndWorkerProcesses(t *testing.T) {
 		}
 		return true, nil
 	})
+	// A worker whose -claim disagrees with the dispatcher's refuses to start, naming both.
+	odd := start(t, bin, "a worker with another -claim", append([]string{"-role", "worker"}, append(common, "-claim", "20s")...)...)
+	select {
+	case err := <-odd.done:
+		if err == nil || !strings.Contains(odd.log.String(), "duplicate window of 10s") || !strings.Contains(odd.log.String(), "ClaimFor is 20s") {
+			t.Errorf("%s exited with %v, want an error naming 10s and 20s:\n%s", odd.name, err, odd.log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s still runs after 30 s", odd.name)
+	}
 	time.Sleep(2 * time.Second) // the dev tier's base: each source runs again
 	dispatcher.stop(t)
 	waitFor(t, 30*time.Second, "the queue to drain", func() (bool, error) {
