@@ -174,8 +174,8 @@ func checkDispatch(dc dispatch.Config) error {
 		}
 		seen[lc.Lane] = i
 	}
-	if dc.ClaimFor < dispatch.MinClaimFor {
-		errs = append(errs, invalid("dispatch.Config.ClaimFor", fmt.Sprintf("be at least dispatch.MinClaimFor %v", dispatch.MinClaimFor), dc.ClaimFor))
+	if dc.ClaimFor < time.Second {
+		errs = append(errs, invalid("dispatch.Config.ClaimFor", "be at least 1s, the floor dispatch.New keeps", dc.ClaimFor))
 	}
 	return errors.Join(errs...)
 }

@@ -38,7 +38,7 @@ type Consumer struct {
 // items on w. dc is the dispatch.Config the dispatcher's Dispatcher is built with (share
 // the code that makes it): the lanes and ClaimFor are dc's, and its other fields are not
 // used. NewConsumer refuses a nil js or w, a Config that cannot work and a dc without
-// lanes, with a bad or repeated lane or a ClaimFor below dispatch.MinClaimFor, wrapping
+// lanes, with a bad or repeated lane or a ClaimFor below 1s (dispatch.New's floor), wrapping
 // ErrInvalidConfig. It does no I/O: Run declares the stream and the lane consumers.
 func NewConsumer(js jetstream.JetStream, w *bridge.Worker, dc dispatch.Config, cfg Config) (*Consumer, error) {
 	err := errors.Join(cfg.validate(), checkDispatch(dc))
