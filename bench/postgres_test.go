@@ -171,8 +171,8 @@ func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser in
 		return bridge.Result{}, nil
 	})
 	br := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: noop}
-	if added, err := br.SyncTenants(ctx, tcs, t0); err != nil || added != len(users)*perUser {
-		tb.Fatalf("SyncTenants: added %d of %d: %v", added, len(users)*perUser, err)
+	if added, err := br.SyncAll(ctx, t0); err != nil || added != len(users)*perUser {
+		tb.Fatalf("SyncAll: added %d of %d: %v", added, len(users)*perUser, err)
 	}
 	d, err := dispatch.New(idx, oneLane(10))
 	if err != nil {

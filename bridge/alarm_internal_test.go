@@ -145,7 +145,7 @@ func TestWaitAlarmThreshold(t *testing.T) {
 		}
 		return out
 	}
-	// Zero: DefaultAlarmIntervals × Interval. With an Interval of 12s that is 2m, as above.
+	// Zero: defaultAlarmIntervals × Interval. With an Interval of 12s that is 2m, as above.
 	if got := raised(RunnerConfig{Interval: 12 * time.Second}); !cmp.Equal(got, []dispatch.Lane{"free", "pro", "free"}) {
 		t.Errorf("AlarmAfter zero with a 12s Interval raised %v, want the 2m script's alarms", got)
 	}

@@ -277,22 +277,9 @@ func (b *Bridge) Watch(ctx context.Context, tc tenancy.Context, entries []tenanc
 		if last[we.Slug] != i {
 			continue
 		}
-		if we.AddedAt.IsZero() {
-			we.AddedAt = now
-		}
-		if we.Tier == "" {
-			we.Tier = tier
-		}
-		if err := we.Validate(tc); err != nil {
-			errs = append(errs, fmt.Errorf("bridge: watch user %q: entries[%d]: %w", tc.UserID(), i, err))
-			continue
-		}
-		e, err := b.newEntry(tc, we, now)
-		if err == nil {
-			err = e.Validate(tc)
-		}
+		we, e, err := b.prepareWatch(tc, we, tier, now)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("bridge: watch user %q entry %q: %w", tc.UserID(), we.Slug, err))
+			errs = append(errs, fmt.Errorf("bridge: watch user %q: entries[%d]: %w", tc.UserID(), i, err))
 			continue
 		}
 		list, due = append(list, we), append(due, e)

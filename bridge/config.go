@@ -18,11 +18,11 @@ var ErrInvalidConfig = errors.New("bridge: invalid config")
 
 // Runner defaults, used for the zero values of [RunnerConfig].
 const (
-	// DefaultInterval is how often Run starts a cycle.
-	DefaultInterval = time.Minute
-	// DefaultMinInterval is the least time from one cycle's start to the next when Run
+	// defaultInterval is how often Run starts a cycle.
+	defaultInterval = time.Minute
+	// defaultMinInterval is the least time from one cycle's start to the next when Run
 	// drains a backlog or is woken (see RunnerConfig.MinInterval).
-	DefaultMinInterval = minCycleInterval
+	defaultMinInterval = minCycleInterval
 	// minCycleInterval is the floor of RunnerConfig.Interval, RunnerConfig.MinInterval
 	// and FeederConfig.Interval: a dispatch costs a few index calls per lane even when
 	// nothing is due, and more than a hundred a second buy no promptness that
@@ -34,9 +34,9 @@ const (
 	// DefaultFlushItems is how many completions the Runner gathers before it writes them
 	// in one Index.CompleteMany.
 	DefaultFlushItems = 100
-	// DefaultFlushInterval is the longest a completion waits for its batch to be written,
+	// defaultFlushInterval is the longest a completion waits for its batch to be written,
 	// unless a write of its cycle is in flight then: it goes in the next.
-	DefaultFlushInterval = 100 * time.Millisecond
+	defaultFlushInterval = 100 * time.Millisecond
 	// DefaultClaimMargin is how long before its claim ends an item's context ends: time
 	// for the pipeline to return and its completion to be written, and for the clocks of
 	// replicas to disagree, before another dispatch may take the entry. It is the margin
@@ -45,20 +45,20 @@ const (
 	// DefaultShutdownTimeout is how long the items in flight may run on after Run's
 	// context ends, and then how long the last writes may take.
 	DefaultShutdownTimeout = 10 * time.Second
-	// DefaultAlarmIntervals is the noisy-neighbour alarm's threshold in Intervals: a lane
+	// defaultAlarmIntervals is the noisy-neighbour alarm's threshold in Intervals: a lane
 	// that keeps a user waiting longer than this many Intervals raises it.
-	DefaultAlarmIntervals = 10
+	defaultAlarmIntervals = 10
 )
 
 // RunnerConfig holds the Runner's knobs; the zero value means the defaults.
 type RunnerConfig struct {
-	// Interval is how often Run starts a cycle; zero means DefaultInterval. It must be at
+	// Interval is how often Run starts a cycle; zero means one minute. It must be at
 	// least 10 ms.
 	Interval time.Duration
 	// MinInterval is the least time from one cycle's start to the next when Run starts
 	// one before Interval has passed: after a cycle that left ready work it could not
 	// dispatch (a backlog drains at the speed of the workers), or after Runner.Wake. Zero
-	// means DefaultMinInterval; it must lie in [10 ms, Interval].
+	// means 10 ms; it must lie in [10 ms, Interval].
 	MinInterval time.Duration
 	// Workers bounds how many items run at once, across all cycles of the Runner; zero
 	// means DefaultWorkers.
@@ -66,7 +66,7 @@ type RunnerConfig struct {
 	// FlushItems and FlushInterval batch completions: a cycle writes them in one
 	// Index.CompleteMany once FlushItems are waiting, FlushInterval after the first one
 	// waits, and when its last item ends — or, while its previous call is in flight, all
-	// together right after it. Zero means DefaultFlushItems and DefaultFlushInterval.
+	// together right after it. Zero means DefaultFlushItems and 100 ms.
 	FlushItems    int
 	FlushInterval time.Duration
 	// ClaimMargin is the margin of the claim rule for the Runner's items (see
@@ -81,7 +81,7 @@ type RunnerConfig struct {
 	ShutdownTimeout time.Duration
 	// AlarmAfter is the threshold of the alarms: how long a lane may keep a ready user
 	// waiting (see WaitAlarm), and how late a tenant's work may be (see LateAlarm). Zero
-	// means DefaultAlarmIntervals × Interval; a negative value turns both off.
+	// means ten Intervals; a negative value turns both off.
 	AlarmAfter time.Duration
 	// Clock is the Runner's clock; nil means the real clock.
 	Clock Clock
@@ -94,14 +94,14 @@ type RunnerConfig struct {
 
 // withDefaults returns c with every zero knob set to its default.
 func (c RunnerConfig) withDefaults() RunnerConfig {
-	orDefault(&c.Interval, DefaultInterval)
-	orDefault(&c.MinInterval, DefaultMinInterval)
+	orDefault(&c.Interval, defaultInterval)
+	orDefault(&c.MinInterval, defaultMinInterval)
 	orDefault(&c.Workers, DefaultWorkers)
 	orDefault(&c.FlushItems, DefaultFlushItems)
-	orDefault(&c.FlushInterval, DefaultFlushInterval)
+	orDefault(&c.FlushInterval, defaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	orDefault(&c.AlarmAfter, DefaultAlarmIntervals*c.Interval)
+	orDefault(&c.AlarmAfter, defaultAlarmIntervals*c.Interval)
 	orDefault[Clock](&c.Clock, clock.Real)
 	orDefault(&c.Logger, slog.Default())
 	return c
@@ -176,7 +176,7 @@ type WorkerConfig struct {
 	// FlushItems and FlushInterval batch completions as RunnerConfig's do: the Worker
 	// writes them in one Index.CompleteMany once FlushItems are waiting, FlushInterval
 	// after the first one waits, and whenever no item is left running. Zero means
-	// DefaultFlushItems and DefaultFlushInterval.
+	// DefaultFlushItems and 100 ms.
 	FlushItems    int
 	FlushInterval time.Duration
 	// ClaimMargin is the margin of the claim rule, the one setting for it: an item may
@@ -200,7 +200,7 @@ type WorkerConfig struct {
 func (c WorkerConfig) withDefaults() WorkerConfig {
 	orDefault(&c.Workers, DefaultWorkers)
 	orDefault(&c.FlushItems, DefaultFlushItems)
-	orDefault(&c.FlushInterval, DefaultFlushInterval)
+	orDefault(&c.FlushInterval, defaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.MaxClockSkew, dispatch.DefaultMaxClockSkew)
 	orDefault[Clock](&c.Clock, clock.Real)

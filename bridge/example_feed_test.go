@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/bridge"
-	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
@@ -38,9 +37,9 @@ func ExampleFeeder_Feed() {
 		panic(err)
 	}
 	if _, err := b.Watch(ctx, tc, []tenancy.WatchlistEntry{
-		{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot},
-		{UserID: "ana", Slug: "news", Tier: cadence.NameHot},
-		{UserID: "ana", Slug: "prices", Tier: cadence.NameHot},
+		{UserID: "ana", Slug: "jobs-board", Tier: "hot"},
+		{UserID: "ana", Slug: "news", Tier: "hot"},
+		{UserID: "ana", Slug: "prices", Tier: "hot"},
 	}, now.Add(-time.Hour)); err != nil {
 		panic(err)
 	}

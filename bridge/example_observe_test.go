@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/bridge"
-	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
@@ -32,10 +31,10 @@ func ExampleObserver() {
 		}
 		for i := range feeds {
 			slug := fmt.Sprintf("feed-%d", i)
-			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: cadence.NameHot}); err != nil {
+			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "hot"}); err != nil {
 				panic(err)
 			}
-			if err := idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: cadence.NameHot, DueAt: start}); err != nil {
+			if err := idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: "hot", DueAt: start}); err != nil {
 				panic(err)
 			}
 		}

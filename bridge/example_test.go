@@ -75,7 +75,7 @@ func Example() {
 		panic(err)
 	}
 	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	added, err := b.Watch(ctx, tc, []tenancy.WatchlistEntry{{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot}}, start)
+	added, err := b.Watch(ctx, tc, []tenancy.WatchlistEntry{{UserID: "ana", Slug: "jobs-board", Tier: "hot"}}, start)
 	if err != nil {
 		panic(err)
 	}
@@ -113,8 +113,8 @@ func ExampleBridge_SyncWatchlist() {
 	}
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 	for _, e := range []tenancy.WatchlistEntry{
-		{UserID: "ben", Slug: "news", Tier: cadence.NameHot},
-		{UserID: "ben", Slug: "forum", Tier: cadence.NameWarm},
+		{UserID: "ben", Slug: "news", Tier: "hot"},
+		{UserID: "ben", Slug: "forum", Tier: "warm"},
 	} {
 		if err := watchlist.Add(ctx, tc, e); err != nil {
 			panic(err)
@@ -156,7 +156,7 @@ func ExampleBridge_RunDueItem_removed() {
 		panic(err)
 	}
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	if err := idx.Schedule(ctx, tc, duework.Entry{UserID: "ana", WorkKey: "old-feed", Tier: cadence.NameHot, DueAt: now}); err != nil {
+	if err := idx.Schedule(ctx, tc, duework.Entry{UserID: "ana", WorkKey: "old-feed", Tier: "hot", DueAt: now}); err != nil {
 		panic(err)
 	}
 	claims, err := idx.Claim(ctx, []duework.Key{{UserID: "ana", WorkKey: "old-feed"}}, now, now.Add(time.Minute))

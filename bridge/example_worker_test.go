@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/bridge"
-	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
@@ -29,8 +28,8 @@ func ExampleWorker() {
 		panic(err)
 	}
 	if _, err := b.Watch(ctx, tc, []tenancy.WatchlistEntry{
-		{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot},
-		{UserID: "ana", Slug: "news", Tier: cadence.NameHot},
+		{UserID: "ana", Slug: "jobs-board", Tier: "hot"},
+		{UserID: "ana", Slug: "news", Tier: "hot"},
 	}, start.Add(-time.Hour)); err != nil {
 		panic(err)
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// DefaultFeederInterval is how often a Feeder's Run asks its Sink for room and dispatches
+// defaultFeederInterval is how often a Feeder's Run asks its Sink for room and dispatches
 // when FeederConfig.Interval is zero.
-const DefaultFeederInterval = time.Second
+const defaultFeederInterval = time.Second
 
 // Sink is a host's queue between a [Feeder] and the workers that run its items elsewhere
 // (NATS JetStream, SQS, RabbitMQ, a job table): usually one stream or subject per lane,
@@ -42,9 +42,9 @@ type Sink interface {
 // FeederConfig holds a Feeder's knobs; the zero value means the defaults.
 type FeederConfig struct {
 	// Interval is how often Run asks for room and dispatches; zero means
-	// DefaultFeederInterval. It must be at least 10 ms. A round that left ready
+	// one second. It must be at least 10 ms. A round that left ready
 	// work its Dispatcher's caps held back, with room to spare, is followed by the next
-	// DefaultMinInterval after it began.
+	// 10 ms after it began.
 	Interval time.Duration
 	// Clock is the Feeder's clock, nil meaning the real one: rounds' now and the loop's
 	// timers.
@@ -109,7 +109,7 @@ func NewFeeder(d *dispatch.Dispatcher, sink Sink, cfg FeederConfig) (*Feeder, er
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	orDefault(&cfg.Interval, DefaultFeederInterval)
+	orDefault(&cfg.Interval, defaultFeederInterval)
 	orDefault[Clock](&cfg.Clock, clock.Real)
 	orDefault(&cfg.Logger, slog.Default())
 	return &Feeder{d: d, idx: d.Index(), claimFor: d.Config().ClaimFor, sink: sink, cfg: cfg, stalled: map[dispatch.Lane]*laneStall{}}, nil
@@ -129,7 +129,7 @@ func (f *Feeder) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		started := clk.Now()
 		if r := f.round(st.drain, ctx, st.write, started); r.again() && ctx.Err() == nil {
-			if d := DefaultMinInterval - clk.Now().Sub(started); d > 0 {
+			if d := defaultMinInterval - clk.Now().Sub(started); d > 0 {
 				clock.Sleep(ctx, clk, d)
 			}
 			continue

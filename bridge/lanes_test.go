@@ -229,19 +229,19 @@ func TestPlanLimitsRefusesABurstWithoutARate(t *testing.T) {
 
 func TestPlanTiersGivesEachTenantItsPlansTier(t *testing.T) {
 	ent := entitlements(t, map[string]tenancy.PlanID{"p": "pro", "f": "free"})
-	table := map[tenancy.PlanID]string{"pro": cadence.NameHot, "free": cadence.NameCold}
+	table := map[tenancy.PlanID]string{"pro": "hot", "free": "cold"}
 	tierFor, err := bridge.PlanTiers(ent, table, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	table["pro"] = cadence.NameWarm // the table was copied
-	for user, want := range map[string]string{"p": cadence.NameHot, "f": cadence.NameCold, "never-set": cadence.NameCold} {
+	table["pro"] = "warm" // the table was copied
+	for user, want := range map[string]string{"p": "hot", "f": "cold", "never-set": "cold"} {
 		if got, err := tierFor(context.Background(), mustTC(t, user)); err != nil || got != want {
 			t.Errorf("TierFor(%q) = %q, %v; want %q", user, got, err, want)
 		}
 	}
 	ent = entitlements(t, map[string]tenancy.PlanID{"x": "enterprise"})
-	tierFor, _ = bridge.PlanTiers(ent, map[tenancy.PlanID]string{"free": cadence.NameCold}, nil)
+	tierFor, _ = bridge.PlanTiers(ent, map[tenancy.PlanID]string{"free": "cold"}, nil)
 	if _, err := tierFor(context.Background(), mustTC(t, "x")); !errors.Is(err, bridge.ErrUnmappedPlan) || !strings.Contains(err.Error(), `"enterprise"`) {
 		t.Errorf("TierFor of an unmapped plan = %v, want ErrUnmappedPlan naming it", err)
 	}

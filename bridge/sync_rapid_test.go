@@ -21,7 +21,7 @@ import (
 // count is the number of new entries, and an unknown tier is an error exactly when a new
 // source has one.
 func TestSyncWatchlistProperties(t *testing.T) {
-	tiers := []string{cadence.NameHot, cadence.NameWarm, cadence.NameCold, "nightly"}
+	tiers := []string{"hot", "warm", "cold", "nightly"}
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		idx := duework.NewMemory()

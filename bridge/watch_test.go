@@ -27,10 +27,10 @@ func TestWatchAddsAndSchedulesInOneStep(t *testing.T) {
 	kept := duework.Entry{UserID: "u1", WorkKey: "old", Tier: "hot", DueAt: t0.Add(9 * time.Hour), MissStreak: 4}
 	schedule(t, idx.Memory, kept)
 	added, err := b.Watch(context.Background(), tc, []tenancy.WatchlistEntry{
-		{UserID: "u1", Slug: "a", Tier: cadence.NameHot},
-		{UserID: "u1", Slug: "b", Tier: cadence.NameHot, AddedAt: t0.Add(-time.Hour)},
-		{UserID: "u1", Slug: "old", Tier: cadence.NameWarm},
-		{UserID: "u1", Slug: "a", Tier: cadence.NameCold}, // given twice: the last wins
+		{UserID: "u1", Slug: "a", Tier: "hot"},
+		{UserID: "u1", Slug: "b", Tier: "hot", AddedAt: t0.Add(-time.Hour)},
+		{UserID: "u1", Slug: "old", Tier: "warm"},
+		{UserID: "u1", Slug: "a", Tier: "cold"}, // given twice: the last wins
 	}, t0)
 	if err != nil || added != 2 {
 		t.Fatalf("Watch = %d, %v; want a and b added", added, err)
@@ -40,14 +40,14 @@ func TestWatchAddsAndSchedulesInOneStep(t *testing.T) {
 	}
 	list, _ := wl.List(context.Background(), tc)
 	want := []tenancy.WatchlistEntry{
-		{UserID: "u1", Slug: "a", Tier: cadence.NameCold, AddedAt: t0},
-		{UserID: "u1", Slug: "b", Tier: cadence.NameHot, AddedAt: t0.Add(-time.Hour)},
-		{UserID: "u1", Slug: "old", Tier: cadence.NameWarm, AddedAt: t0},
+		{UserID: "u1", Slug: "a", Tier: "cold", AddedAt: t0},
+		{UserID: "u1", Slug: "b", Tier: "hot", AddedAt: t0.Add(-time.Hour)},
+		{UserID: "u1", Slug: "old", Tier: "warm", AddedAt: t0},
 	}
 	if diff := cmp.Diff(want, list); diff != "" {
 		t.Errorf("watchlist (-want +got):\n%s", diff)
 	}
-	if e := get(t, idx.Memory, "u1", "a"); e.Tier != cadence.NameCold || e.DueAt.Before(t0) || !e.DueAt.Before(t0.Add(cadence.TierCold.Base)) {
+	if e := get(t, idx.Memory, "u1", "a"); e.Tier != "cold" || e.DueAt.Before(t0) || !e.DueAt.Before(t0.Add(cadence.TierCold.Base)) {
 		t.Errorf("a scheduled as %+v, want a cold entry due within its base", e)
 	}
 	if e := get(t, idx.Memory, "u1", "old"); e != kept {
@@ -145,7 +145,7 @@ func TestSyncAllSyncsEveryTenantOfTheWatchlist(t *testing.T) {
 	const tenants = 2500
 	for u := range tenants {
 		user := fmt.Sprintf("t%05d", u)
-		tier := cadence.NameHot
+		tier := "hot"
 		if u == 1234 {
 			tier = "nightly" // an unknown tier: that entry fails, the rest syncs
 		}
@@ -191,11 +191,11 @@ func TestWatchGivesEntriesWithoutATierTheirTenantsTier(t *testing.T) {
 		if tc.UserID() == "broken" {
 			return "", errBoom
 		}
-		return cadence.NameCold, nil
+		return "cold", nil
 	}}
 	tc := mustTC(t, "u1")
 	if _, err := b.Watch(context.Background(), tc, []tenancy.WatchlistEntry{
-		{UserID: "u1", Slug: "a"}, {UserID: "u1", Slug: "b"}, {UserID: "u1", Slug: "c", Tier: cadence.NameHot},
+		{UserID: "u1", Slug: "a"}, {UserID: "u1", Slug: "b"}, {UserID: "u1", Slug: "c", Tier: "hot"},
 	}, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +204,10 @@ func TestWatchGivesEntriesWithoutATierTheirTenantsTier(t *testing.T) {
 	for _, we := range list {
 		tiers[we.Slug] = we.Tier
 	}
-	if diff := cmp.Diff(map[string]string{"a": cadence.NameCold, "b": cadence.NameCold, "c": cadence.NameHot}, tiers); diff != "" || asked != 1 {
+	if diff := cmp.Diff(map[string]string{"a": "cold", "b": "cold", "c": "hot"}, tiers); diff != "" || asked != 1 {
 		t.Errorf("tiers (-want +got):\n%s\nTierFor asked %d times, want once", diff, asked)
 	}
-	if e := get(t, idx.Memory, "u1", "a"); e.Tier != cadence.NameCold {
+	if e := get(t, idx.Memory, "u1", "a"); e.Tier != "cold" {
 		t.Errorf("a scheduled as %+v, want the cold tier", e)
 	}
 	broken := mustTC(t, "broken")

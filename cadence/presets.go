@@ -17,10 +17,11 @@ var (
 	DigestWeekly = Backoff{Base: 7 * 24 * time.Hour, Max: 28 * 24 * time.Hour, Factor: 2}
 )
 
-// The tier names under which [NewRegistry] holds the presets.
+// The tier names under which [NewRegistry] holds the presets: "hot", "warm", "cold" and
+// "digest_weekly".
 const (
-	NameHot          = "hot"
-	NameWarm         = "warm"
-	NameCold         = "cold"
-	NameDigestWeekly = "digest_weekly"
+	nameHot          = "hot"
+	nameWarm         = "warm"
+	nameCold         = "cold"
+	nameDigestWeekly = "digest_weekly"
 )

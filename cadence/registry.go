@@ -34,10 +34,10 @@ type Registry struct {
 // NewRegistry returns a Registry holding the four presets.
 func NewRegistry() *Registry {
 	return &Registry{policies: map[string]Policy{
-		NameHot:          TierHot,
-		NameWarm:         TierWarm,
-		NameCold:         TierCold,
-		NameDigestWeekly: DigestWeekly,
+		nameHot:          TierHot,
+		nameWarm:         TierWarm,
+		nameCold:         TierCold,
+		nameDigestWeekly: DigestWeekly,
 	}}
 }
 

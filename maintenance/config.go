@@ -15,18 +15,18 @@ const (
 	// DefaultHolder names the scheduler on the lease. Schedulers of one fleet set
 	// distinct holders.
 	DefaultHolder = "maintenance"
-	// DefaultLeaseTTL is how long a grant, or a run's claim, lasts between renewals.
-	DefaultLeaseTTL = 5 * time.Minute
+	// defaultLeaseTTL is how long a grant, or a run's claim, lasts between renewals.
+	defaultLeaseTTL = 5 * time.Minute
 	// DefaultMaxHold is the longest one heavy run may hold the lease.
 	DefaultMaxHold = 2 * time.Hour
-	// DefaultYieldAfter is how long a waiter waits before fairness promotion.
-	DefaultYieldAfter = 30 * time.Minute
+	// defaultYieldAfter is how long a waiter waits before fairness promotion.
+	defaultYieldAfter = 30 * time.Minute
 	// DefaultDegradeAfter is the wait past which the gauge reads PostureDegraded.
 	DefaultDegradeAfter = time.Hour
-	// DefaultAlsoDispatchLimit bounds the second pass.
-	DefaultAlsoDispatchLimit = 4
-	// DefaultPollInterval is how often Run polls.
-	DefaultPollInterval = time.Minute
+	// defaultAlsoDispatchLimit bounds the second pass.
+	defaultAlsoDispatchLimit = 4
+	// defaultPollInterval is how often Run polls.
+	defaultPollInterval = time.Minute
 )
 
 // Config holds a Scheduler's collaborators and knobs. The zero value of each field means
@@ -41,7 +41,7 @@ type Config struct {
 	// Holder names this scheduler on the lease (DefaultHolder); it must be a valid name
 	// (see Names and times in the package documentation).
 	Holder string
-	// LeaseTTL is the grant length between renewals (DefaultLeaseTTL, or MaxHold if
+	// LeaseTTL is the grant length between renewals (5 minutes, or MaxHold if
 	// shorter); at most MaxHold. An off-lease run's claim lasts as long between its
 	// extensions, so a run whose scheduler stopped, or whose outcome could not be
 	// written, blocks its task for at most LeaseTTL.
@@ -50,16 +50,16 @@ type Config struct {
 	// cancels a task's context at MaxHold.
 	MaxHold time.Duration
 	// YieldAfter is the wait after which a waiter is promoted and other schedulers
-	// yield to it (DefaultYieldAfter). A waiter of another scheduler not deferred within
+	// yield to it (30 minutes). A waiter of another scheduler not deferred within
 	// YieldAfter is presumed abandoned.
 	YieldAfter time.Duration
 	// DegradeAfter is the wait past which the gauge reads PostureDegraded
 	// (DefaultDegradeAfter).
 	DegradeAfter time.Duration
 	// AlsoDispatchLimit bounds how many off-lease tasks one poll dispatches
-	// (DefaultAlsoDispatchLimit).
+	// (4).
 	AlsoDispatchLimit int
-	// PollInterval is how often Run polls (DefaultPollInterval); Run also polls as soon
+	// PollInterval is how often Run polls (one minute); Run also polls as soon
 	// as a task ends.
 	PollInterval time.Duration
 	// Logger receives one line per poll and Run's warnings; nil means slog.Default() at
@@ -89,12 +89,12 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	def(&c.MaxHold, DefaultMaxHold)
-	def(&c.LeaseTTL, min(DefaultLeaseTTL, c.MaxHold))
-	def(&c.YieldAfter, DefaultYieldAfter)
+	def(&c.LeaseTTL, min(defaultLeaseTTL, c.MaxHold))
+	def(&c.YieldAfter, defaultYieldAfter)
 	def(&c.DegradeAfter, DefaultDegradeAfter)
-	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.PollInterval, defaultPollInterval)
 	if c.AlsoDispatchLimit == 0 {
-		c.AlsoDispatchLimit = DefaultAlsoDispatchLimit
+		c.AlsoDispatchLimit = defaultAlsoDispatchLimit
 	}
 	if c.Holder == "" {
 		c.Holder = DefaultHolder

@@ -19,9 +19,9 @@ func TestConfigWithDefaults(t *testing.T) {
 	slog.SetDefault(custom)
 	c := Config{}.withDefaults()
 	slog.SetDefault(was)
-	if c.MaxHold != DefaultMaxHold || c.LeaseTTL != DefaultLeaseTTL || c.YieldAfter != DefaultYieldAfter ||
-		c.DegradeAfter != DefaultDegradeAfter || c.AlsoDispatchLimit != DefaultAlsoDispatchLimit ||
-		c.PollInterval != DefaultPollInterval || c.Holder != DefaultHolder {
+	if c.MaxHold != DefaultMaxHold || c.LeaseTTL != defaultLeaseTTL || c.YieldAfter != defaultYieldAfter ||
+		c.DegradeAfter != DefaultDegradeAfter || c.AlsoDispatchLimit != defaultAlsoDispatchLimit ||
+		c.PollInterval != defaultPollInterval || c.Holder != DefaultHolder {
 		t.Errorf("zero knobs take the defaults: %+v", c)
 	}
 	if c.Logger != custom {

@@ -20,7 +20,7 @@ func ptask(name string, class Class, cadence time.Duration) Task {
 
 // testPolicy is the policy of a scheduler over tasks with the default knobs.
 func testPolicy(tasks ...Task) policy {
-	p := policy{byName: map[string]int{}, holder: "me", yieldAfter: DefaultYieldAfter, limit: DefaultAlsoDispatchLimit}
+	p := policy{byName: map[string]int{}, holder: "me", yieldAfter: defaultYieldAfter, limit: defaultAlsoDispatchLimit}
 	for i, t := range tasks {
 		p.tasks = append(p.tasks, t)
 		p.byName[t.Name] = i

@@ -43,10 +43,10 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 		}
 		for i := range sources {
 			slug := fmt.Sprintf("src-%02d", i)
-			if err := wl.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: cadence.NameHot, AddedAt: t0}); err != nil {
+			if err := wl.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "hot", AddedAt: t0}); err != nil {
 				t.Fatal(err)
 			}
-			if err := idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: cadence.NameHot, DueAt: t0.Add(-time.Duration(sources-i) * time.Second)}); err != nil {
+			if err := idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: "hot", DueAt: t0.Add(-time.Duration(sources-i) * time.Second)}); err != nil {
 				t.Fatal(err)
 			}
 		}

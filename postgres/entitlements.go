@@ -3,6 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,6 +46,36 @@ func (x *Entitlements) SetPlan(ctx context.Context, tc tenancy.Context, p tenanc
 		INSERT INTO rota_plans (user_id, plan) VALUES ($1, $2)
 		ON CONFLICT (user_id) DO UPDATE SET plan = EXCLUDED.plan`, tc.UserID(), string(p))
 	return interpretTenancy(ctx, "Entitlements.SetPlan", err)
+}
+
+// SetPlans puts each tenant of plans, by user ID, on its plan, in one statement: SetPlan
+// for many tenants, the seeding of a service. It refuses a done ctx, an invalid user ID
+// (tenancy.ErrInvalidID) and a plan that is not Valid (tenancy.ErrInvalidPlan), naming the
+// tenant, before anything is sent, and then writes all of them or none. Rows are written
+// in user ID order, so that concurrent calls lock them in one order.
+func (x *Entitlements) SetPlans(ctx context.Context, plans map[string]tenancy.PlanID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	users := slices.Sorted(maps.Keys(plans))
+	names := make([]string, len(users))
+	for i, u := range users {
+		if err := tenancy.ValidateID("user ID", u); err != nil {
+			return err
+		}
+		if err := plans[u].Check(); err != nil {
+			return fmt.Errorf("tenant %q: %w", u, err)
+		}
+		names[i] = string(plans[u])
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	_, err := x.pool.Exec(ctx, `
+		INSERT INTO rota_plans (user_id, plan)
+		SELECT k.user_id, k.plan FROM unnest($1::text[], $2::text[]) AS k(user_id, plan) ORDER BY k.user_id
+		ON CONFLICT (user_id) DO UPDATE SET plan = EXCLUDED.plan`, users, names)
+	return interpretTenancy(ctx, "Entitlements.SetPlans", err)
 }
 
 // Plan implements [tenancy.Entitlements]: the plan SetPlan last set for the tenant, or

@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,9 +20,9 @@ import (
 // table, rota_watchlist, keyed by (user_id, slug). Like the in-memory one it is
 // deny-by-default: every statement filters by the Context's user, so no argument reaches
 // another tenant's rows. Each call is one round trip and one statement. List reads the
-// tenant's whole list, ordered by slug; AddMany writes many entries of one tenant;
-// GetMany reads many tenants' entries; Tenants pages through the tenants by a loose scan
-// of the primary key. AddedAt is stored to the microsecond.
+// tenant's whole list, ordered by slug; AddMany writes many entries of one tenant, AddAll
+// many tenants' at once; GetMany reads many tenants' entries; Tenants pages through the
+// tenants by a loose scan of the primary key. AddedAt is stored to the microsecond.
 type Watchlist struct {
 	pool *pgxpool.Pool
 }
@@ -113,6 +116,46 @@ func (w *Watchlist) AddMany(ctx context.Context, tc tenancy.Context, entries []t
 		ON CONFLICT (user_id, slug) DO UPDATE SET tier = EXCLUDED.tier, added_at = EXCLUDED.added_at`,
 		tc.UserID(), slugs, tiers, added)
 	return interpretTenancy(ctx, "Watchlist.AddMany", err)
+}
+
+// AddAll implements [tenancy.Watchlist]: after ctx it checks every entry under its
+// UserID's Context with [tenancy.WatchlistEntry.Validate] before anything is sent — one
+// refused entry refuses the call, naming its index, and writes nothing — then inserts or
+// replaces them all in one statement, in (user, slug) order so that concurrent calls lock
+// rows in one order. A (user, slug) given twice is written once, the last one winning.
+func (w *Watchlist) AddAll(ctx context.Context, entries []tenancy.WatchlistEntry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	type key struct{ user, slug string }
+	last := make(map[key]int, len(entries)) // the index of each key's last entry
+	for i, e := range entries {
+		tc, err := tenancy.NewContext(e.UserID)
+		if err == nil {
+			err = e.Validate(tc)
+		}
+		if err != nil {
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+		last[key{e.UserID, e.Slug}] = i
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	keys := slices.SortedFunc(maps.Keys(last), func(a, b key) int { return cmp.Or(strings.Compare(a.user, b.user), strings.Compare(a.slug, b.slug)) })
+	users, slugs, tiers, added := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys)), make([]time.Time, len(keys))
+	for i, k := range keys {
+		e := entries[last[k]]
+		users[i], slugs[i], tiers[i], added[i] = e.UserID, e.Slug, e.Tier, e.AddedAt
+	}
+	_, err := w.pool.Exec(ctx, `
+		INSERT INTO rota_watchlist (user_id, slug, tier, added_at)
+		SELECT k.user_id, k.slug, k.tier, k.added_at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, slug, tier, added_at, ord)
+		ORDER BY k.ord
+		ON CONFLICT (user_id, slug) DO UPDATE SET tier = EXCLUDED.tier, added_at = EXCLUDED.added_at`,
+		users, slugs, tiers, added)
+	return interpretTenancy(ctx, "Watchlist.AddAll", err)
 }
 
 // sqlTenants is Tenants' read ($1 after, $2 limit): a loose index scan of rota_watchlist's

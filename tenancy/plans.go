@@ -3,6 +3,9 @@ package tenancy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/rotaworks/rota/internal/vocab"
@@ -74,6 +77,39 @@ func (m *MemoryEntitlements) SetPlan(ctx context.Context, tc Context, p PlanID) 
 		m.plans = make(map[string]PlanID)
 	}
 	m.plans[tc.userID] = p
+	return nil
+}
+
+// SetPlans puts each tenant of plans, by user ID, on its plan: SetPlan for many tenants
+// in one call, all or nothing. An invalid user ID ([ErrInvalidID]) or plan
+// ([ErrInvalidPlan]) refuses the call, naming the tenant, and changes nothing.
+func (m *MemoryEntitlements) SetPlans(ctx context.Context, plans map[string]PlanID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkPlans(plans); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.plans == nil {
+		m.plans = make(map[string]PlanID, len(plans))
+	}
+	maps.Copy(m.plans, plans)
+	return nil
+}
+
+// checkPlans checks every tenant and plan of a SetPlans call, in user ID order, and
+// returns the first problem, naming the tenant.
+func checkPlans(plans map[string]PlanID) error {
+	for _, user := range slices.Sorted(maps.Keys(plans)) {
+		if err := ValidateID("user ID", user); err != nil {
+			return err
+		}
+		if err := plans[user].Check(); err != nil {
+			return fmt.Errorf("tenant %q: %w", user, err)
+		}
+	}
 	return nil
 }
 

@@ -49,9 +49,9 @@ func (e WatchlistEntry) Validate(tc Context) error {
 
 // Watchlist is the tenant-scoped list of watched sources, deny-by-default like
 // [Repository]. Every method returns [ErrNoTenant] for the zero Context and [ErrInvalidID]
-// for a bad slug. GetMany and Tenants are the cross-tenant exceptions: GetMany answers each
-// lookup under the lookup's own Context, and Tenants lists user IDs only, for an operator
-// or a start-up sync.
+// for a bad slug. GetMany, AddAll and Tenants are the cross-tenant exceptions: GetMany
+// answers each lookup under the lookup's own Context, AddAll writes each entry under its
+// own UserID's, and Tenants lists user IDs only, for an operator or a start-up sync.
 type Watchlist interface {
 	// Add inserts or replaces the entry with e.Slug. It refuses what [WatchlistEntry.Validate]
 	// refuses: an entry whose UserID is not the Context's is ErrForbidden, never rewritten.
@@ -60,6 +60,13 @@ type Watchlist interface {
 	// refuses refuses the call, naming the entry's index, and nothing is written. A slug
 	// given twice is written once, the last one winning.
 	AddMany(ctx context.Context, tc Context, entries []WatchlistEntry) error
+	// AddAll is AddMany for the entries of many tenants at once, each under the Context
+	// of its own UserID: the cross-tenant write of a seeding or an import, one call for
+	// every tenant's sources (one statement on a database). All or nothing: an entry that
+	// Validate refuses under its UserID's Context — an invalid UserID among them — refuses
+	// the call, naming its index, and nothing is written. A (UserID, Slug) given twice is
+	// written once, the last one winning.
+	AddAll(ctx context.Context, entries []WatchlistEntry) error
 	// Remove deletes the tenant's entry slug, or returns ErrNotFound.
 	Remove(ctx context.Context, tc Context, slug string) error
 	// Get returns the tenant's entry slug, or ErrNotFound.
@@ -137,6 +144,29 @@ func (w *MemoryWatchlist) AddMany(ctx context.Context, tc Context, entries []Wat
 	rows := w.repo.tenantRows(tc.userID)
 	for _, e := range entries {
 		rows[e.Slug] = e
+	}
+	return nil
+}
+
+// AddAll implements [Watchlist]: every entry is checked under its UserID's Context
+// before any is written, all under one lock.
+func (w *MemoryWatchlist) AddAll(ctx context.Context, entries []WatchlistEntry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		tc, err := NewContext(e.UserID)
+		if err == nil {
+			err = e.Validate(tc)
+		}
+		if err != nil {
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+	}
+	w.repo.mu.Lock()
+	defer w.repo.mu.Unlock()
+	for _, e := range entries {
+		w.repo.tenantRows(e.UserID)[e.Slug] = e
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func (w *world) tenant(ctx context.Context, user string, plan tenancy.PlanID, so
 		return err
 	}
 	for i := range sources {
-		e := duework.Entry{UserID: user, WorkKey: fmt.Sprintf("src%03d", i), Tier: cadence.NameDigestWeekly, DueAt: due}
+		e := duework.Entry{UserID: user, WorkKey: fmt.Sprintf("src%03d", i), Tier: "digest_weekly", DueAt: due}
 		if err := w.idx.Schedule(ctx, tc, e); err != nil {
 			return err
 		}

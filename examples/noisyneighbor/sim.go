@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
@@ -48,7 +47,7 @@ func DefaultConfig(seed uint64, newIndex func() duework.Index) Config {
 		Capacity:     100,
 		Cycles:       270,
 		BucketCycles: 6,
-		AlarmAfter:   bridge.DefaultAlarmIntervals * 10 * time.Second,
+		AlarmAfter:   10 * 10 * time.Second, // ten cycles, the Runner's default
 		NewIndex:     newIndex,
 	}
 }

@@ -66,11 +66,11 @@ type source struct{ slug, tier string }
 func tenants() []tenant {
 	noisy := tenant{user: "noisy", plan: "pro"}
 	for i := range 40 {
-		noisy.sources = append(noisy.sources, source{fmt.Sprintf("feed%02d", i), cadence.NameHot})
+		noisy.sources = append(noisy.sources, source{fmt.Sprintf("feed%02d", i), "hot"})
 	}
 	return []tenant{
-		{user: "ana", plan: tenancy.PlanFree, sources: []source{{"jobs", cadence.NameHot}, {"blog", cadence.NameHot}, {"digest", cadence.NameWarm}}},
-		{user: "ben", plan: "plus", sources: []source{{"news", cadence.NameHot}, {"forum", cadence.NameHot}, {"podcast", cadence.NameHot}, {"status", cadence.NameHot}}},
+		{user: "ana", plan: tenancy.PlanFree, sources: []source{{"jobs", "hot"}, {"blog", "hot"}, {"digest", "warm"}}},
+		{user: "ben", plan: "plus", sources: []source{{"news", "hot"}, {"forum", "hot"}, {"podcast", "hot"}, {"status", "hot"}}},
 		noisy,
 	}
 }
@@ -207,7 +207,7 @@ func change(ctx context.Context, w io.Writer, b *bridge.Bridge, wl tenancy.Watch
 	verb := "removes"
 	if add {
 		verb = "adds"
-		err = wl.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: cadence.NameHot, AddedAt: now})
+		err = wl.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "hot", AddedAt: now})
 	} else {
 		err = wl.Remove(ctx, tc, slug)
 	}

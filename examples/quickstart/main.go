@@ -68,7 +68,7 @@ func run(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		for _, slug := range []string{"jobs", "blog"} {
-			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: cadence.NameHot, AddedAt: start}); err != nil {
+			if err := watchlist.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "hot", AddedAt: start}); err != nil {
 				return err
 			}
 		}

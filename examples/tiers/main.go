@@ -36,7 +36,7 @@ func run(w io.Writer) error {
 	// covers every line.
 	out := bufio.NewWriter(w)
 	registry := cadence.NewRegistry()
-	tierNames := []string{cadence.NameHot, cadence.NameWarm, cadence.NameCold, cadence.NameDigestWeekly}
+	tierNames := []string{"hot", "warm", "cold", "digest_weekly"}
 
 	fmt.Fprintf(out, "%-14s %s\n", "tier", "next interval after each poll (m = miss, H = hit)")
 	for _, name := range tierNames {

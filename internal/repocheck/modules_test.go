@@ -130,7 +130,7 @@ import (
 	"github.com/rotaworks/rota/cadence"
 )
 
-func main() { println(cmp.Equal(cadence.NameHot, "hot")) }
+func main() { println(cmp.Equal("hot", "hot")) }
 `
 	const header = "module example.com/broken\n\ngo 1.25.0\n\n"
 	rootSum, err := os.ReadFile(filepath.Join(root, "go.sum")) // go-cmp's checksums among them

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -188,6 +189,42 @@ func (f *fake) AddMany(ctx context.Context, tc tenancy.Context, entries []tenanc
 	}
 	f.write(tc, keep)
 	return nil
+}
+
+func (f *fake) AddAll(ctx context.Context, entries []tenancy.WatchlistEntry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var keep []tenancy.WatchlistEntry
+	for i, e := range entries {
+		tc, err := tenancy.NewContext(e.UserID)
+		if err == nil {
+			err = e.Validate(tc)
+		}
+		switch {
+		case err != nil && f.bug == "addAllPartial":
+			f.writeAll(keep)
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		case err != nil && f.bug == "addAllNoIndex":
+			return err
+		case err != nil:
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+		keep = append(keep, e)
+	}
+	if f.bug == "addAllFirstWins" {
+		slices.Reverse(keep)
+	}
+	f.writeAll(keep)
+	return nil
+}
+
+// writeAll stores entries, each for its own user, in order.
+func (f *fake) writeAll(entries []tenancy.WatchlistEntry) {
+	for _, e := range entries {
+		tc, _ := tenancy.NewContext(e.UserID)
+		f.write(tc, []tenancy.WatchlistEntry{e})
+	}
 }
 
 // write stores entries for tc, in order.
@@ -389,6 +426,39 @@ func (r repo) List(ctx context.Context, tc tenancy.Context) ([]string, error) {
 	return out, err
 }
 
+func (f *fake) SetPlans(ctx context.Context, plans map[string]tenancy.PlanID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	users := slices.Sorted(maps.Keys(plans))
+	for _, u := range users {
+		err := tenancy.ValidateID("user ID", u)
+		if err == nil && !plans[u].Valid() {
+			err = fmt.Errorf("%w: tenant %q: %q", tenancy.ErrInvalidPlan, u, plans[u])
+		}
+		if err != nil {
+			if f.bug != "setPlansPartial" {
+				return err
+			}
+			users = users[:slices.Index(users, u)]
+			defer func() { _ = f.setAll(users, plans) }()
+			return err
+		}
+	}
+	return f.setAll(users, plans)
+}
+
+// setAll sets each of users on its plan in plans.
+func (f *fake) setAll(users []string, plans map[string]tenancy.PlanID) error {
+	for _, u := range users {
+		tc, _ := tenancy.NewContext(u)
+		if err := f.SetPlan(context.Background(), tc, plans[u]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (f *fake) SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID) error {
 	if err := f.check(ctx, tc); err != nil {
 		return err
@@ -503,6 +573,10 @@ func TestSuiteCatchesBrokenWatchlists(t *testing.T) {
 		"addManyRewritesUser":   {"AddManyCrossTenant", "AddManyAllOrNothing"},
 		"addManySkipsForbidden": {"AddManyCrossTenant", "AddManyAllOrNothing"},
 
+		"addAllPartial":   {"AddAllAllOrNothing"},
+		"addAllNoIndex":   {"AddAllAllOrNothing"},
+		"addAllFirstWins": {"AddAll"},
+
 		"tenantsInclusive":      {"Tenants", "StateMachine"},
 		"tenantsNoLimit":        {"Tenants", "StateMachine"},
 		"tenantsFoldsCase":      {"Tenants", "StateMachine"},
@@ -542,6 +616,7 @@ func TestSuiteCatchesBrokenEntitlements(t *testing.T) {
 		"truncatesPlan":    {"HostPlans"},
 		"zeroContextLists": {"NoTenant"},
 		"ignoresCtx":       {"DoneContext"},
+		"setPlansPartial":  {"SetPlans"},
 	})
 }
 

@@ -385,3 +385,72 @@ func tenantsMembership(s *suite[*watchSubject]) {
 	}
 	want("every entry removed")
 }
+
+func addAllStores(s *suite[*watchSubject]) {
+	a, b, c := tenant(s.t, "alice"), tenant(s.t, "bob"), tenant(s.t, "carol")
+	keep := entryAt(a, "keep", "cold", 1)
+	s.addMany(s.x.w, a, []tenancy.WatchlistEntry{keep, entryAt(a, "m", "cold", 2)})
+	batch := []tenancy.WatchlistEntry{
+		entryAt(a, "m", "warm", 10), // replaces alice's m
+		entryAt(b, "m", "bobs", 11), // bob's own m, beside alice's
+		entryAt(c, "x", "first", 12),
+		{UserID: "carol", Slug: "José/ünïcode", Tier: "my tier", AddedAt: t0.Add(123456 * time.Microsecond)},
+		entryAt(c, "x", "last", 13), // given twice: the last wins
+	}
+	if err := s.x.w.AddAll(bg, batch); err != nil {
+		s.fatalf("AddAll: %v", err)
+	}
+	s.wantEntries(s.x.w, a, keep, entryAt(a, "m", "warm", 10))
+	s.wantEntries(s.x.w, b, entryAt(b, "m", "bobs", 11))
+	s.wantEntries(s.x.w, c, batch[3], entryAt(c, "x", "last", 13))
+	before := s.snapshot(a, b, c)
+	for _, es := range [][]tenancy.WatchlistEntry{nil, {}} {
+		if err := s.x.w.AddAll(bg, es); err != nil {
+			s.errorf("AddAll of %d entries (nil: %v) = %v, want nil", len(es), es == nil, err)
+		}
+	}
+	s.unchanged("AddAll of no entries", before, a, b, c)
+	// Many tenants in one call, all stored.
+	var many []tenancy.WatchlistEntry
+	for i := range 500 {
+		many = append(many, tenancy.WatchlistEntry{UserID: fmt.Sprintf("seed%03d", i), Slug: "s", Tier: "hot", AddedAt: t0})
+	}
+	if err := s.x.w.AddAll(bg, many); err != nil {
+		s.fatalf("AddAll of %d tenants: %v", len(many), err)
+	}
+	if ids, err := s.x.w.Tenants(bg, "seed", 1000); err != nil || len(ids) != len(many) {
+		s.errorf("after AddAll of %d tenants, Tenants lists %d of them, %v", len(many), len(ids), err)
+	}
+}
+
+func addAllAllOrNothing(s *suite[*watchSubject]) {
+	a, before := s.seeded()
+	b := tenant(s.t, "bob")
+	bads := []struct {
+		what, field string
+		e           tenancy.WatchlistEntry
+	}{
+		{"an entry naming no user", "user", tenancy.WatchlistEntry{Slug: "nobody", Tier: "hot", AddedAt: t0}},
+		{"a bad user ID", "user", tenancy.WatchlistEntry{UserID: "bad\nuser", Slug: "s", Tier: "hot", AddedAt: t0}},
+		{"a bad slug", "slug", tenancy.WatchlistEntry{UserID: "bob", Slug: "bad\x00slug", Tier: "hot", AddedAt: t0}},
+		{"a bad tier", "tier", tenancy.WatchlistEntry{UserID: "bob", Slug: "t", Tier: " hot", AddedAt: t0}},
+		{"an AddedAt in year 10000", "AddedAt", tenancy.WatchlistEntry{UserID: "bob", Slug: "late", Tier: "hot", AddedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}},
+	}
+	for _, bad := range bads {
+		for _, at := range []int{0, 2, 4} {
+			batch := []tenancy.WatchlistEntry{entryAt(a, "n0", "hot", 0), entryAt(b, "n1", "hot", 1), entryAt(a, aIDs[0], "replaced", 2),
+				entryAt(b, "n3", "hot", 3), entryAt(a, "n4", "hot", 4)}
+			batch[at] = bad.e
+			err := s.x.w.AddAll(bg, batch)
+			switch {
+			case !errors.Is(err, tenancy.ErrInvalidID):
+				s.errorf("AddAll with %s at index %d = %v, want ErrInvalidID", bad.what, at, err)
+			case !namesIndex(err, at):
+				s.errorf("AddAll with %s at index %d = %q, want the error to name the index %d", bad.what, at, err, at)
+			case !strings.Contains(err.Error(), bad.field):
+				s.errorf("AddAll with %s at index %d = %q, want the error to name the %s", bad.what, at, err, bad.field)
+			}
+		}
+	}
+	s.unchanged("a refused AddAll", before, a, b)
+}

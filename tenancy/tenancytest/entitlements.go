@@ -15,6 +15,7 @@ var entitlementsRules = []rule[*entSubject]{
 	{"HostPlans", "any plan that is Valid is the host's to use: Plan returns it exactly as SetPlan was given it, byte for byte — \"enterprise\", names that differ only in case or Unicode normalisation, a name of MaxIDLength bytes", hostPlans},
 	{"InvalidPlan", "SetPlan of a plan that is not Valid (an ID that ValidateID refuses) is ErrInvalidPlan and changes nothing", invalidPlan},
 	{"CrossTenant", "one tenant's SetPlan never shows in another tenant's Plan", entCrossTenant},
+	{"SetPlans", "SetPlans puts each tenant on its plan as SetPlan would, many in one call, leaving the others alone; one invalid user ID (ErrInvalidID) or plan (ErrInvalidPlan) refuses the call, naming the tenant, and changes nothing", setPlans},
 	{"NoTenant", noTenantRule, noTenant[*entSubject]},
 	{"DoneContext", doneContextRule, doneContext[*entSubject]},
 	{"Concurrent", "tenants setting plans at once each end on the plan they set last", entConcurrent},
@@ -121,5 +122,37 @@ func entConcurrent(s *suite[*entSubject]) {
 	wg.Wait()
 	for u := range 4 {
 		s.wantPlan(s.x.e, tenant(s.t, fmt.Sprintf("u%d", u)), plans[(u+29)%3])
+	}
+}
+
+func setPlans(s *suite[*entSubject]) {
+	a, b, c := tenant(s.t, "alice"), tenant(s.t, "bob"), tenant(s.t, "carol")
+	s.setPlan(s.x.e, c, "team")
+	plans := map[string]tenancy.PlanID{"alice": "pro", "bob": "enterprise", "dave": tenancy.PlanFree}
+	for i := range 300 {
+		plans[fmt.Sprintf("seed%03d", i)] = "pro"
+	}
+	if err := s.x.e.SetPlans(bg, plans); err != nil {
+		s.fatalf("SetPlans: %v", err)
+	}
+	s.wantPlan(s.x.e, a, "pro")
+	s.wantPlan(s.x.e, b, "enterprise")
+	s.wantPlan(s.x.e, c, "team")
+	s.wantPlan(s.x.e, tenant(s.t, "seed299"), "pro")
+	for _, bad := range []map[string]tenancy.PlanID{
+		{"alice": tenancy.PlanFree, "bad\nuser": "pro", "bob": tenancy.PlanFree},
+		{"alice": tenancy.PlanFree, "bob": "bad\x00plan", "zed": tenancy.PlanFree},
+		{"alice": tenancy.PlanFree, "": "pro"},
+	} {
+		err := s.x.e.SetPlans(bg, bad)
+		if !errors.Is(err, tenancy.ErrInvalidID) && !errors.Is(err, tenancy.ErrInvalidPlan) {
+			s.errorf("SetPlans(%q) = %v, want ErrInvalidID or ErrInvalidPlan", bad, err)
+		}
+		s.wantPlan(s.x.e, a, "pro")
+		s.wantPlan(s.x.e, b, "enterprise")
+		s.wantPlan(s.x.e, tenant(s.t, "zed"), tenancy.PlanFree)
+	}
+	if err := s.x.e.SetPlans(bg, nil); err != nil {
+		s.errorf("SetPlans(nil) = %v, want nil", err)
 	}
 }

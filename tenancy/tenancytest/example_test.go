@@ -24,7 +24,7 @@ func ExampleRules() {
 		fmt.Println(iface+":", strings.Join(byIface[iface], " "))
 	}
 	// Output:
-	// Watchlist: AddGet AddReplaces GetAbsent Remove ListOrder CrossTenant SharedSlugs Forbidden NoTenant DoneContext BadIDs BadTier AddedAtRange Concurrent GetMany GetManyCrossTenant GetManyDoneContext AddMany AddManyAllOrNothing AddManyDuplicates AddManyCrossTenant Tenants TenantsBounds TenantsMembership StateMachine
+	// Watchlist: AddGet AddReplaces GetAbsent Remove ListOrder CrossTenant SharedSlugs Forbidden NoTenant DoneContext BadIDs BadTier AddedAtRange Concurrent GetMany GetManyCrossTenant GetManyDoneContext AddMany AddManyAllOrNothing AddManyDuplicates AddAll AddAllAllOrNothing AddManyCrossTenant Tenants TenantsBounds TenantsMembership StateMachine
 	// Repository: PutGet PutReplaces GetAbsent Delete ListOrder CrossTenant SharedIDs NoTenant DoneContext BadIDs Concurrent StateMachine
-	// Entitlements: DefaultFree SetPlan HostPlans InvalidPlan CrossTenant NoTenant DoneContext Concurrent StateMachine
+	// Entitlements: DefaultFree SetPlan HostPlans InvalidPlan CrossTenant SetPlans NoTenant DoneContext Concurrent StateMachine
 }

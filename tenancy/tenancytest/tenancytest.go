@@ -46,6 +46,10 @@ type SettableEntitlements interface {
 	// SetPlan puts the tenant on plan p. It returns tenancy.ErrNoTenant for the zero
 	// Context and tenancy.ErrInvalidPlan for a plan that is not Valid, changing nothing.
 	SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID) error
+	// SetPlans puts each tenant of plans, by user ID, on its plan, all or nothing: an
+	// invalid user ID (tenancy.ErrInvalidID) or plan (tenancy.ErrInvalidPlan) refuses the
+	// call, naming the tenant, and changes nothing.
+	SetPlans(ctx context.Context, plans map[string]tenancy.PlanID) error
 }
 
 // RunEntitlements checks that the Entitlements newEntitlements returns keep the
