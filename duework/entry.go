@@ -156,6 +156,23 @@ func (u Unclaim) Validate() error {
 	return validWorkKey(u.Claim.Entry.WorkKey)
 }
 
+// Validate checks p, the pause Index.Pause is asked to store for tc's user (p.UserID =
+// tc.UserID()): UserID a valid ID, Until within years 1 to 9999 UTC and not the zero time,
+// and Reason a valid name (tenancy.ValidateID's rules). It wraps ErrInvalid and names the
+// field.
+func (p UserPause) Validate() error {
+	if err := vocab.Name(ErrInvalid, "UserID", p.UserID); err != nil {
+		return err
+	}
+	if p.Until.IsZero() {
+		return fmt.Errorf("%w: until must not be the zero time", ErrInvalid)
+	}
+	if err := validTime("until", p.Until); err != nil {
+		return err
+	}
+	return vocab.Name(ErrInvalid, "reason", p.Reason)
+}
+
 // Validate checks q for Index.Ready: Group empty or a valid ID (tenancy.ValidateID's
 // rules), Now within years 1 to 9999 UTC, Users and PerUser within [1, MaxLimit], Hold not
 // negative and Now+Hold within those years.

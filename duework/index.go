@@ -102,7 +102,8 @@ import (
 // nothing. Stored times and every now lie in years 1 to 9999 UTC: from the zero time
 // (January 1 of year 1) to the last nanosecond of 9999, both included. An implementation
 // checks its arguments with Entry.Validate, Done.Validate, Unclaim.Validate,
-// Route.Validate and ReadyQuery.Validate, and the rest by the same rules, wrapping
+// Route.Validate, ReadyQuery.Validate and UserPause.Validate, and the rest by the same
+// rules, wrapping
 // ErrInvalid: a work key or user ID is a valid ID by tenancy.ValidateID's rule, a limit
 // lies in [1, MaxLimit]. Returned slices belong to the caller. ctx must not be nil.
 // Implementations must be safe for concurrent use; the conformance suite duework/indextest

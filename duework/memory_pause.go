@@ -2,7 +2,6 @@ package duework
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -21,25 +20,13 @@ var pauseTree = treap[pause]{
 	prio: func(p *pause) uint32 { return p.prio },
 }
 
-// validPause checks Pause's arguments: tc valid, until a storable time other than the zero
-// time, reason a valid name.
-func validPause(tc tenancy.Context, until time.Time, reason string) error {
-	if err := tc.Check(); err != nil {
-		return err
-	}
-	if until.IsZero() {
-		return fmt.Errorf("%w: until must not be the zero time", ErrInvalid)
-	}
-	if err := validTime("until", until); err != nil {
-		return err
-	}
-	return vocab.Name(ErrInvalid, "reason", reason)
-}
-
 // Pause stores the later of tc's user's pause and until, storing the user first if it is
 // new. O(log n).
 func (m *Memory) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
-	if err := validPause(tc, until, reason); err != nil {
+	if err := tc.Check(); err != nil {
+		return err
+	}
+	if err := (UserPause{UserID: tc.UserID(), Reason: reason, Until: until}).Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

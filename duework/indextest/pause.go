@@ -1,6 +1,7 @@
 package indextest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -218,9 +219,10 @@ func dueBeforeIgnoresPauses(s *suite) {
 }
 
 // parallelPauses runs dispatchers (Ready with a Hold, Claim of what it read, Release of the
-// rest) and claimers of every key, all at once, while a pauser pauses some users one after
-// another, and checks that no Claim that began after a user's Pause returned claimed any of
-// its entries — whoever claimed — and that the users paused before them got nothing.
+// rest) and claimers of every key, a stale one among them, all at once, while a pauser
+// pauses some users one after another, and checks that no Claim that began after a user's
+// Pause returned claimed any of its entries — whoever claimed — that the users paused
+// before them got nothing, and that those never paused got everything.
 func parallelPauses(s *suite) {
 	const users = 12
 	var all []duework.Key
@@ -231,36 +233,36 @@ func parallelPauses(s *suite) {
 			all = append(all, e.Key())
 		}
 	}
-	pc := &pausedClaims{s: s, got: map[string]int{}}
-	for u := range 4 { // paused before the dispatchers start
+	var paused sync.Map // user ID → true once its Pause has returned
+	for u := range 4 {
 		id := fmt.Sprintf("u%02d", u)
 		s.pause(id, at(100), "upstream-429")
-		pc.paused.Store(id, true)
+		paused.Store(id, true)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	pauser := func() {
 		for u := 4; u < 8; u++ {
 			id := fmt.Sprintf("u%02d", u)
 			if err := s.x.Pause(bg, tenant(s.t, id), at(100), "operator"); err != nil {
 				s.errorf("Pause(%s): %v", id, err)
 			}
-			pc.paused.Store(id, true)
+			paused.Store(id, true)
 		}
-	})
-	for d := range 4 {
-		wg.Go(func() { pc.dispatch(fmt.Sprintf("dispatcher %d", d)) })
 	}
-	for c := range 2 {
-		wg.Go(func() {
-			for i := range all {
-				pc.claim(fmt.Sprintf("claimer %d", c), all[(i*5+c*7)%len(all):][:1])
+	checked := func(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+		before := map[string]bool{}
+		paused.Range(func(k, _ any) bool { before[k.(string)] = true; return true })
+		cs, err := s.x.Claim(ctx, keys, now, until)
+		for _, c := range cs {
+			if before[c.Entry.UserID] {
+				s.errorf("a Claim at t0%+v claimed %v, whose user's Pause had returned before the Claim began", now.Sub(t0), c.Entry.Key())
 			}
-		})
+		}
+		return cs, err
 	}
-	wg.Wait()
+	got := s.contendWith(all, at(0), pauser, checked)
 	for u := range users {
 		id := fmt.Sprintf("u%02d", u)
-		switch n := pc.got[id]; {
+		switch n := got[id]; {
 		case u < 4 && n != 0:
 			s.errorf("%s, paused before the dispatchers began, had %d entries claimed", id, n)
 		case u >= 8 && n != 4:
@@ -272,56 +274,6 @@ func parallelPauses(s *suite) {
 	for _, k := range all {
 		if u, _ := strconv.Atoi(k.UserID[1:]); u < 8 {
 			s.claimOne(k, at(100), at(160))
-		}
-	}
-}
-
-// pausedClaims is what parallelPauses's callers share: the users whose Pause has returned,
-// and how many entries of each user were claimed.
-type pausedClaims struct {
-	s      *suite
-	paused sync.Map // user ID → true once its Pause has returned
-	mu     sync.Mutex
-	got    map[string]int
-}
-
-// claim claims keys at t0 for who, and fails the rule for any claim of a user whose Pause
-// had returned before the call began.
-func (pc *pausedClaims) claim(who string, keys []duework.Key) {
-	before := map[string]bool{}
-	pc.paused.Range(func(k, _ any) bool { before[k.(string)] = true; return true })
-	cs, err := pc.s.x.Claim(bg, keys, at(0), at(60))
-	if err != nil {
-		pc.s.errorf("Claim in %s: %v", who, err)
-		return
-	}
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	for _, c := range cs {
-		pc.got[c.Entry.UserID]++
-		if before[c.Entry.UserID] {
-			pc.s.errorf("%s claimed %v, whose user's Pause had returned before the Claim began", who, c.Entry.Key())
-		}
-	}
-}
-
-// dispatch is one dispatcher: Ready with a hold, Claim of what it read, Release of the
-// users read, until a read finds no one.
-func (pc *pausedClaims) dispatch(who string) {
-	for range 20 {
-		p, err := pc.s.x.Ready(bg, duework.ReadyQuery{Now: at(0), Users: 2, PerUser: 2, Hold: time.Minute})
-		if err != nil || len(p.Heads) == 0 {
-			return
-		}
-		var read []string
-		var ks []duework.Key
-		for _, h := range p.Heads {
-			read, ks = append(read, h.UserID), append(ks, keysOf(h.Due)...)
-		}
-		pc.claim(who, ks)
-		if err := pc.s.x.Release(bg, read, at(0).Add(time.Minute)); err != nil {
-			pc.s.errorf("Release in %s: %v", who, err)
-			return
 		}
 	}
 }

@@ -719,13 +719,7 @@ func (m *Model) Pause(ctx context.Context, tc tenancy.Context, until time.Time, 
 	if err := tc.Check(); err != nil {
 		return err
 	}
-	if until.IsZero() {
-		return fmt.Errorf("indextest: Model.Pause: %w: until is the zero time", duework.ErrInvalid)
-	}
-	if err := vocab.Time(duework.ErrInvalid, "until", until); err != nil {
-		return err
-	}
-	if err := vocab.Name(duework.ErrInvalid, "reason", reason); err != nil {
+	if err := (duework.UserPause{UserID: tc.UserID(), Reason: reason, Until: until}).Validate(); err != nil {
 		return err
 	}
 	if err := m.lock(ctx); err != nil {
