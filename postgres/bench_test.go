@@ -814,11 +814,26 @@ func servedFixture(tb testing.TB, users, served int) *pgxpool.Pool {
 }
 
 // limitsFixture is BenchmarkFairCycleWithLimits' schema: 10,000 users with 10 entries each,
-// all due at t0 and routed to "all", every user with limits l (none when l is zero).
-func limitsFixture(b *testing.B, l duework.Limits) (*pgxpool.Pool, *postgres.Index) {
+// all due at t0 and routed to "all", and paused users more with as many entries each,
+// paused for good; every user with limits l (none when l is zero).
+func limitsFixture(b *testing.B, l duework.Limits, paused int) (*pgxpool.Pool, *postgres.Index) {
 	b.Helper()
 	_, setup, ids := claimFixture(b, 10_000)
 	idx := postgres.NewIndex(setup)
+	if paused > 0 {
+		pausedIDs, counts := make([]string, paused), make([]int, paused)
+		for i := range pausedIDs {
+			pausedIDs[i], counts[i] = fmt.Sprintf("paused%05d", i), 10
+		}
+		pgtest.LoadDue(b, setup, pausedIDs, counts, func(int) time.Time { return t0 })
+		routeAll(b, setup, "all")
+		for _, id := range pausedIDs {
+			if err := idx.Pause(context.Background(), mustTC(b, id), benchNow.Add(10_000*time.Hour), "upstream-429"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ids = append(ids, pausedIDs...)
+	}
 	if l != (duework.Limits{}) {
 		for lo := 0; lo < len(ids); lo += 1000 {
 			routes := make([]duework.Route, 0, 1000)
@@ -838,8 +853,10 @@ func limitsFixture(b *testing.B, l duework.Limits) (*pgxpool.Pool, *postgres.Ind
 
 // A fair cycle — Ready of 1,000 users with a hold, then Claim of each one's first entry —
 // over 10,000 users with 10 due entries each, all of them with limits (weight 2, at most 4
-// in flight, one item per millisecond after a burst of 4), against the same cycle over the
-// same users without limits, each on a schema of its own, both in every iteration.
+// in flight, one item per millisecond after a burst of 4) and 1,111 more paused (a tenth of
+// the users, with as many entries due as early), against the same cycle over the same
+// 10,000 users without limits or pauses, each on a schema of its own, both in every
+// iteration.
 // Nothing is completed, so each user read has its earlier claims in flight (it comes round
 // every 10 cycles), which both reads count and the limited claim checks; every 30
 // iterations the claims are released, off the clock, before any user reaches its cap.
@@ -852,8 +869,8 @@ func BenchmarkFairCycleWithLimits(b *testing.B) {
 		took  time.Duration
 	}
 	sides := []*side{{}, {}}
-	sides[0].setup, sides[0].idx = limitsFixture(b, duework.Limits{})
-	sides[1].setup, sides[1].idx = limitsFixture(b, duework.Limits{Weight: 2, MaxInFlight: 4, Every: time.Millisecond, Burst: 4})
+	sides[0].setup, sides[0].idx = limitsFixture(b, duework.Limits{}, 0)
+	sides[1].setup, sides[1].idx = limitsFixture(b, duework.Limits{Weight: 2, MaxInFlight: 4, Every: time.Millisecond, Burst: 4}, 1_111)
 	for i := 0; b.Loop(); i++ {
 		if i > 0 && i%30 == 0 {
 			b.StopTimer()

@@ -60,8 +60,8 @@ type fataler interface {
 // unclaimed entries, claim_end_at the least greatest(due_at, claim_until) of its claimed
 // ones, slot_at the max_in_flight-th latest claim_until among its claims (each NULL when
 // there is none); turn is the greatest of the lesser of those two, slot_at, the rate's
-// instant (rate_mark − (max(burst,1)−1)·every, rounded up to the microsecond) and the
-// stride position, NULL without entries; every claim ends after
+// instant (rate_mark − (max(burst,1)−1)·every, rounded up to the microsecond), the pause's
+// end while it counts (after last_served) and the stride position, NULL without entries; every claim ends after
 // its entry is due; and every entry's user has a row.
 func checkReadyAt(t fataler, pool interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
@@ -71,20 +71,22 @@ func checkReadyAt(t fataler, pool interface {
 	type claimed struct{ due, until time.Time }
 	type user struct {
 		free, claimEnd, slot, turn, served, pass *time.Time
+		paused                                   *time.Time
 		weight, m, burst                         int
 		every                                    int64
 		mark                                     *string
 		entries                                  []claimed
 	}
 	users := map[string]*user{}
-	rows, err := pool.Query(ctx, `SELECT user_id, free_at, claim_end_at, slot_at, turn, last_served, pass, weight, max_in_flight, every, burst, rate_mark::text FROM rota_users`)
+	rows, err := pool.Query(ctx, `SELECT user_id, free_at, claim_end_at, slot_at, turn, last_served, pass, weight, max_in_flight, every, burst, rate_mark::text,
+		paused_until FROM rota_users`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
 		var id string
 		u := &user{}
-		if err := rows.Scan(&id, &u.free, &u.claimEnd, &u.slot, &u.turn, &u.served, &u.pass, &u.weight, &u.m, &u.every, &u.burst, &u.mark); err != nil {
+		if err := rows.Scan(&id, &u.free, &u.claimEnd, &u.slot, &u.turn, &u.served, &u.pass, &u.weight, &u.m, &u.every, &u.burst, &u.mark, &u.paused); err != nil {
 			t.Fatal(err)
 		}
 		users[id] = u
@@ -163,6 +165,9 @@ func checkReadyAt(t fataler, pool interface {
 			turn = later(earlier(free, claimEnd), slot)
 			turn = later(turn, rateInstant(t, u.mark, u.every, u.burst))
 			turn = later(turn, u.pass)
+			if u.paused != nil && (u.served == nil || u.paused.After(*u.served)) {
+				turn = later(turn, u.paused)
+			}
 		}
 		for _, col := range []struct {
 			name      string

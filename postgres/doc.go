@@ -75,8 +75,8 @@
 //
 // # Tables
 //
-// rota_due holds one row per entry: the duework.Entry columns and the current claim's token
-// and until. Its indexes:
+// rota_due holds one row per entry: the duework.Entry columns and the current claim's token,
+// until and whether it was started (claim_started). Its indexes:
 //
 //   - rota_due_free_user (user_id, due_at, work_key), over unclaimed rows: a user's entries in
 //     the order Ready hands them out;
@@ -98,11 +98,14 @@
 // entries, claim_end_at, the least greatest(due_at, claim_until) of its claimed ones, and
 // slot_at, the max_in_flight-th latest end among its claims (NULL with fewer claims or no
 // cap); its rate mark (rate_mark, numeric nanoseconds since the Unix epoch, so that any
-// Every is kept exactly) and stride position (pass); its Turn (turn, the greatest of those
-// instants, the rate's and pass; NULL without entries); and the end of its hold. Every
-// write to a user's entries sets them under the user's row lock, so a claim that ends
-// needs no sweep: its end already is the user's ReadyAt, and it frees its slot by time.
-// The index rota_users_queue (group, turn, user_id) is each group's queue in turn order.
+// Every is kept exactly) and stride position (pass); its pause (paused_until and
+// pause_reason); its Turn (turn, the greatest of those instants, the rate's, the pause's
+// while it counts and pass; NULL without entries); and the end of its hold. Every write to
+// a user's entries sets them under the user's row lock, so a claim that ends needs no
+// sweep: its end already is the user's ReadyAt, and it frees its slot by time. The index
+// rota_users_queue (group, turn, user_id) is each group's queue in turn order, so a paused
+// user waits later in it and costs a Ready nothing; rota_users_paused (user_id), over the
+// users with a stored pause, is what Paused pages through.
 // Users are never deleted, so the table grows with tenant churn (about 250 bytes a user,
 // indexes included, for short user IDs).
 //
@@ -128,18 +131,24 @@
 //     the stride position, free_at (one probe of the user's unclaimed entries), slot_at
 //     (for a user with a cap, up to that many index entries), claim_end_at (the earlier
 //     of the stored one and until, probed only for a user of which it claimed again an
-//     entry whose claim had ended) and Turn. A claimer on any machine therefore never
-//     passes a cap or a rate, however stale its Ready.
+//     entry whose claim had ended) and Turn, dropping a pause the serve ends. It claims
+//     nothing of a user paused at its now. A claimer on any machine therefore never passes
+//     a cap, a rate or a pause, however stale its Ready.
 //   - CompleteMany and Unclaim are one statement for the whole batch (arrays unnested),
 //     locking the entries that still carry their item's claim in key order, then a write
-//     per user; CheckClaims is one statement of primary-key probes. Invalid items are
-//     refused before anything is sent, each with its own error.
+//     per user; StartClaims is one statement that locks its items' entries in key order
+//     and marks them started, so that of two calls starting one claim at once the second
+//     sees the first's mark; CheckClaims is one statement of primary-key probes. Invalid
+//     items are refused before anything is sent, each with its own error.
 //   - ScheduleMissing inserts a tenant's batch in one INSERT … ON CONFLICT DO NOTHING.
 //   - Groups is a loose index scan of rota_users_queue: one probe per group, not per user.
 //   - Route locks the named users in UserID order, then writes each once (probing slot_at
 //     for a user with a cap); Release locks and writes in one statement.
 //   - Schedule, Unschedule, Complete, UnscheduleClaimed write one entry by primary key and
 //     recompute its user; Get and CheckClaim read one row.
+//   - Pause and Resume write the user's row alone, by primary key, durably; Paused reads
+//     rota_users_paused from the given user on, and costs what it returns plus the ended
+//     pauses it passes (a Claim that serves a user drops the pause that serve ends).
 //   - User reads the user's row by primary key and its in-flight count; Entries reads
 //     limit rows of rota_due's primary key from the given work key on.
 //

@@ -16,6 +16,10 @@ var (
 	SQLCompleteMany    = sqlCompleteMany
 	SQLUnclaim         = sqlUnclaim
 	SQLCheckClaims     = sqlCheckClaims
+	SQLStartClaims     = sqlStartClaims
+	SQLPause           = sqlPause
+	SQLResume          = sqlResume
+	SQLPaused          = sqlPaused
 	SQLGroups          = sqlGroups
 	SQLRecompute       = sqlRecompute
 	SQLRecomputeLocked = sqlRecomputeLocked

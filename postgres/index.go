@@ -118,7 +118,8 @@ func validUsers(ids []string) []string {
 // user always sees all of its entries. It also means that, under the lock, the stored
 // values are exact for everything but the locking transaction's own changes: sqlServe
 // relies on that to keep claim_end_at without a probe. The rate mark and the stride
-// position change only in sqlServe, under the same lock.
+// position change only in sqlServe, and the pause only in sqlPause, sqlResume and sqlServe,
+// under the same lock.
 //
 // Lock order, which makes every statement deadlock-free: user rows are locked in UserID
 // order, and no transaction waits for an entry row while it holds a user row. Writers lock
@@ -126,7 +127,8 @@ func validUsers(ids []string) []string {
 // Claim locks its users first, so that it decides on their limits under the lock, and then
 // takes entry rows only with SKIP LOCKED, which never waits. So a transaction that holds
 // a user waits only for a user that sorts after it, and no cycle of waits can form. Ready
-// never waits at all (SKIP LOCKED on users, no entry locks).
+// never waits at all (SKIP LOCKED on users, no entry locks). Pause and Resume lock one user
+// row and no entry; StartClaims locks entry rows only, in (UserID, WorkKey) order.
 
 // sqlPlanSettings pins the plans of the statements that follow it in a batch (the batch's
 // implicit transaction ends the settings) to what every one of them is: a handful of index
@@ -176,7 +178,7 @@ var (
 	sqlRecomputeLocked = sqlRecomputeFrom + lockedUsers + sqlRecomputeWhere
 
 	sqlRecomputeFrom = `UPDATE rota_users u SET free_at = n.free_at, claim_end_at = n.claim_end_at, slot_at = n.slot_at,
-		turn = ` + turnOf("n.free_at", "n.claim_end_at", "n.slot_at", "u.rate_mark", "u.every", "u.burst", "u.pass") + `
+		turn = ` + turnOf("n.free_at", "n.claim_end_at", "n.slot_at", "u.rate_mark", "u.every", "u.burst", "u.pass", "u.paused_until", "u.last_served") + `
 		FROM (SELECT k.user_id, ` + freeAtOfK + ` AS free_at, ` + claimEndAtOfK + ` AS claim_end_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at FROM `
 	sqlRecomputeWhere = ` OFFSET 0) n
 		WHERE u.user_id = n.user_id AND (u.free_at, u.claim_end_at, u.slot_at) IS DISTINCT FROM (n.free_at, n.claim_end_at, n.slot_at)`
@@ -282,10 +284,11 @@ func (x *Index) sendBatch(ctx context.Context, b *pgx.Batch, query int, scan fun
 	return br.Close()
 }
 
-// exec runs statements under sqlHoldSettings, in one round trip: Route and Release.
-func (x *Index) exec(ctx context.Context, op string, ws ...write) error {
+// exec runs statements under settings (sqlHoldSettings for Route and Release,
+// sqlPlanSettings for Pause and Resume, which are written durably), in one round trip.
+func (x *Index) exec(ctx context.Context, op, settings string, ws ...write) error {
 	b := &pgx.Batch{}
-	b.Queue(sqlHoldSettings)
+	b.Queue(settings)
 	for _, w := range ws {
 		b.Queue(w.sql, w.args...)
 	}
@@ -301,12 +304,13 @@ func (x *Index) Schedule(ctx context.Context, tc tenancy.Context, e duework.Entr
 		return err
 	}
 	return x.writeOne(ctx, "Index.Schedule", e.UserID, true, nil, write{`
-		INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak)
-		VALUES ($1, $2, $3, $4, $5, $6)
+		INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak, error_streak)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (user_id, work_key) DO UPDATE SET
 			tier = EXCLUDED.tier, due_at = EXCLUDED.due_at, last_run_at = EXCLUDED.last_run_at,
-			miss_streak = EXCLUDED.miss_streak, claim_token = NULL, claim_until = NULL`,
-		[]any{e.UserID, e.WorkKey, e.Tier, e.DueAt, ts(e.LastRunAt), e.MissStreak}},
+			miss_streak = EXCLUDED.miss_streak, error_streak = EXCLUDED.error_streak,
+			claim_token = NULL, claim_until = NULL, claim_started = false`,
+		[]any{e.UserID, e.WorkKey, e.Tier, e.DueAt, ts(e.LastRunAt), e.MissStreak, e.ErrorStreak}},
 		write{sqlNotifyIfDue, []any{e.DueAt}})
 }
 
@@ -341,23 +345,24 @@ func (x *Index) ScheduleMissing(ctx context.Context, tc tenancy.Context, entries
 	n := len(first)
 	keys, tiers := make([]string, n), make([]string, n)
 	due, last := make([]time.Time, n), make([]*time.Time, n)
-	streaks := make([]int64, n)
+	streaks, errs := make([]int64, n), make([]int64, n)
 	for i, e := range first {
-		keys[i], tiers[i], due[i], last[i], streaks[i] = e.WorkKey, e.Tier, e.DueAt, ts(e.LastRunAt), int64(e.MissStreak)
+		keys[i], tiers[i], due[i], last[i] = e.WorkKey, e.Tier, e.DueAt, ts(e.LastRunAt)
+		streaks[i], errs[i] = int64(e.MissStreak), int64(e.ErrorStreak)
 	}
 	var added int64
 	err := x.writeOne(ctx, "Index.ScheduleMissing", tc.UserID(), true, func(n int64) error { added = n; return nil }, write{`
 		WITH ins AS (
-			INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak)
-			SELECT $1, k.work_key, k.tier, k.due_at, k.last_run_at, k.miss_streak
-			FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bigint[])
-				WITH ORDINALITY AS k(work_key, tier, due_at, last_run_at, miss_streak, ord)
+			INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak, error_streak)
+			SELECT $1, k.work_key, k.tier, k.due_at, k.last_run_at, k.miss_streak, k.error_streak
+			FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bigint[], $7::bigint[])
+				WITH ORDINALITY AS k(work_key, tier, due_at, last_run_at, miss_streak, error_streak, ord)
 			ORDER BY k.ord
 			ON CONFLICT (user_id, work_key) DO NOTHING
 			RETURNING due_at
 		)
 		SELECT 1 FROM ins WHERE (SELECT CASE WHEN bool_or(i.due_at <= now()) THEN pg_notify(` + sqlDueChannel + `, '') IS NOT NULL ELSE true END FROM ins i)`,
-		[]any{tc.UserID(), keys, tiers, due, last, streaks}})
+		[]any{tc.UserID(), keys, tiers, due, last, streaks, errs}})
 	if err != nil {
 		return 0, err
 	}
@@ -376,16 +381,16 @@ func (x *Index) Unschedule(ctx context.Context, tc tenancy.Context, workKey stri
 		write{`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2`, []any{tc.UserID(), workKey}})
 }
 
-const entryColumns = `d.user_id, d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak`
+const entryColumns = `d.user_id, d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak, d.error_streak`
 
 // scanEntry reads entryColumns.
 func scanEntry(row pgx.Row, extra ...any) (duework.Entry, error) {
 	var e duework.Entry
 	var last *time.Time
-	var streak int64
-	err := row.Scan(append([]any{&e.UserID, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak}, extra...)...)
+	var streak, errs int64
+	err := row.Scan(append([]any{&e.UserID, &e.WorkKey, &e.Tier, &e.DueAt, &last, &streak, &errs}, extra...)...)
 	e.LastRunAt = fromTS(last)
-	e.MissStreak = int(streak)
+	e.MissStreak, e.ErrorStreak = int(streak), int(errs)
 	return e, err
 }
 

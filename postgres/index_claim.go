@@ -18,11 +18,13 @@ import (
 // Claim is three statements in one batch, so one round trip and one transaction:
 //
 //   - sqlClaimLock locks the users of the keys, in UserID order (sqlLockUsers' scan), and
-//     names those with a cap or a rate, with their limits and rate mark as the locks
-//     return them (the latest committed), in transaction-local settings (rota.lim_*);
+//     names those with a cap, a rate or a weight, or paused at now, with their limits, rate
+//     mark and pause as the locks return them (the latest committed), in transaction-local
+//     settings (rota.lim_*);
 //   - sqlClaim, with a snapshot taken after those locks — so it sees every claim of those
 //     users committed before it — decides each limited user's allowance at now (the least
-//     of its free slots and its rate allowance), locks the keys' rows that are visible at
+//     of its free slots and its rate allowance, none while it is paused), locks the keys'
+//     rows that are visible at
 //     now by primary key, skipping rows another transaction holds, and claims, for each
 //     user, its first rows in the order of the keys, up to its allowance. It names the
 //     users it claimed for in rota.locked, with their caps, their number of claims and
@@ -31,7 +33,7 @@ import (
 //
 // A concurrent Claim of the same user waits for the first one's user lock and then sees
 // its claims, so the limits hold whoever claims: no stale or concurrent claimer passes a
-// cap or a rate. A concurrent Complete or Unclaim that the snapshot does not see yet only
+// cap or a rate, and none claims for a user whose Pause committed before the lock. A concurrent Complete or Unclaim that the snapshot does not see yet only
 // makes the in-flight count one too high for this call, never too low. The statements
 // cannot deadlock: the user locks are taken first, in UserID order, and the entry locks
 // never wait (SKIP LOCKED).
@@ -42,8 +44,10 @@ var sqlClaimLock = `SELECT set_config('rota.lim_users', coalesce(array_agg(l.use
 	set_config('rota.lim_caps', coalesce(array_agg(l.max_in_flight) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_every', coalesce(array_agg(l.every) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_burst', coalesce(array_agg(l.burst) FILTER (WHERE l.limited), '{}')::text, true) ||
-	set_config('rota.lim_mark', coalesce(array_agg(l.rate_mark) FILTER (WHERE l.limited), '{}')::text, true)
-FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, u.max_in_flight > 0 OR u.every > 0 OR u.weight > 1 AS limited
+	set_config('rota.lim_mark', coalesce(array_agg(l.rate_mark) FILTER (WHERE l.limited), '{}')::text, true) ||
+	set_config('rota.lim_paused', coalesce(array_agg(l.paused) FILTER (WHERE l.limited), '{}')::text, true)
+FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, ` + pausedAt("u.paused_until", "u.last_served", "$2::timestamptz") + ` AS paused,
+		u.max_in_flight > 0 OR u.every > 0 OR u.weight > 1 OR ` + pausedAt("u.paused_until", "u.last_served", "$2::timestamptz") + ` AS limited
 	FROM rota_users u WHERE u.user_id = ANY($1::text[])
 	ORDER BY u.user_id FOR NO KEY UPDATE) l`
 
@@ -51,7 +55,7 @@ FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, u.max_in
 // keys, $3 now, $4 until, $5 now in nanoseconds (nanosOf).
 //
 //   - lim: each limited user's allowance, from rota.lim_* and, for a user with a cap, its
-//     in-flight count (one index entry per claim in flight);
+//     in-flight count (one index entry per claim in flight); none for a paused user;
 //   - k: the keys' rows visible at now, locked FOR UPDATE SKIP LOCKED by primary key; a
 //     row whose claim another transaction committed meanwhile is re-checked by the lock
 //     (READ COMMITTED) and dropped;
@@ -63,11 +67,12 @@ FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, u.max_in
 //     user of the call is limited, every locked key is claimed and r is never run.
 var sqlClaim = `
 WITH lim AS MATERIALIZED (
-	SELECT l.user_id, l.m, least(` + slotAllowance("l.m", inFlight("l.user_id", "$3::timestamptz")) + `,
-		` + rateAllowance("l.mark", "l.every", "l.burst", "$5::numeric") + `) AS allow
+	SELECT l.user_id, l.m, CASE WHEN l.paused THEN 0 ELSE least(` + slotAllowance("l.m", inFlight("l.user_id", "$3::timestamptz")) + `,
+		` + rateAllowance("l.mark", "l.every", "l.burst", "$5::numeric") + `) END AS allow
 	FROM unnest(current_setting('rota.lim_users', true)::text[], current_setting('rota.lim_caps', true)::int[],
 		current_setting('rota.lim_every', true)::bigint[], current_setting('rota.lim_burst', true)::int[],
-		current_setting('rota.lim_mark', true)::numeric[]) AS l(user_id, m, every, burst, mark)
+		current_setting('rota.lim_mark', true)::numeric[], current_setting('rota.lim_paused', true)::bool[])
+		AS l(user_id, m, every, burst, mark, paused)
 ), k AS MATERIALIZED (
 	SELECT d.user_id, d.work_key, d.claim_until AS ended, k.ord
 	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
@@ -82,7 +87,7 @@ WITH lim AS MATERIALIZED (
 		SELECT lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
 	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
 ), c AS (
-	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
+	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4, claim_started = false
 	FROM (SELECT k.user_id, k.work_key, k.ended, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
 		UNION ALL
 		SELECT r.user_id, r.work_key, r.ended, r.m, r.heavy FROM r
@@ -90,7 +95,7 @@ WITH lim AS MATERIALIZED (
 	WHERE d.user_id = s.user_id AND d.work_key = s.work_key
 	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ended, s.m, s.heavy
 )
-SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.claim_token, c.claim_until FROM c
+SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.error_streak, c.claim_token, c.claim_until FROM c
 WHERE (SELECT set_config('rota.locked', coalesce(array_agg(s.user_id), '{}')::text, true) ||
 	set_config('rota.caps', coalesce(array_agg(s.m), '{}')::text, true) ||
 	set_config('rota.claimed', coalesce(array_agg(s.k), '{}')::text, true) ||
@@ -104,8 +109,10 @@ WHERE (SELECT set_config('rota.locked', coalesce(array_agg(s.user_id), '{}')::te
 // (rota.locked, with its cap, its number of claims k and whether it claimed again an entry
 // whose claim had ended), all locked by the first, it sets LastServed to the later of
 // LastServed and now, ends the hold, moves the rate mark (newMark) and the stride position
-// (newPass, from the Turn before the call), and sets free_at, claim_end_at, slot_at and
-// turn: one write per user, on rows already locked, so it never waits. For a user with a
+// (newPass, from the Turn before the call), drops its pause once it no longer counts (a
+// user is claimed only when not paused, so a pause ends with the serve), and sets free_at,
+// claim_end_at, slot_at and turn: one write per user, on rows already locked, so it never
+// waits. For a user with a
 // rate or a weight (rota.heavy) the new mark and pass are computed once each, in
 // subqueries of their own over its row (OFFSET 0 keeps the planner from folding them into
 // the expressions that use them); every other user's pass simply moves to now.
@@ -121,7 +128,9 @@ WHERE (SELECT set_config('rota.locked', coalesce(array_agg(s.user_id), '{}')::te
 var sqlServe = `UPDATE rota_users u SET last_served = greatest(u.last_served, $1::timestamptz), held_until = NULL,
 		free_at = n.free_at, claim_end_at = ` + claimEndAtServed + `, slot_at = n.slot_at,
 		rate_mark = CASE WHEN n.heavy THEN n.mark ELSE u.rate_mark END, pass = ` + passServed + `,
-		turn = greatest(least(n.free_at, ` + claimEndAtServed + `), n.slot_at, CASE WHEN n.bound IS NOT NULL THEN ` + tsCeil("n.bound") + ` END, ` + passServed + `)
+		paused_until = ` + pausedServed + `, pause_reason = CASE WHEN ` + pausedServed + ` IS NULL THEN '' ELSE u.pause_reason END,
+		turn = greatest(least(n.free_at, ` + claimEndAtServed + `), n.slot_at, CASE WHEN n.bound IS NOT NULL THEN ` + tsCeil("n.bound") + ` END,
+			` + pausedServed + `, ` + passServed + `)
 	FROM (SELECT k.user_id, k.reclaimed, k.heavy, ` + freeAtOfK + ` AS free_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at,
 			CASE WHEN k.reclaimed THEN ` + claimEndAtOfK + ` END AS claim_end_at, h.mark, h.pass, h.bound
 		FROM unnest(current_setting('rota.locked', true)::text[], current_setting('rota.caps', true)::int[],
@@ -137,11 +146,13 @@ var sqlServe = `UPDATE rota_users u SET last_served = greatest(u.last_served, $1
 		OFFSET 0) n
 	WHERE u.user_id = n.user_id`
 
-// claimEndAtServed and passServed are a served user's new claim_end_at and stride
-// position in sqlServe; a user of weight 1 moves its pass to now.
+// claimEndAtServed, passServed and pausedServed are a served user's new claim_end_at,
+// stride position and pause in sqlServe; a user of weight 1 moves its pass to now, and a
+// pause that the serve ends is dropped.
 var (
 	claimEndAtServed = `CASE WHEN n.reclaimed THEN n.claim_end_at ELSE least(u.claim_end_at, $2::timestamptz) END`
 	passServed       = `CASE WHEN n.heavy THEN n.pass ELSE greatest(u.pass, $1::timestamptz) END`
+	pausedServed     = pauseOf("u.paused_until", "greatest(u.last_served, $1::timestamptz)")
 )
 
 // Claim claims, atomically, those of keys that are visible at now and that their users'
@@ -176,7 +187,7 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	var got []duework.Claim
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
-	b.Queue(sqlClaimLock, validUsers(users))
+	b.Queue(sqlClaimLock, validUsers(users), now)
 	nowNs := nanosOf(now)
 	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs)
 	b.Queue(sqlServe, now, ceilMicro(until), nowNs)
@@ -235,10 +246,10 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 		return err
 	}
 	return x.writeClaimed(ctx, "Index.Complete", tc, c, `
-		UPDATE rota_due SET tier = $4, due_at = $5, last_run_at = $6, miss_streak = $7,
-			claim_token = NULL, claim_until = NULL
+		UPDATE rota_due SET tier = $4, due_at = $5, last_run_at = $6, miss_streak = $7, error_streak = $8,
+			claim_token = NULL, claim_until = NULL, claim_started = false
 		WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`,
-		next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak)
+		next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak, next.ErrorStreak)
 }
 
 // sqlClaimedItems is the start of the batched writes of current claims (CompleteMany,
@@ -263,60 +274,71 @@ WITH k AS MATERIALIZED (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]` + "%s" + `)
 		WITH ORDINALITY AS k(user_id, work_key, token` + "%s" + `, ord)
 ), e AS (
-	SELECT d.ctid AS tid, k.* FROM k JOIN rota_due d
+	SELECT d.ctid AS tid, d.claim_started AS started, k.* FROM k JOIN rota_due d
 		ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
 	ORDER BY d.user_id, d.work_key
 	FOR UPDATE OF d
 ), c AS (`
 
-// sqlClaimedUsers ends sqlClaimedItems after c.
+// sqlClaimedUsers ends sqlClaimedItems after c, up to the final SELECT's list, which
+// returns each item written (c.ord) and whether it was refused as started.
 const sqlClaimedUsers = `), l AS (
 	SELECT u.user_id, u.max_in_flight FROM rota_users u
 	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
 	ORDER BY u.user_id FOR NO KEY UPDATE
 )
-SELECT c.ord FROM c WHERE ` + sqlLocked
+SELECT c.ord`
 
 // sqlCompleteMany is CompleteMany's write, one statement for the whole batch
 // (sqlClaimedItems): its c writes each item's next entry ($4 tiers, $5 due times, $6 last
-// runs, $7 streaks) and ends its claim.
-var sqlCompleteMany = fmt.Sprintf(sqlClaimedItems, `, $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[]`,
-	`, tier, due_at, last_run_at, miss_streak`) + `
+// runs, $7 miss streaks, $8 error streaks) and ends its claim, started or not.
+var sqlCompleteMany = fmt.Sprintf(sqlClaimedItems, `, $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[], $8::bigint[]`,
+	`, tier, due_at, last_run_at, miss_streak, error_streak`) + `
 	UPDATE rota_due d SET tier = e.tier, due_at = e.due_at, last_run_at = e.last_run_at,
-		miss_streak = e.miss_streak, claim_token = NULL, claim_until = NULL
+		miss_streak = e.miss_streak, error_streak = e.error_streak, claim_token = NULL, claim_until = NULL, claim_started = false
 	FROM e WHERE d.ctid = e.tid
-	RETURNING e.ord, d.user_id` + sqlClaimedUsers
+	RETURNING e.ord, d.user_id` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked
 
 // sqlUnclaim is Unclaim's write, one statement for the whole batch (sqlClaimedItems): its c
-// ends each item's claim and leaves the entry as it is.
+// ends each item's claim that is not started and leaves the entry as it is; the items
+// whose claim was started are returned as such, unwritten.
 var sqlUnclaim = fmt.Sprintf(sqlClaimedItems, "", "") + `
 	UPDATE rota_due d SET claim_token = NULL, claim_until = NULL
-	FROM e WHERE d.ctid = e.tid
-	RETURNING e.ord, d.user_id` + sqlClaimedUsers
+	FROM e WHERE d.ctid = e.tid AND NOT e.started
+	RETURNING e.ord, d.user_id` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked + `
+UNION ALL
+SELECT e.ord, true FROM e WHERE e.started`
 
 // claimItems is a batch of claims to write, as the arrays of sqlClaimedItems: ords[j] is
-// the item of the call that row j is, errs each item's outcome so far.
+// the item of the call that row j is, errs each item's outcome so far, and dups maps each
+// item that repeats an earlier one (same key and token, and with once by Until as well) to
+// that earlier item: it is not sent, and settle gives it its outcome.
 type claimItems struct {
 	op           string
 	errs         []error
 	ords         []int
 	users, works []string
 	tokens       []int64
-	seen         map[claimKey]bool
+	byUntil      bool
+	seen         map[claimKey]int
+	dups         map[int]int
 }
 
 type claimKey struct {
 	key   duework.Key
 	token int64
+	until time.Time
 }
 
-func newClaimItems(op string, n int) *claimItems {
-	return &claimItems{op: op, errs: make([]error, n), seen: make(map[claimKey]bool, n)}
+// newClaimItems returns an empty batch of n items; byUntil tells repeats apart by Until
+// too (StartClaims, whose items are current only with the claim's own Until).
+func newClaimItems(op string, n int, byUntil bool) *claimItems {
+	return &claimItems{op: op, errs: make([]error, n), byUntil: byUntil, seen: make(map[claimKey]int, n), dups: map[int]int{}}
 }
 
 // add checks item i's claim (valid is its validation) and, when it may be sent, adds it
-// and reports true. A key and token an earlier item named gets ErrClaimLost when once
-// is set: a write of the first leaves the second nothing to find.
+// and reports true. With once set, an item that repeats an earlier one is kept back for
+// settle.
 func (ci *claimItems) add(i int, c duework.Claim, valid error, once bool) bool {
 	if valid != nil {
 		ci.errs[i] = valid
@@ -327,12 +349,15 @@ func (ci *claimItems) add(i int, c duework.Claim, valid error, once bool) bool {
 		ci.errs[i] = err
 		return false
 	}
-	k := claimKey{c.Entry.Key(), tok}
-	if once && ci.seen[k] {
-		ci.errs[i] = lost(ci.op, c)
+	k := claimKey{key: c.Entry.Key(), token: tok}
+	if ci.byUntil {
+		k.until = c.Until.UTC()
+	}
+	if first, ok := ci.seen[k]; ok && once {
+		ci.dups[i] = first
 		return false
 	}
-	ci.seen[k] = true
+	ci.seen[k] = i
 	ci.ords = append(ci.ords, i)
 	ci.users = append(ci.users, c.Entry.UserID)
 	ci.works = append(ci.works, c.Entry.WorkKey)
@@ -340,18 +365,44 @@ func (ci *claimItems) add(i int, c duework.Claim, valid error, once bool) bool {
 	return true
 }
 
-// runClaimItems sends b, whose statement at position query returns the ordinals (from 1)
-// of the items that carried their claim, and gives every other sent item ErrClaimLost.
+// settle gives each repeated item the outcome it gets applied after the item it repeats:
+// duework.ErrClaimStarted when that one's claim was started, before or (with startsClaim,
+// when that one's outcome is nil) by it, and duework.ErrClaimLost otherwise, its claim
+// being lost or ended by the first.
+func (ci *claimItems) settle(startsClaim bool, claimOf func(i int) duework.Claim) []error {
+	for i, first := range ci.dups {
+		if errors.Is(ci.errs[first], duework.ErrClaimStarted) || startsClaim && ci.errs[first] == nil {
+			ci.errs[i] = startedErr(ci.op, claimOf(i))
+		} else {
+			ci.errs[i] = lost(ci.op, claimOf(i))
+		}
+	}
+	return ci.errs
+}
+
+// runClaimItems sends b, whose statement at position query returns, for each item that
+// carried its claim, its ordinal (from 1) and whether the claim was started and so refused;
+// it gives the refused items ErrClaimStarted and every other sent item it did not return
+// ErrClaimLost.
 func (x *Index) runClaimItems(ctx context.Context, ci *claimItems, b *pgx.Batch, query int, claimOf func(i int) duework.Claim) ([]error, error) {
-	found := make([]bool, len(ci.ords))
+	const (
+		missing = iota
+		done
+		refused
+	)
+	found := make([]int8, len(ci.ords))
 	err := x.sendBatch(ctx, b, query, func(rows pgx.Rows) error {
 		var j int64
-		err := rows.Scan(&j)
+		var started bool
+		err := rows.Scan(&j, &started)
 		if err == nil {
 			if j < 1 || j > int64(len(found)) {
 				return fmt.Errorf("the server answered item %d of %d", j, len(found))
 			}
-			found[j-1] = true // WITH ORDINALITY counts from 1
+			found[j-1] = done // WITH ORDINALITY counts from 1
+			if started {
+				found[j-1] = refused
+			}
 		}
 		return err
 	})
@@ -359,11 +410,18 @@ func (x *Index) runClaimItems(ctx context.Context, ci *claimItems, b *pgx.Batch,
 		return nil, interpret(ctx, ci.op, err)
 	}
 	for j, i := range ci.ords {
-		if !found[j] {
+		switch found[j] {
+		case missing:
 			ci.errs[i] = lost(ci.op, claimOf(i))
+		case refused:
+			ci.errs[i] = startedErr(ci.op, claimOf(i))
 		}
 	}
 	return ci.errs, nil
+}
+
+func startedErr(op string, c duework.Claim) error {
+	return fmt.Errorf("postgres: %s: %w: entry %q token %d", op, duework.ErrClaimStarted, c.Entry.WorkKey, c.Token)
 }
 
 // CompleteMany completes every item of done as Complete would, in one round trip: one
@@ -377,12 +435,12 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ci := newClaimItems("Index.CompleteMany", len(done))
+	ci := newClaimItems("Index.CompleteMany", len(done), false)
 	var (
-		tiers   []string
-		streaks []int64
-		due     []time.Time
-		last    []*time.Time
+		tiers               []string
+		streaks, errStreaks []int64
+		due                 []time.Time
+		last                []*time.Time
 	)
 	for i, d := range done {
 		if !ci.add(i, d.Claim, d.Validate(), true) {
@@ -392,38 +450,48 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 		due = append(due, d.Next.DueAt)
 		last = append(last, ts(d.Next.LastRunAt))
 		streaks = append(streaks, int64(d.Next.MissStreak))
+		errStreaks = append(errStreaks, int64(d.Next.ErrorStreak))
 	}
+	claimOf := func(i int) duework.Claim { return done[i].Claim }
 	if len(ci.ords) == 0 {
-		return ci.errs, nil
+		return ci.settle(false, claimOf), nil
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlCompleteMany, ci.users, ci.works, ci.tokens, tiers, due, last, streaks)
+	b.Queue(sqlCompleteMany, ci.users, ci.works, ci.tokens, tiers, due, last, streaks, errStreaks)
 	b.Queue(sqlRecomputeLocked)
-	return x.runClaimItems(ctx, ci, b, 1, func(i int) duework.Claim { return done[i].Claim })
+	if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
+		return nil, err
+	}
+	return ci.settle(false, claimOf), nil
 }
 
 // Unclaim hands claims back unrun, as CompleteMany completes them and in one round trip:
 // one statement ends every item's claim that is still current and leaves its entry exactly
 // as it is (sqlUnclaim), a second recomputes the users' ReadyAt, so the entries are
 // visible at once and the in-flight slots free. The rate mark, LastServed and the stride
-// position stay as they are. errs follows CompleteMany's rules.
+// position stay as they are. A claim that was started is not handed back: its item gets
+// duework.ErrClaimStarted. errs follows CompleteMany's rules.
 func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ci := newClaimItems("Index.Unclaim", len(claims))
+	ci := newClaimItems("Index.Unclaim", len(claims), false)
 	for i, c := range claims {
 		ci.add(i, c.Claim, c.Validate(), true)
 	}
+	claimOf := func(i int) duework.Claim { return claims[i].Claim }
 	if len(ci.ords) == 0 {
-		return ci.errs, nil
+		return ci.settle(false, claimOf), nil
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlUnclaim, ci.users, ci.works, ci.tokens)
 	b.Queue(sqlRecomputeLocked)
-	return x.runClaimItems(ctx, ci, b, 1, func(i int) duework.Claim { return claims[i].Claim })
+	if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
+		return nil, err
+	}
+	return ci.settle(false, claimOf), nil
 }
 
 // sqlCheckClaims finds the items ($1 users, $2 work keys, $3 tokens, $4 untils) whose
@@ -431,7 +499,7 @@ func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error,
 // The untils (never NULL) are compared with IS NOT DISTINCT FROM, which, unlike =, does not
 // imply claim_until IS NOT NULL, so that the planner cannot take rota_due_claimed_user, a
 // walk of the user's claims, for the probe.
-const sqlCheckClaims = `SELECT k.ord FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
+const sqlCheckClaims = `SELECT k.ord, false FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
 	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
 		AND d.claim_until IS NOT DISTINCT FROM k.until`
 
@@ -477,7 +545,7 @@ func (x *Index) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ci := newClaimItems("Index.CheckClaims", len(claims))
+	ci := newClaimItems("Index.CheckClaims", len(claims), false)
 	var untils []time.Time
 	for i, c := range claims {
 		valid := c.Validate()
@@ -495,6 +563,62 @@ func (x *Index) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 	b.Queue(sqlPlanSettings)
 	b.Queue(sqlCheckClaims, ci.users, ci.works, ci.tokens, untils)
 	return x.runClaimItems(ctx, ci, b, 1, func(i int) duework.Claim { return claims[i].Claim })
+}
+
+// sqlStartClaims marks started the claims of the items ($1 users, $2 work keys, $3 tokens,
+// $4 untils) that are their entries' current claims, token and until, and not started
+// yet, and returns each item found with whether its claim was started before: e locks the
+// items' rows by primary key in (UserID, WorkKey) order, waiting for a row another
+// transaction holds and reading it again after the wait (READ COMMITTED), so that of two
+// calls starting one claim at once the second sees the first's mark; s marks those not
+// started. The untils are compared as in sqlCheckClaims. It locks entry rows only, in one
+// global order, so it cannot deadlock. The caller sends each (key, token, until) once.
+const sqlStartClaims = `
+WITH k AS MATERIALIZED (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
+), e AS MATERIALIZED (
+	SELECT d.ctid AS tid, d.claim_started AS started, k.ord FROM k JOIN rota_due d
+		ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+		AND d.claim_until IS NOT DISTINCT FROM k.until
+	ORDER BY d.user_id, d.work_key
+	FOR UPDATE OF d
+), s AS (
+	UPDATE rota_due d SET claim_started = true FROM e WHERE d.ctid = e.tid AND NOT e.started
+)
+SELECT e.ord, e.started FROM e`
+
+// StartClaims marks started each claim that is its entry's current claim, token and Until
+// as Claim returned them, and not started yet, in one round trip and one statement
+// (sqlStartClaims). errs[i] is item i's outcome: nil when this call started the claim,
+// duework.ErrClaimStarted when it was started already (as for the second of one claim
+// given twice), duework.ErrClaimLost when it is not current, or the validation error of
+// an item refused before anything was sent. When err is not nil, nothing was marked: the
+// call is one transaction.
+func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ci := newClaimItems("Index.StartClaims", len(claims), true)
+	var untils []time.Time
+	for i, c := range claims {
+		valid := c.Validate()
+		if valid == nil {
+			valid = checkUntil(ci.op, c.Claim)
+		}
+		if ci.add(i, c.Claim, valid, true) {
+			untils = append(untils, c.Claim.Until)
+		}
+	}
+	claimOf := func(i int) duework.Claim { return claims[i].Claim }
+	if len(ci.ords) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(sqlPlanSettings)
+		b.Queue(sqlStartClaims, ci.users, ci.works, ci.tokens, untils)
+		if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
+			return nil, err
+		}
+	}
+	return ci.settle(true, claimOf), nil
 }
 
 // UnscheduleClaimed removes tc's entry c.Entry.WorkKey while c is its current claim, and

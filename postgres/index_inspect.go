@@ -24,12 +24,14 @@ func validUserID(id string) error {
 // it has claims, its in-flight count.
 var sqlUser = `SELECT u.group_name, u.weight, u.max_in_flight, u.every, u.burst, u.last_served, u.turn,
 		CASE WHEN u.held_until > $2 THEN u.held_until END,
-		CASE WHEN u.claim_end_at IS NULL THEN 0 ELSE ` + inFlight("u.user_id", "$2::timestamptz") + ` END
+		CASE WHEN u.claim_end_at IS NULL THEN 0 ELSE ` + inFlight("u.user_id", "$2::timestamptz") + ` END,
+		CASE WHEN ` + pausedAt("u.paused_until", "u.last_served", "$2::timestamptz") + ` THEN u.paused_until END,
+		CASE WHEN ` + pausedAt("u.paused_until", "u.last_served", "$2::timestamptz") + ` THEN u.pause_reason ELSE '' END
 	FROM rota_users u WHERE u.user_id = $1`
 
 // User returns userID's place in its queue at now: its group, limits, LastServed, Turn
-// (zero without entries), the end of its hold when it is after now, and its in-flight
-// count. A user the index does not store is duework.ErrNotFound. It reads the user's row
+// (zero without entries), the end of its hold when it is after now, its in-flight count,
+// and its pause when it is paused at now. A user the index does not store is duework.ErrNotFound. It reads the user's row
 // by primary key, and one index entry per claim in flight, in one round trip.
 func (x *Index) User(ctx context.Context, userID string, now time.Time) (duework.UserState, error) {
 	if err := validUserID(userID); err != nil {
@@ -43,6 +45,7 @@ func (x *Index) User(ctx context.Context, userID string, now time.Time) (duework
 		weight, m, burst        int32
 		every, inFlight         int64
 		served, turn, heldUntil *time.Time
+		pausedUntil             *time.Time
 	)
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
@@ -50,7 +53,7 @@ func (x *Index) User(ctx context.Context, userID string, now time.Time) (duework
 	found := false
 	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
 		found = true
-		return rows.Scan(&st.Group, &weight, &m, &every, &burst, &served, &turn, &heldUntil, &inFlight)
+		return rows.Scan(&st.Group, &weight, &m, &every, &burst, &served, &turn, &heldUntil, &inFlight, &pausedUntil, &st.PauseReason)
 	})
 	if err != nil {
 		return duework.UserState{}, interpret(ctx, "Index.User", err)
@@ -60,6 +63,7 @@ func (x *Index) User(ctx context.Context, userID string, now time.Time) (duework
 	}
 	st.Limits = duework.Limits{Weight: int(weight), MaxInFlight: int(m), Every: time.Duration(every), Burst: int(burst)}
 	st.LastServed, st.Turn, st.HeldUntil, st.InFlight = fromTS(served), fromTS(turn), fromTS(heldUntil), int(inFlight)
+	st.PausedUntil = fromTS(pausedUntil)
 	return st, nil
 }
 

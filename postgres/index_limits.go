@@ -129,11 +129,18 @@ func strideStart(turn, served, weight, now string) string {
 }
 
 // turnOf is a user's Turn: max(ReadyAt, pass), ReadyAt the greatest of the first instant
-// an entry is visible (the lesser of free and claimEnd), slot and the rate's instant, and
-// pass its stride position; NULL without entries. greatest and least skip NULLs.
-func turnOf(free, claimEnd, slot, mark, every, burst, pass string) string {
+// an entry is visible (the lesser of free and claimEnd), slot, the rate's instant and the
+// pause's end while it counts (pauseOf), and pass its stride position; NULL without
+// entries. greatest and least skip NULLs.
+func turnOf(free, claimEnd, slot, mark, every, burst, pass, paused, served string) string {
 	return "CASE WHEN " + free + " IS NOT NULL OR " + claimEnd + " IS NOT NULL THEN greatest(least(" + free + ", " + claimEnd + "), " +
-		slot + ", " + rateReadyAt(mark, every, burst) + ", " + pass + ") END"
+		slot + ", " + rateReadyAt(mark, every, burst) + ", " + pauseOf(paused, served) + ", " + pass + ") END"
+}
+
+// pauseOf is a pause's part of ReadyAt: its end paused while it counts, that is while it
+// is after served (LastServed, NULL for never); NULL otherwise.
+func pauseOf(paused, served string) string {
+	return "CASE WHEN " + paused + " > coalesce(" + served + ", '-infinity') THEN " + paused + " END"
 }
 
 // The probes of a user's claims, each a keyset range of rota_due_claimed_user (see
@@ -165,3 +172,8 @@ func inFlight(user, now string) string {
 // count claims in flight (Ready, Claim, User): see inFlight. Each of their other sorts is
 // of a handful of rows that no index could deliver in order, so it stays as it is.
 const sqlSortOff = `, set_config('enable_sort', 'off', true)`
+
+// pausedAt is whether a user is paused at now: its pause counts and ends after now.
+func pausedAt(paused, served, now string) string {
+	return "coalesce(" + paused + " > " + now + " AND " + paused + " > coalesce(" + served + ", '-infinity'), false)"
+}

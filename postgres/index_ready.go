@@ -75,24 +75,24 @@ var sqlReadParts = `, heads AS MATERIALIZED (
 	FROM (SELECT h.*, CASE WHEN h.claim_end_at IS NULL THEN 0 ELSE ` + inFlight("h.user_id", "$2::timestamptz") + ` END AS in_flight
 		FROM held h OFFSET 0) f
 )
-SELECT 0 AS part, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak,
+SELECT 0 AS part, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak, e.error_streak,
 	nullif(h.weight, 0)::bigint AS weight, nullif(h.max_in_flight, 0)::bigint AS max_in_flight, nullif(h.every, 0) AS every,
 	nullif(h.burst, 0)::bigint AS burst, nullif(h.in_flight, 0) AS in_flight, nullif(h.cap, $4) AS cap
 FROM heads h CROSS JOIN LATERAL (
-	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
+	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak, d.error_streak FROM rota_due d
 	WHERE (d.user_id, d.due_at) BETWEEN (h.user_id, '-infinity') AND (h.user_id, $2)
 	  AND d.claim_until IS NULL
 	ORDER BY d.user_id, d.due_at, d.work_key LIMIT h.cap + 1) e
 UNION ALL
-SELECT 1, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak,
+SELECT 1, h.user_id, h.last_served, h.turn, e.work_key, e.tier, e.due_at, e.last_run_at, e.miss_streak, e.error_streak,
 	nullif(h.weight, 0), nullif(h.max_in_flight, 0), nullif(h.every, 0), nullif(h.burst, 0), nullif(h.in_flight, 0), nullif(h.cap, $4)
 FROM heads h CROSS JOIN LATERAL (
-	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak FROM rota_due d
+	SELECT d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak, d.error_streak FROM rota_due d
 	WHERE d.user_id = h.user_id AND greatest(d.due_at, d.claim_until) <= $2 AND d.claim_until IS NOT NULL
 	ORDER BY d.due_at, d.work_key LIMIT h.cap + 1) e
 WHERE h.claim_end_at <= $2
 UNION ALL
-(SELECT 2, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM rota_users n
+(SELECT 2, NULL, NULL, n.turn, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM rota_users n
  WHERE n.group_name = $1 AND n.turn <= $2 AND (n.held_until IS NULL OR n.held_until <= $2)
    AND (n.turn, n.user_id) > (
 	coalesce((SELECT p.turn FROM picked p ORDER BY p.turn DESC, p.user_id DESC LIMIT 1), '-infinity'),
@@ -127,14 +127,14 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	b.Queue(sqlHoldSettings + sqlSortOff)
 	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser, heldUntil, nanosOf(q.Now))
 	var (
-		part                            int32
-		user, workKey, tier             pgtype.Text
-		served, due, last, rtn          pgtype.Timestamptz
-		streak, weight, m, every, burst pgtype.Int8
-		inFlight, cap                   pgtype.Int8
+		part                           int32
+		user, workKey, tier            pgtype.Text
+		served, due, last, rtn         pgtype.Timestamptz
+		streak, errs, weight, m, every pgtype.Int8
+		burst, inFlight, cap           pgtype.Int8
 	)
 	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
-		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak, &weight, &m, &every, &burst, &inFlight, &cap); err != nil {
+		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak, &errs, &weight, &m, &every, &burst, &inFlight, &cap); err != nil {
 			return err
 		}
 		if part == 2 {
@@ -157,7 +157,8 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		}
 		h := &page.Heads[i]
 		h.Due = append(h.Due, duework.Entry{
-			UserID: h.UserID, WorkKey: workKey.String, Tier: tier.String, DueAt: due.Time, LastRunAt: last.Time, MissStreak: int(streak.Int64),
+			UserID: h.UserID, WorkKey: workKey.String, Tier: tier.String, DueAt: due.Time, LastRunAt: last.Time,
+			MissStreak: int(streak.Int64), ErrorStreak: int(errs.Int64),
 		})
 		return nil
 	})
@@ -186,7 +187,7 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 // are already those is not written.
 var sqlRoute = `UPDATE rota_users u SET group_name = r.group_name, weight = r.weight, max_in_flight = r.m, every = r.every, burst = r.burst,
 		slot_at = r.slot_at,
-		turn = ` + turnOf("u.free_at", "u.claim_end_at", "r.slot_at", "u.rate_mark", "r.every", "r.burst", "u.pass") + `
+		turn = ` + turnOf("u.free_at", "u.claim_end_at", "r.slot_at", "u.rate_mark", "r.every", "r.burst", "u.pass", "u.paused_until", "u.last_served") + `
 	FROM (SELECT k.*, ` + slotAt("k.user_id", "k.m") + ` AS slot_at
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::bigint[], $6::int[]) AS k(user_id, group_name, weight, m, every, burst)
 		OFFSET 0) r
@@ -225,7 +226,7 @@ func (x *Index) Route(ctx context.Context, routes []duework.Route) error {
 		weights[i], caps[i], bursts[i] = int32(r.Limits.Weight), int32(r.Limits.MaxInFlight), int32(r.Limits.Burst)
 		every[i] = int64(r.Limits.Every)
 	}
-	return x.exec(ctx, "Index.Route", write{sqlLockUsers, []any{users}}, write{sqlRoute, []any{users, groups, weights, caps, every, bursts}})
+	return x.exec(ctx, "Index.Route", sqlHoldSettings, write{sqlLockUsers, []any{users}}, write{sqlRoute, []any{users, groups, weights, caps, every, bursts}})
 }
 
 // sqlGroups lists the groups with a user ready at $1 by a loose index scan of
@@ -273,7 +274,7 @@ func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 	if len(users) == 0 {
 		return ctx.Err()
 	}
-	return x.exec(ctx, "Index.Release", write{`
+	return x.exec(ctx, "Index.Release", sqlHoldSettings, write{`
 		WITH l AS (
 			SELECT u.user_id FROM rota_users u WHERE u.user_id = ANY($1::text[]) AND u.held_until = $2
 			ORDER BY u.user_id FOR NO KEY UPDATE

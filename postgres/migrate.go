@@ -194,6 +194,24 @@ UPDATE rota_task_state
 SET running_until = least(running_since + interval '2 hours 5 minutes', timestamptz '9999-12-31 23:59:59.999999+00')
 WHERE running AND running_since IS NOT NULL;
 `},
+	{9, "pauses, started claims and error streaks", `
+-- Each user's pause (Index.Pause): paused_until NULL for none, and pause_reason, '' without
+-- one. The pause counts while paused_until is after last_served (or the user was never
+-- served), and while it counts it is part of turn (turnOf). rota_users_paused holds the
+-- users with a stored pause by user_id, so that Paused pages through them alone; an update
+-- that leaves paused_until as it was stays HOT.
+ALTER TABLE rota_users
+	ADD COLUMN paused_until timestamptz,
+	ADD COLUMN pause_reason text NOT NULL DEFAULT '';
+CREATE INDEX rota_users_paused ON rota_users (user_id) WHERE paused_until IS NOT NULL;
+-- error_streak is Entry.ErrorStreak. claim_started marks the current claim started
+-- (Index.StartClaims); every write that gives an entry a new claim, or none, clears it.
+-- The defaults are what every row of an earlier release is: no failures, no claim started.
+ALTER TABLE rota_due
+	ADD COLUMN error_streak bigint NOT NULL DEFAULT 0,
+	ADD COLUMN claim_started boolean NOT NULL DEFAULT false,
+	ADD CONSTRAINT rota_due_started_claimed CHECK (claim_token IS NOT NULL OR NOT claim_started);
+`},
 }
 
 // migrateLockKey is the first key of the transaction-level advisory lock that serializes

@@ -175,3 +175,99 @@ func TestMigrateAddsFlowControl(t *testing.T) {
 	}
 	checkReadyAt(t, pool)
 }
+
+// Step 9 (pauses, started claims, error streaks) upgrades a populated schema of step 8 in
+// place and loses nothing: every entry and claim survives with an error streak of 0, each
+// claim current and unstarted (StartClaims starts it once, and an unstarted one can still
+// be handed back), every user's limits and Turn stay what they were and no one is paused;
+// a pause written after the upgrade holds at once.
+func TestMigrateAddsPauses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2)
+	if err := postgres.MigrateTo(ctx, pool, 8); err != nil {
+		t.Fatal(err)
+	}
+	s := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Second) }
+	// The rows as step 8's Index keeps them: amy served at 10s, capped at 2, with an entry
+	// due at -5s and two claimed until 30s and 20s; bo never served, one entry due at 20s.
+	var tokens [2]int64
+	if err := pool.QueryRow(ctx, `WITH ins AS (
+		INSERT INTO rota_due (user_id, work_key, tier, due_at, last_run_at, miss_streak, claim_token, claim_until) VALUES
+			('amy', 'a', 'hot', $1, NULL, 2, NULL, NULL),
+			('amy', 'b', 'cold', $2, $1, 0, nextval('rota_claim_token'), $3),
+			('amy', 'c', 'cold', $2, NULL, 0, nextval('rota_claim_token'), $4),
+			('bo', 'd', '', $4, NULL, 1, NULL, NULL)
+		RETURNING work_key, claim_token)
+		SELECT (SELECT claim_token FROM ins WHERE work_key = 'b'), (SELECT claim_token FROM ins WHERE work_key = 'c')`,
+		s(-5), s(-1), s(30), s(20)).Scan(&tokens[0], &tokens[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO rota_users (user_id, group_name, last_served, pass, free_at, claim_end_at, slot_at, turn, max_in_flight) VALUES
+			('amy', 'pro', $1, $1, $2, $3, $3, $3, 2), ('bo', '', NULL, NULL, $3, NULL, NULL, $3, 0)`,
+		s(10), s(-5), s(20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from step 8: %v", err)
+	}
+	if got := appliedVersions(t, pool); !slices.Contains(got, 9) {
+		t.Fatalf("the schema records %v, want step 9", got)
+	}
+	checkReadyAt(t, pool)
+	idx := postgres.NewIndex(pool)
+	amyLimits := duework.Limits{MaxInFlight: 2}
+	for _, w := range []struct {
+		user   string
+		want   duework.UserState
+		errors []int
+	}{
+		{"amy", duework.UserState{Group: "pro", Limits: amyLimits, LastServed: s(10), Turn: s(20), InFlight: 2}, []int{0, 0, 0}},
+		{"bo", duework.UserState{Turn: s(20)}, []int{0}},
+	} {
+		st := userState(t, idx, w.user, s(0))
+		if st.Group != w.want.Group || st.Limits != w.want.Limits || !st.LastServed.Equal(w.want.LastServed) || !st.Turn.Equal(w.want.Turn) ||
+			st.InFlight != w.want.InFlight || !st.PausedUntil.IsZero() || st.PauseReason != "" {
+			t.Errorf("after the upgrade User(%s) = %+v; want %+v", w.user, st, w.want)
+		}
+		es, err := idx.Entries(ctx, w.user, "", 10)
+		if err != nil || len(es) != len(w.errors) {
+			t.Fatalf("after the upgrade Entries(%s) = %+v, %v", w.user, es, err)
+		}
+		for _, e := range es {
+			if e.Entry.ErrorStreak != 0 {
+				t.Errorf("after the upgrade %s's entry %s has ErrorStreak %d, want 0", w.user, e.Entry.WorkKey, e.Entry.ErrorStreak)
+			}
+		}
+	}
+	if ps, err := idx.Paused(ctx, s(0), "", 10); err != nil || len(ps) != 0 {
+		t.Errorf("after the upgrade Paused = %v, %v; want none", ps, err)
+	}
+	// The claims made before the upgrade are current and unstarted: b starts once, and c,
+	// unstarted, can be handed back.
+	amy := mustTC(t, "amy")
+	claimOf := func(work string, tok int64, until time.Time) duework.Unclaim {
+		return duework.Unclaim{Tenant: amy, Claim: duework.Claim{Entry: duework.Entry{UserID: "amy", WorkKey: work}, Token: uint64(tok), Until: until}}
+	}
+	b, c := claimOf("b", tokens[0], s(30)), claimOf("c", tokens[1], s(20))
+	errs, err := idx.StartClaims(ctx, []duework.Unclaim{b, b})
+	if err != nil || errs[0] != nil || !errors.Is(errs[1], duework.ErrClaimStarted) {
+		t.Errorf("StartClaims of a claim made before the upgrade, twice = %v, %v; want nil, then ErrClaimStarted", errs, err)
+	}
+	errs, err = idx.Unclaim(ctx, []duework.Unclaim{b, c})
+	if err != nil || !errors.Is(errs[0], duework.ErrClaimStarted) || errs[1] != nil {
+		t.Errorf("Unclaim of the started b and the unstarted c = %v, %v; want ErrClaimStarted, nil", errs, err)
+	}
+	// A pause written now holds at once.
+	if err := idx.Pause(ctx, mustTC(t, "bo"), s(100), "operator"); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := idx.Claim(ctx, []duework.Key{{UserID: "bo", WorkKey: "d"}}, s(50), s(60)); err != nil || len(cs) != 0 {
+		t.Errorf("a claim of bo's entry while she is paused = %v, %v; want none", cs, err)
+	}
+	if st := userState(t, idx, "bo", s(50)); !st.PausedUntil.Equal(s(100)) || st.PauseReason != "operator" || !st.Turn.Equal(s(100)) {
+		t.Errorf("bo after a pause until t0+100s = %+v", st)
+	}
+	checkReadyAt(t, pool)
+}

@@ -63,6 +63,12 @@ func staleFixture(tb testing.TB, backlog, claimed, quiet int) *pgxpool.Pool {
 	if err := idx.Route(ctx, []duework.Route{{UserID: "noisy", Limits: limits}, {UserID: "quiet001", Limits: limits}, {UserID: "bulk00001", Group: "pro", Limits: limits}}); err != nil {
 		tb.Fatal(err)
 	}
+	// A few pauses, one of them ended, so that Paused has users to read and pass over.
+	for i, u := range []string{"bulk00003", "quiet002", "quiet009"} {
+		if err := idx.Pause(ctx, mustTC(tb, u), t0.Add(time.Duration(i-1)*time.Hour), "upstream-429"); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	// The watch list in the same shape: the noisy tenant's sources analyzed alone, then
 	// every other tenant's.
 	for _, sql := range []string{
@@ -219,6 +225,7 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		queue       = "Index Scan using rota_users_queue"
 		queueOnly   = "Index Only Scan using rota_users_queue"
 		userKey     = "Index Scan using rota_users_pkey"
+		paused      = "Index Scan using rota_users_paused"
 		free        = "Index Scan using rota_due_free_user"
 		freeOnly    = "Index Only Scan using rota_due_free_user"
 		claimed     = "Index Scan using rota_due_claimed_user"
@@ -239,14 +246,19 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		{"Ready", counting, postgres.SQLReady, []any{"", now, 100, 10, now.Add(time.Minute), "1772366460000000000"}, []string{queue, tid}, []string{free, claimed}, nil},
 		{"Ready without a hold", counting, postgres.SQLPeek, []any{"", now, 100, 10, nil, "1772366460000000000"}, []string{queue}, []string{free, claimed}, nil},
 		{"Ready of a small group", counting, postgres.SQLReady, []any{"pro", now, 100, 10, now.Add(time.Minute), "1772366460000000000"}, []string{queue, tid}, []string{free, claimed}, nil},
-		{"Claim's locks", counting, postgres.SQLClaimLock, []any{users}, []string{userKey}, nil, nil},
+		{"Claim's locks", counting, postgres.SQLClaimLock, []any{users, now}, []string{userKey}, nil, nil},
 		{"Claim", counting, postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), "1772366460000000000"}, nil, []string{dueKey, claimed}, nil},
 		{"Claim's users", counting, postgres.SQLServe, []any{now, now.Add(time.Hour), "1772366460000000000"}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
 		{"CompleteMany", plain, postgres.SQLCompleteMany, []any{users, works, tokens, []string{"hot", "hot", "hot", "hot"},
-			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}}, []string{userKey}, []string{dueKey, tid}, nil},
+			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}, []int64{0, 1, 0, 0}}, []string{userKey}, []string{dueKey, tid}, nil},
 		{"CompleteMany's users", plain, postgres.SQLRecomputeLocked, nil, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
 		{"Unclaim", plain, postgres.SQLUnclaim, []any{users, works, tokens}, []string{userKey}, []string{dueKey, tid}, nil},
 		{"CheckClaims", plain, postgres.SQLCheckClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}, nil, []string{dueKey}, nil},
+		{"StartClaims", plain, postgres.SQLStartClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}, nil, []string{dueKey, tid}, nil},
+		{"Pause", plain, postgres.SQLPause, []any{"noisy", now, "upstream-429"}, nil, nil, nil},
+		{"Resume", plain, postgres.SQLResume, []any{"noisy"}, []string{userKey, paused}, nil, nil},
+		{"Paused", plain, postgres.SQLPaused, []any{"", now, 100}, []string{paused}, nil, nil},
+		{"Paused after a user", plain, postgres.SQLPaused, []any{"bulk00003", now, 100}, []string{paused}, nil, nil},
 		{"Groups", plain, postgres.SQLGroups, []any{now}, []string{queueOnly, queue}, nil, nil},
 		{"ReadyAt recomputation", plain, postgres.SQLRecompute, []any{users}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
 		{"ReadyAt recomputation of the noisy user", plain, postgres.SQLRecompute, []any{[]string{"noisy"}}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},

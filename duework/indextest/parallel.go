@@ -1,6 +1,7 @@
 package indextest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -184,6 +185,15 @@ func parallelLimits(s *suite) {
 // contend runs four dispatchers, two claimers and a stale claimer over keys at now, until
 // none of them finds more to claim, and returns how many entries of each user they claimed.
 func (s *suite) contend(keys []duework.Key, now time.Time) map[string]int {
+	return s.contendWith(keys, now, nil, s.x.Claim)
+}
+
+// claimFunc is Index.Claim, or a check around it.
+type claimFunc func(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error)
+
+// contendWith is contend with every Claim made through claim, and also runs more, when not
+// nil, at the same time.
+func (s *suite) contendWith(keys []duework.Key, now time.Time, more func(), claim claimFunc) map[string]int {
 	var mu sync.Mutex
 	got := map[string]int{}
 	count := func(cs []duework.Claim) {
@@ -194,6 +204,9 @@ func (s *suite) contend(keys []duework.Key, now time.Time) map[string]int {
 		}
 	}
 	var wg sync.WaitGroup
+	if more != nil {
+		wg.Go(more)
+	}
 	for d := range 4 {
 		wg.Go(func() {
 			for range 20 {
@@ -206,7 +219,7 @@ func (s *suite) contend(keys []duework.Key, now time.Time) map[string]int {
 				for _, h := range p.Heads {
 					read, ks = append(read, h.UserID), append(ks, keysOf(h.Due)...)
 				}
-				cs, err := s.x.Claim(bg, ks, now, now.Add(time.Minute))
+				cs, err := claim(bg, ks, now, now.Add(time.Minute))
 				if err != nil {
 					s.errorf("Claim in dispatcher %d: %v", d, err)
 					return
@@ -227,7 +240,7 @@ func (s *suite) contend(keys []duework.Key, now time.Time) map[string]int {
 			}
 			for i := range keys {
 				j := (i*7 + c*13) % len(keys) // each claimer in its own order
-				cs, err := s.x.Claim(bg, keys[j:j+1], at, until)
+				cs, err := claim(bg, keys[j:j+1], at, until)
 				if err != nil {
 					s.errorf("Claim in claimer %d: %v", c, err)
 					return
