@@ -220,17 +220,18 @@ var (
 // § duework
 // ---------------------------------------------------------------------------------------
 
-// `Entry{UserID, WorkKey, Tier string; DueAt, LastRunAt time.Time; MissStreak int}` — a
-// fixed row of scheduling metadata, with no payload field, and it must never grow one:
+// `Entry{UserID, WorkKey, Tier string; DueAt, LastRunAt time.Time; MissStreak,
+// ErrorStreak int}` — a fixed row of scheduling metadata, with no payload field, and it must never grow one:
 // posting content, credentials and settings cannot travel through the index by
 // construction. The conversion from the exact struct type pins every field, its type and
 // order, and that there are no others: adding a field of any kind breaks this line.
 var (
-	_ = duework.Entry{UserID: aString, WorkKey: aString, Tier: aString, DueAt: aTime, LastRunAt: aTime, MissStreak: anInt}
+	_ = duework.Entry{UserID: aString, WorkKey: aString, Tier: aString, DueAt: aTime, LastRunAt: aTime, MissStreak: anInt, ErrorStreak: anInt}
 	_ = duework.Entry(struct {
 		UserID, WorkKey, Tier string
 		DueAt, LastRunAt      time.Time
 		MissStreak            int
+		ErrorStreak           int
 	}{})
 )
 
@@ -291,13 +292,17 @@ const (
 )
 
 // The operator's reads: `UserState{Group string; Limits Limits; LastServed, Turn,
-// HeldUntil time.Time; InFlight int}` and `EntryState{Entry Entry; ClaimedUntil
-// time.Time}` (ClaimedUntil zero when unclaimed).
+// HeldUntil time.Time; InFlight int; PausedUntil time.Time; PauseReason string}`,
+// `EntryState{Entry Entry; ClaimedUntil time.Time}` (ClaimedUntil zero when unclaimed) and
+// `UserPause{UserID, Reason string; Until time.Time}`.
 var (
-	_ = duework.UserState{Group: aString, Limits: duework.Limits{}, LastServed: aTime, Turn: aTime, HeldUntil: aTime, InFlight: anInt}
-	_ = func(u duework.UserState) (string, duework.Limits, time.Time, time.Time, time.Time, int) {
-		return u.Group, u.Limits, u.LastServed, u.Turn, u.HeldUntil, u.InFlight
+	_ = duework.UserState{Group: aString, Limits: duework.Limits{}, LastServed: aTime, Turn: aTime, HeldUntil: aTime, InFlight: anInt,
+		PausedUntil: aTime, PauseReason: aString}
+	_ = func(u duework.UserState) (string, duework.Limits, time.Time, time.Time, time.Time, int, time.Time, string) {
+		return u.Group, u.Limits, u.LastServed, u.Turn, u.HeldUntil, u.InFlight, u.PausedUntil, u.PauseReason
 	}
+	_ = duework.UserPause{UserID: aString, Reason: aString, Until: aTime}
+	_ = func(p duework.UserPause) (string, string, time.Time) { return p.UserID, p.Reason, p.Until }
 	_ = duework.EntryState{Entry: duework.Entry{}, ClaimedUntil: aTime}
 	_ = func(e duework.EntryState) (duework.Entry, time.Time) { return e.Entry, e.ClaimedUntil }
 )
@@ -307,27 +312,35 @@ var (
 // off; the next due time counts from now, never from the old DueAt.
 var _ func(duework.Entry, cadence.Policy, bool, time.Time) duework.Entry = duework.Advance
 
-// duework's own sentinels: ErrNotFound, ErrClaimLost, and ErrInvalid for bad input.
+// `Fail(e Entry, p cadence.Policy, now time.Time) Entry` — pure, beside Advance: the error
+// streak grows and the entry is due at now + p.NextInterval(streak − 1).
+var _ func(duework.Entry, cadence.Policy, time.Time) duework.Entry = duework.Fail
+
+// duework's own sentinels: ErrNotFound, ErrClaimLost, ErrClaimStarted (a claim started
+// already), and ErrInvalid for bad input.
 var (
 	_ error = duework.ErrNotFound
 	_ error = duework.ErrClaimLost
+	_ error = duework.ErrClaimStarted
 	_ error = duework.ErrInvalid
 )
 
-// The Index contract (v2.2), method by method, and exactly these eighteen methods: every
+// The Index contract (v2.3), method by method, and exactly these twenty-two methods: every
 // capability is in the one interface, so a host's own adapter meets one contract and
 // indextest checks all of it.
 //
 // Tenant-scoped (tc must be valid and an entry's UserID must be tc's): Schedule (insert or
 // replace), ScheduleMissing (insert only the absent ones), Unschedule (absent is not an
 // error), Get (ErrNotFound), Complete (ErrClaimLost), CompleteMany (each item under its
-// own Context; errs[i] per item when err is nil), CheckClaim and CheckClaims (is the claim
-// still current?), UnscheduleClaimed (remove while the claim is current), Unclaim (hand
-// claims back unrun, the entry left as it is).
+// own Context; errs[i] per item when err is nil), StartClaims (mark claims started, each
+// once), CheckClaim and CheckClaims (is the claim still current?), UnscheduleClaimed
+// (remove while the claim is current), Unclaim (hand unstarted claims back unrun, the entry
+// left as it is), Pause and Resume (keep a tenant from being served until an instant, and
+// end that).
 //
 // The dispatcher's cross-tenant calls, the narrow, documented exception: DueBefore, Ready,
-// Route, Groups, Release, Claim. The operator's reads, the same exception: User and
-// Entries.
+// Route, Groups, Release, Claim. The operator's reads, the same exception: User, Entries
+// and Paused.
 var (
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Entry) error                         = duework.Index.Schedule
 	_ func(duework.Index, context.Context, tenancy.Context, []duework.Entry) (int, error)                = duework.Index.ScheduleMissing
@@ -335,6 +348,7 @@ var (
 	_ func(duework.Index, context.Context, tenancy.Context, string) (duework.Entry, error)               = duework.Index.Get
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Claim, duework.Entry) error          = duework.Index.Complete
 	_ func(duework.Index, context.Context, []duework.Done) ([]error, error)                              = duework.Index.CompleteMany
+	_ func(duework.Index, context.Context, []duework.Unclaim) ([]error, error)                           = duework.Index.StartClaims
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Claim) error                         = duework.Index.CheckClaim
 	_ func(duework.Index, context.Context, []duework.Unclaim) ([]error, error)                           = duework.Index.CheckClaims
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Claim) error                         = duework.Index.UnscheduleClaimed
@@ -347,6 +361,9 @@ var (
 	_ func(duework.Index, context.Context, []duework.Key, time.Time, time.Time) ([]duework.Claim, error) = duework.Index.Claim
 	_ func(duework.Index, context.Context, string, time.Time) (duework.UserState, error)                 = duework.Index.User
 	_ func(duework.Index, context.Context, string, string, int) ([]duework.EntryState, error)            = duework.Index.Entries
+	_ func(duework.Index, context.Context, tenancy.Context, time.Time, string) error                     = duework.Index.Pause
+	_ func(duework.Index, context.Context, tenancy.Context) error                                        = duework.Index.Resume
+	_ func(duework.Index, context.Context, time.Time, string, int) ([]duework.UserPause, error)          = duework.Index.Paused
 	_ duework.Index                                                                                      = indexMethods(nil)
 	_ indexMethods                                                                                       = duework.Index(nil)
 )
@@ -358,6 +375,7 @@ type indexMethods interface {
 	Get(ctx context.Context, tc tenancy.Context, workKey string) (duework.Entry, error)
 	Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error
 	CompleteMany(ctx context.Context, done []duework.Done) (errs []error, err error)
+	StartClaims(ctx context.Context, claims []duework.Unclaim) (errs []error, err error)
 	CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error
 	CheckClaims(ctx context.Context, claims []duework.Unclaim) (errs []error, err error)
 	UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error
@@ -370,6 +388,9 @@ type indexMethods interface {
 	Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error)
 	User(ctx context.Context, userID string, now time.Time) (duework.UserState, error)
 	Entries(ctx context.Context, userID, after string, limit int) ([]duework.EntryState, error)
+	Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error
+	Resume(ctx context.Context, tc tenancy.Context) error
+	Paused(ctx context.Context, now time.Time, after string, limit int) ([]duework.UserPause, error)
 }
 
 // `NewMemory() *Memory`: the embedded default, safe for concurrent use.

@@ -32,9 +32,10 @@ var genBackoff = rapid.OneOf(
 var genEntry = rapid.Custom(func(t *rapid.T) duework.Entry {
 	return duework.Entry{
 		UserID: "u", WorkKey: "k", Tier: "warm",
-		DueAt:      t0.Add(time.Duration(rapid.Int64Range(-int64(1000*time.Hour), int64(1000*time.Hour)).Draw(t, "due"))),
-		LastRunAt:  t0.Add(-time.Duration(rapid.Int64Range(0, int64(1000*time.Hour)).Draw(t, "last"))),
-		MissStreak: rapid.OneOf(rapid.IntRange(0, 70), rapid.IntRange(0, duework.MaxMissStreak)).Draw(t, "streak"),
+		DueAt:       t0.Add(time.Duration(rapid.Int64Range(-int64(1000*time.Hour), int64(1000*time.Hour)).Draw(t, "due"))),
+		LastRunAt:   t0.Add(-time.Duration(rapid.Int64Range(0, int64(1000*time.Hour)).Draw(t, "last"))),
+		MissStreak:  rapid.OneOf(rapid.IntRange(0, 70), rapid.IntRange(0, duework.MaxMissStreak)).Draw(t, "streak"),
+		ErrorStreak: rapid.OneOf(rapid.IntRange(0, 70), rapid.IntRange(0, duework.MaxMissStreak)).Draw(t, "errors"),
 	}
 })
 
@@ -101,10 +102,13 @@ func TestAdvanceAlwaysAfterNow(t *testing.T) {
 	})
 }
 
-// checkAdvanced checks what every Advance keeps: identity and tier unchanged, LastRunAt is
-// now, DueAt after now.
+// checkAdvanced checks what every Advance does: identity and tier unchanged, ErrorStreak
+// 0, LastRunAt now, DueAt after now.
 func checkAdvanced(t *rapid.T, before, after duework.Entry, now time.Time) {
 	t.Helper()
+	if after.ErrorStreak != 0 {
+		t.Fatalf("Advance from ErrorStreak %d left it at %d, want 0", before.ErrorStreak, after.ErrorStreak)
+	}
 	if after.UserID != before.UserID || after.WorkKey != before.WorkKey || after.Tier != before.Tier {
 		t.Fatalf("Advance changed the identity or tier: %+v -> %+v", before, after)
 	}
@@ -181,6 +185,8 @@ func TestValidate(t *testing.T) {
 		{"DueAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: vocab.MaxTime.Add(1)}, tc, duework.ErrInvalid, "DueAt"},
 		{"DueAt before MinTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: vocab.MinTime.Add(-1)}, tc, duework.ErrInvalid, "DueAt"},
 		{"LastRunAt past MaxTime", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, LastRunAt: vocab.MaxTime.Add(1)}, tc, duework.ErrInvalid, "LastRunAt"},
+		{"negative error streak", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, ErrorStreak: -1}, tc, duework.ErrInvalid, "ErrorStreak"},
+		{"error streak past the cap", duework.Entry{UserID: "u", WorkKey: "k", DueAt: t0, ErrorStreak: duework.MaxMissStreak + 1}, tc, duework.ErrInvalid, "ErrorStreak"},
 	} {
 		err := c.e.Validate(c.tc)
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.field) {
@@ -192,20 +198,21 @@ func TestValidate(t *testing.T) {
 // FuzzValidate: Validate never panics, refuses exactly what the name and time rules,
 // the Context and the other field rules refuse, and always with ErrInvalid or ErrNoTenant.
 func FuzzValidate(f *testing.F) {
-	f.Add("u", "u", "k", int64(1), 0)
-	f.Add("u", "v", "", int64(0), -1)
-	f.Add("", "u", "a\x00b", int64(1), 3)
-	f.Add("ü", "ü", "\xff", int64(-5), 1)
-	f.Add("u", "u", "k", int64(1)<<40, duework.MaxMissStreak+1)
-	f.Fuzz(func(t *testing.T, ctxUser, user, work string, dueSec int64, streak int) {
+	f.Add("u", "u", "k", int64(1), 0, 0)
+	f.Add("u", "v", "", int64(0), -1, 0)
+	f.Add("", "u", "a\x00b", int64(1), 3, 1)
+	f.Add("ü", "ü", "\xff", int64(-5), 1, -1)
+	f.Add("u", "u", "k", int64(1)<<40, duework.MaxMissStreak+1, duework.MaxMissStreak)
+	f.Add("u", "u", "k", int64(1), 2, duework.MaxMissStreak+1)
+	f.Fuzz(func(t *testing.T, ctxUser, user, work string, dueSec int64, streak, errStreak int) {
 		tc, _ := tenancy.NewContext(ctxUser) // the zero Context when ctxUser is bad
-		e := duework.Entry{UserID: user, WorkKey: work, MissStreak: streak}
+		e := duework.Entry{UserID: user, WorkKey: work, MissStreak: streak, ErrorStreak: errStreak}
 		if dueSec != 0 {
 			e.DueAt = time.Unix(dueSec, 0)
 		}
 		err := e.Validate(tc)
 		valid := tc.Check() == nil && user == tc.UserID() && tenancy.ValidateID("WorkKey", work) == nil && !e.DueAt.IsZero() &&
-			vocab.ValidTime(e.DueAt) && streak >= 0 && streak <= duework.MaxMissStreak
+			vocab.ValidTime(e.DueAt) && streak >= 0 && streak <= duework.MaxMissStreak && errStreak >= 0 && errStreak <= duework.MaxMissStreak
 		if (err == nil) != valid {
 			t.Fatalf("Validate(%+v) under %q = %v, want valid %v", e, tc.UserID(), err, valid)
 		}

@@ -52,6 +52,18 @@ func (f *fixture) add(b *testing.B, prefix string, users, perUser int, due func(
 	}
 }
 
+// addPaused adds users users with four entries each, due as the others', and pauses them
+// for an hour.
+func (f *fixture) addPaused(b *testing.B, users int) {
+	b.Helper()
+	f.add(b, "paused", users, 4, dueBefore)
+	for u := range users {
+		if err := f.x.Pause(bctx, f.tcs["paused"+strconv.Itoa(u)], t0.Add(time.Hour), "upstream-429"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func dueBefore(i int) time.Time { return t0.Add(-time.Duration(i+1) * time.Microsecond) }
 func dueLater(i int) time.Time  { return t0.Add(time.Hour + time.Duration(i)*time.Microsecond) }
 
@@ -74,11 +86,12 @@ func readCycle(b *testing.B, x *duework.Memory, users int, ids []string) []strin
 }
 
 // measureCycles runs the sub-benchmarks name[i] over xs[i], then the same reads
-// interleaved call by call (in alternating order) as "paired", so that a busy machine and
-// the garbage collector weigh on both alike: the ratio to read, reported as unit, is the
-// second's time over the first's. Every fixture is built before and live during every
-// measurement, so the live heap is the same for all.
-func measureCycles(b *testing.B, names []string, xs []*duework.Memory, users int, unit string) {
+// interleaved call by call (each iteration starting with the next index in turn) as
+// "paired", so that a busy machine and the garbage collector weigh on all alike: the
+// ratios to read, reported as units[i-1], are the time of the i-th over the first's. Every
+// fixture is built before and live during every measurement, so the live heap is the same
+// for all.
+func measureCycles(b *testing.B, names []string, xs []*duework.Memory, users int, units ...string) {
 	runtime.GC()
 	for i, name := range names {
 		b.Run(name, func(b *testing.B) {
@@ -103,19 +116,17 @@ func measureCycles(b *testing.B, names []string, xs []*duework.Memory, users int
 		runtime.GC()
 		i := 0
 		for b.Loop() {
-			if i%2 == 0 {
-				call(0)
-				call(1)
-			} else {
-				call(1)
-				call(0)
+			for j := range xs {
+				call((i + j) % len(xs))
 			}
 			i++
 		}
 		for i, name := range names {
 			b.ReportMetric(float64(spent[i])/float64(b.N), name+"-ns/call")
 		}
-		b.ReportMetric(float64(spent[1])/float64(spent[0]), unit)
+		for i, unit := range units {
+			b.ReportMetric(float64(spent[i+1])/float64(spent[0]), unit)
+		}
 	})
 	runtime.KeepAlive(xs)
 }
@@ -157,18 +168,22 @@ func BenchmarkReadyNoisyNeighbour(b *testing.B) {
 }
 
 // BenchmarkReadyWithLimits measures the same read, Ready of 1,000 users with 100,000
-// ready, when every user has limits — MaxInFlight 4, Every 1s, Burst 5, Weight 2 — against
-// the same users without limits, paired in one run: limits/none is the ratio of their
-// times. Each user has four due entries, one of them claimed and in flight, so that the
-// in-flight count and the rate mark are real work; the limits leave each head the same
-// three entries either way.
+// ready, when every user has limits — MaxInFlight 4, Every 1s, Burst 5, Weight 2 — and
+// when as many users again are paused, their entries due as early, against the same users
+// without limits or pauses, paired in one run: limits/none and paused/none are the ratios
+// of their times. Each user has four due entries, one of them claimed and in flight, so
+// that the in-flight count and the rate mark are real work; the limits leave each head the
+// same three entries either way.
 func BenchmarkReadyWithLimits(b *testing.B) {
 	const users = 100_000
 	limits := duework.Limits{MaxInFlight: 4, Every: time.Second, Burst: 5, Weight: 2}
 	var xs []*duework.Memory
-	for _, l := range []duework.Limits{{}, limits} {
+	for i, l := range []duework.Limits{{}, limits, {}} {
 		f := &fixture{}
 		f.add(b, "user", users, 4, dueBefore)
+		if i == 2 {
+			f.addPaused(b, users)
+		}
 		routes := make([]duework.Route, 0, users)
 		first := make([]duework.Key, 0, users)
 		for u := range users {
@@ -192,7 +207,7 @@ func BenchmarkReadyWithLimits(b *testing.B) {
 	if err != nil || len(p.Heads) != 1 || len(p.Heads[0].Due) != 3 || p.Heads[0].InFlight != 1 || p.Heads[0].Limits != limits {
 		b.Fatalf("a limited head = %+v, %v; want three Due and one in flight", p.Heads, err)
 	}
-	measureCycles(b, []string{"none", "limits"}, xs, 1_000, "limits/none")
+	measureCycles(b, []string{"none", "limits", "paused"}, xs, 1_000, "limits/none", "paused/none")
 }
 
 // BenchmarkDueBefore measures DueBefore(now, 100) over 1,000 users with 100 due entries

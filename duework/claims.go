@@ -8,11 +8,12 @@ package duework
 // node's: a ticket is taken out of its tree before either changes. A user has a tree only
 // while it has current claims, so an unclaimed entry costs nothing here.
 type ticket struct {
-	u    *user
-	n    *node
-	kid  [2]*ticket
-	prio uint32 // the node's priority: random, and independent of the tree's order
-	size int32  // the tickets in this subtree
+	u       *user
+	n       *node
+	kid     [2]*ticket
+	prio    uint32 // the node's priority: random, and independent of the tree's order
+	size    int32  // the tickets in this subtree
+	started bool   // StartClaims has marked the claim started
 }
 
 // ticketBefore reports whether a is ordered before b in a tree of claims, by (Until,

@@ -18,11 +18,16 @@ var (
 	// host rescheduled or unscheduled the entry, or the entry never had that claim. Nothing
 	// is written.
 	ErrClaimLost = errors.New("duework: claim lost")
+	// ErrClaimStarted is returned by Index.StartClaims (as an item's outcome) for a claim
+	// already started, and by Index.Unclaim for a started claim: it ran, so complete it.
+	// Nothing is written.
+	ErrClaimStarted = errors.New("duework: claim already started")
 	// ErrInvalid is returned for bad input: an empty or malformed WorkKey or Tier, a zero
-	// DueAt, a time outside years 1 to 9999 UTC, a MissStreak outside [0, MaxMissStreak], an
-	// Entry whose UserID is not the Context's, a limit, Users or PerUser outside [1,
-	// MaxLimit], a negative Hold, an until not after now, a malformed group name. The
-	// wrapping error names the field and its value.
+	// DueAt, a time outside years 1 to 9999 UTC, a MissStreak or ErrorStreak outside [0,
+	// MaxMissStreak], an Entry whose UserID is not the Context's, a limit, Users or PerUser
+	// outside [1, MaxLimit], a negative Hold, an until not after now, a malformed group
+	// name, a pause's zero until or malformed reason. The wrapping error names the field
+	// and its value.
 	ErrInvalid = errors.New("duework: invalid input")
 )
 
@@ -59,6 +64,8 @@ type Entry struct {
 	DueAt      time.Time // when the work is next due
 	LastRunAt  time.Time // when it last ran; zero if never
 	MissStreak int       // consecutive runs that found nothing new
+	// ErrorStreak counts the consecutive runs that failed; 0 after any hit or miss.
+	ErrorStreak int
 }
 
 // Key returns the entry's identity in the index.
@@ -66,8 +73,8 @@ func (e Entry) Key() Key { return Key{UserID: e.UserID, WorkKey: e.WorkKey} }
 
 // Validate checks e for Schedule on behalf of tc: tc must be valid, e.UserID must equal
 // tc.UserID(), WorkKey must be a valid ID (tenancy.ValidateID's rules), Tier empty or a
-// valid ID, DueAt non-zero, DueAt and LastRunAt within years 1 to 9999 UTC and MissStreak
-// within [0, MaxMissStreak]. Index implementations call it.
+// valid ID, DueAt non-zero, DueAt and LastRunAt within years 1 to 9999 UTC, and MissStreak
+// and ErrorStreak within [0, MaxMissStreak]. Index implementations call it.
 func (e Entry) Validate(tc tenancy.Context) error {
 	if err := tc.Check(); err != nil {
 		return err
@@ -92,6 +99,9 @@ func (e Entry) Validate(tc tenancy.Context) error {
 	}
 	if e.MissStreak < 0 || e.MissStreak > MaxMissStreak {
 		return fmt.Errorf("%w: entry %q has MissStreak %d, outside [0, %d]", ErrInvalid, e.WorkKey, e.MissStreak, MaxMissStreak)
+	}
+	if e.ErrorStreak < 0 || e.ErrorStreak > MaxMissStreak {
+		return fmt.Errorf("%w: entry %q has ErrorStreak %d, outside [0, %d]", ErrInvalid, e.WorkKey, e.ErrorStreak, MaxMissStreak)
 	}
 	return nil
 }
@@ -133,8 +143,8 @@ func (r Route) Validate() error {
 	return nil
 }
 
-// Validate checks u for Index.Unclaim, Index.CheckClaims, Index.CheckClaim and
-// Index.UnscheduleClaimed: Tenant must be valid, and Claim must name Tenant's user and a
+// Validate checks u for Index.Unclaim, Index.StartClaims, Index.CheckClaims,
+// Index.CheckClaim and Index.UnscheduleClaimed: Tenant must be valid, and Claim must name Tenant's user and a
 // valid WorkKey.
 func (u Unclaim) Validate() error {
 	if err := u.Tenant.Check(); err != nil {
@@ -207,9 +217,9 @@ type Head struct {
 // Advance returns e rescheduled after a run that ended at now. It is pure.
 //
 // A hit resets MissStreak to 0 and schedules now + p.NextInterval(0); a miss increments
-// MissStreak and schedules now + p.NextInterval(streak). The next due time counts from now,
-// never from the old DueAt, so after an outage a source runs once, not once per missed
-// interval. LastRunAt becomes now. If the policy returns a non-positive interval, the entry
+// MissStreak and schedules now + p.NextInterval(streak); either way ErrorStreak becomes 0.
+// The next due time counts from now, never from the old DueAt, so after an outage a source
+// runs once, not once per missed interval. LastRunAt becomes now. If the policy returns a non-positive interval, the entry
 // is scheduled one nanosecond after now, so DueAt is always after now. A negative
 // MissStreak (which Validate refuses) counts as 0, and the streak stops growing at
 // MaxMissStreak, so that counting misses can never overflow.
@@ -220,7 +230,28 @@ func Advance(e Entry, p cadence.Policy, hit bool, now time.Time) Entry {
 	if !hit && e.MissStreak < MaxMissStreak {
 		e.MissStreak++
 	}
-	d := p.NextInterval(e.MissStreak)
+	e.ErrorStreak = 0
+	return rescheduled(e, p.NextInterval(e.MissStreak), now)
+}
+
+// Fail returns e rescheduled after a run that failed at now. It is pure, the retry beside
+// Advance: ErrorStreak grows by one and the entry is due at now + p.NextInterval(ErrorStreak
+// − 1), so the first failure waits p.NextInterval(0) and each further one backs off as a
+// miss would; MissStreak stays as it was, and LastRunAt becomes now. As in Advance, the next
+// due time counts from now and is always after it, a negative ErrorStreak counts as 0, and
+// the streak stops growing at MaxMissStreak.
+func Fail(e Entry, p cadence.Policy, now time.Time) Entry {
+	if e.ErrorStreak < 0 {
+		e.ErrorStreak = 0
+	}
+	if e.ErrorStreak < MaxMissStreak {
+		e.ErrorStreak++
+	}
+	return rescheduled(e, p.NextInterval(e.ErrorStreak-1), now)
+}
+
+// rescheduled returns e run at now and due d later; a non-positive d counts as a nanosecond.
+func rescheduled(e Entry, d time.Duration, now time.Time) Entry {
 	if d <= 0 {
 		d = 1
 	}
@@ -229,6 +260,6 @@ func Advance(e Entry, p cadence.Policy, hit bool, now time.Time) Entry {
 	return e
 }
 
-// MaxMissStreak is where Advance stops counting misses, so that the count never overflows,
-// and the largest MissStreak an Index stores.
+// MaxMissStreak is where Advance stops counting misses and Fail failures, so that neither
+// count overflows, and the largest MissStreak and ErrorStreak an Index stores.
 const MaxMissStreak = 1 << 30

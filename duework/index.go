@@ -31,10 +31,12 @@ import (
 //   - with Limits.MaxInFlight = M > 0 and at least M current claims, the M-th latest Until
 //     among them (ended or not): the instant its in-flight count falls below M;
 //   - with Limits.Every = E > 0, R − (b−1)·E for its rate mark R (below) and b =
-//     max(Burst, 1): the instant its next item is allowed.
+//     max(Burst, 1): the instant its next item is allowed;
+//   - while its pause counts (see Pauses below), its PausedUntil.
 //
-// It changes only when the user's entries or limits are written (Schedule,
-// ScheduleMissing, Unschedule, Claim, Complete, Unclaim, UnscheduleClaimed, Route). A
+// It changes only when the user's entries, limits or pause are written (Schedule,
+// ScheduleMissing, Unschedule, Claim, Complete, Unclaim, UnscheduleClaimed, Route, Pause,
+// Resume). A
 // user's Turn is max(ReadyAt, pass), pass its stride position (below): a user joins the
 // back of its queue when it becomes ready, and again each time a Claim serves it. Queues
 // are ordered by (Turn, UserID), user IDs compared bytewise. A user is ready at now when
@@ -69,6 +71,19 @@ import (
 //     microseconds (rounded down). It starts at the zero time. With weight 1 every claim
 //     sets it to max(pass, now), so a user whose claims were all at weight 1 has pass =
 //     LastServed and Turn = max(ReadyAt, LastServed), exactly as with no limits.
+//
+// # Pauses
+//
+// Pause keeps a user from being served before an instant, whoever dispatches: the index
+// stores one pause per user, its PausedUntil and reason. The pause counts while PausedUntil
+// is after the user's LastServed, and the user is paused at now while it counts and
+// PausedUntil is after now. A Claim skips the keys of a user paused at its now, so a paused
+// user is never served and a pause counts until its end; it stops counting once the user is
+// served at or after that end, and a Pause whose until is not after the user's LastServed
+// changes nothing a read sees. While the pause counts, ReadyAt is at least PausedUntil: a
+// paused user is not ready and costs a Ready nothing, and when its pause ends it joins the
+// back of its queue at PausedUntil, as a user that has just become ready does. DueBefore
+// ignores pauses, as it ignores limits.
 //
 // Index.Ready returns no more Due entries for a user than its limits allow at Now (the
 // least of its free slots and its rate allowance a) and never more than PerUser × weight;
@@ -117,6 +132,18 @@ type Index interface {
 	// err is not nil (ctx, connection), errs is nil and any subset may have been written; a
 	// retry reports those as ErrClaimLost and never writes them twice.
 	CompleteMany(ctx context.Context, done []Done) (errs []error, err error)
+	// StartClaims marks claims started, each under its own Context, with CompleteMany's
+	// rules for errs and err, so that each claim runs at most once however many copies of
+	// its item reach workers: for a claim that is current, with its token and its Until
+	// both the claim's (as Claim returned them), and not yet started, it marks the claim
+	// started and the outcome is nil; a current claim already started gets
+	// ErrClaimStarted (the second of one claim given twice in a call too), and one that is
+	// not current ErrClaimLost. Started is a property of the claim: a later Claim of the
+	// entry starts unstarted. When err is not nil, any subset may have been marked, and a
+	// retry reports those as ErrClaimStarted. It does nothing else: Complete, CompleteMany
+	// and UnscheduleClaimed take started and unstarted claims alike. One round trip for the
+	// batch on a database.
+	StartClaims(ctx context.Context, claims []Unclaim) (errs []error, err error)
 	// CheckClaim returns nil while c is the current claim of tc's entry c.Entry.WorkKey,
 	// its token and its Until both the claim's (as Claim returned them), and ErrClaimLost
 	// otherwise, so that an item with a forged Until cannot pass for the claim. It writes
@@ -133,8 +160,28 @@ type Index interface {
 	// entry exactly as it is, so it is visible at once (its DueAt was at most the Claim's
 	// now). It frees the in-flight slot, refunds no rate allowance and keeps LastServed
 	// and the stride position: the user's Turn moves only as its ReadyAt does. A claim
-	// that is no longer current gets ErrClaimLost.
+	// that is no longer current gets ErrClaimLost, and a started one (see StartClaims)
+	// ErrClaimStarted; neither is written: a claim that ran is completed, not handed back.
 	Unclaim(ctx context.Context, claims []Unclaim) (errs []error, err error)
+
+	// Pause keeps tc's user from being served before until (see Pauses above): its stored
+	// pause becomes the later of the stored one and until, with the reason of the later
+	// (reason on a tie), so a short pause never shortens a longer one. A user the index
+	// does not store yet is stored, in the unrouted group with zero limits, so entries
+	// scheduled later wait too. until must be within years 1 to 9999 UTC and not the zero
+	// time, and reason a valid name (tenancy.ValidateID's rules), else ErrInvalid naming
+	// the field. Claims already made run on. O(log n).
+	Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error
+	// Resume ends tc's user's pause at once: its ReadyAt is recomputed without it. A user
+	// that has no pause that counts, or is not stored, is not an error and nothing is
+	// written. O(log n).
+	Resume(ctx context.Context, tc tenancy.Context) error
+	// Paused returns, in UserID order (bytewise), up to limit of the users paused at now
+	// whose IDs sort after after ("" for the first), each with its pause, so that passing
+	// the last UserID returned pages through them all. An invalid now, an after that is
+	// neither "" nor a valid user ID, or a limit outside [1, MaxLimit] is ErrInvalid. It
+	// costs what it returns, plus the pauses it passes over that have ended at now.
+	Paused(ctx context.Context, now time.Time, after string, limit int) ([]UserPause, error)
 
 	// DueBefore returns at most limit entries visible at now, ordered by (DueAt, UserID,
 	// WorkKey), whatever the users' limits.
@@ -179,6 +226,14 @@ type Index interface {
 	// valid WorkKey, and a limit outside [1, MaxLimit] are ErrInvalid. It costs what it
 	// returns.
 	Entries(ctx context.Context, userID, after string, limit int) ([]EntryState, error)
+}
+
+// UserPause is one paused user, as Index.Paused reports it: paused until Until, for
+// Reason.
+type UserPause struct {
+	UserID string
+	Reason string
+	Until  time.Time
 }
 
 // Done is one item of Index.CompleteMany: complete Claim with Next under Tenant.

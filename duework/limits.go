@@ -74,6 +74,11 @@ type UserState struct {
 	HeldUntil time.Time
 	// InFlight is the user's in-flight count at the read's now.
 	InFlight int
+	// PausedUntil is the end of the user's pause when it is paused at the read's now (see
+	// Index, Pauses), zero otherwise; PauseReason is its reason, "" whenever PausedUntil
+	// is zero.
+	PausedUntil time.Time
+	PauseReason string
 }
 
 // EntryState is one entry as Index.Entries reports it to an operator.
@@ -84,7 +89,8 @@ type EntryState struct {
 	ClaimedUntil time.Time
 }
 
-// Unclaim names one claim for Index.Unclaim and Index.CheckClaims: Claim, under Tenant.
+// Unclaim names one claim for Index.Unclaim, Index.StartClaims and Index.CheckClaims:
+// Claim, under Tenant.
 type Unclaim struct {
 	Tenant tenancy.Context
 	Claim  Claim

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
@@ -19,8 +20,9 @@ import (
 // says.
 //
 // With n entries stored, each write costs O(log n): Schedule, Unschedule, Complete,
-// UnscheduleClaimed, and each item of ScheduleMissing, CompleteMany, Unclaim and Claim; so
-// do Get, CheckClaim and each item of CheckClaims, and Route per user. Ready costs
+// UnscheduleClaimed, Pause, Resume, and each item of ScheduleMissing, CompleteMany, Unclaim
+// and Claim; so do Get, CheckClaim and each item of CheckClaims and StartClaims, and Route
+// per user. Ready costs
 // O(log n), then for each user it reads, or passes over because it is held, O(1) and
 // O(log c) for c current claims of that user, plus O(PerUser · log n) for each user's
 // entries — never the number of users ready nor the depth of anyone's backlog. A limited
@@ -28,12 +30,16 @@ import (
 // their ends, so that its in-flight count and the instant a slot frees cost O(log c), and
 // its rate mark and stride position are two fields of it. Release costs O(1) per user,
 // Groups O(log n) per group, User O(log n), Entries O(log n) plus O(1) per entry it
-// returns. DueBefore costs O(log n) per entry it returns, plus O(log n) for each user it
+// returns, Paused O(log n) plus O(1) per pause it returns or passes over because it has
+// ended. A paused user costs a Ready nothing: its Turn is at least the end of its pause, so
+// it waits later in its queue, as a limited user does. DueBefore costs O(log n) per entry it returns, plus O(log n) for each user it
 // passes over because the entries it has due are all claimed.
 //
-// A stored entry takes 128 bytes of heap beyond its strings, which Memory shares with the
-// caller, and about 75 more while it is claimed (its record in its user's tree of claims
-// and in the map of claims by token); each user, kept for good, about 210 more.
+// A stored entry takes 128 bytes of heap beyond its work key, which Memory shares with the
+// caller (a tier name is kept once however many entries have it), and about 75 more while
+// it is claimed (its record in its user's tree of claims and in the map of claims by
+// token); each user, kept for good, about 210 more beyond its ID, and 64 while its pause
+// counts.
 //
 // Memory keeps every time of years 1 to 9999 UTC exactly, to the nanosecond, and returns it
 // in UTC, without a monotonic clock reading; compare times with Equal. Its flow-control
@@ -56,6 +62,10 @@ type Memory struct {
 	claimsPeak int
 	spare      *ticket
 	spares     int
+
+	// paused holds the users whose pause counts, or counted until a write that did not
+	// look, by UserID: the sparse set Paused pages through.
+	paused *pause
 
 	// Ready's working space, kept between calls so that a read allocates only its result.
 	queue   cursor[user]
@@ -90,12 +100,12 @@ func NewMemory() *Memory {
 // node is one stored entry: in its user's entries tree, ordered by (DueAt, WorkKey) and
 // augmented with the least visible-at instant of its subtree, and in its user's keys tree.
 // Times are seconds since vocab.MinTime plus nanoseconds, so the zero value is the zero
-// time and every time in [vocab.MinTime, vocab.MaxTime] is kept exactly. It has no pointer
-// to its user: every path to a node comes through the user. It fills one 128-byte size
-// class.
+// time and every time in [vocab.MinTime, vocab.MaxTime] is kept exactly. Its tier is
+// interned, one copy per distinct tier name. It has no pointer to its user: every path to
+// a node comes through the user. It fills one 128-byte size class.
 type node struct {
 	workKey  string
-	tier     string
+	tier     unique.Handle[string]
 	kid      [2]*node // links in the entries tree
 	keyKid   [2]*node // links in the keys tree
 	dueSec   int64
@@ -107,7 +117,8 @@ type node struct {
 	lastNsec int32
 	visNsec  int32
 	minNsec  int32
-	streak   int32
+	streak   int32 // MissStreak
+	errors   int32 // ErrorStreak
 	prio     uint32
 }
 
@@ -143,6 +154,32 @@ type user struct {
 	burst       int32
 	prio        uint32
 	called      int32 // its entries the running Claim has claimed; 0 between calls
+	pause       *pause
+}
+
+// pause is a user's stored pause, made by its first Pause and kept while it counts (see
+// Index, Pauses): the user's ReadyAt is at least its until while until is after the user's
+// LastServed. It is in Memory.paused, a tree ordered by UserID, for as long as it is kept,
+// so that Paused costs what it returns plus the ended pauses it passes over.
+type pause struct {
+	u      *user
+	reason string
+	kid    [2]*pause
+	sec    int64
+	nsec   int32
+	prio   uint32
+}
+
+// counts reports whether p, u's pause, still counts: its until is after u's LastServed.
+func (p *pause) counts() bool {
+	return cmpTime(p.sec, p.nsec, p.u.servedSec, p.u.servedNsec) > 0
+}
+
+// pausedAt reports whether u is paused at now (sec, nsec): it has a pause that counts and
+// ends after now.
+func (u *user) pausedAt(sec int64, nsec int32) bool {
+	p := u.pause
+	return p != nil && cmpTime(p.sec, p.nsec, sec, nsec) > 0 && p.counts()
 }
 
 // claimed is an entry with its user.
@@ -197,24 +234,31 @@ func (n *node) visibleBy(sec int64, nsec int32) bool {
 	return cmpTime(n.visSec, n.visNsec, sec, nsec) <= 0
 }
 
+// noTier is the tier of an entry without one, and of a node not yet set.
+var noTier = unique.Make("")
+
 // set copies e's fields into n and leaves it unclaimed; the identity (user, workKey) stays.
+// A tier as n's already is not interned again.
 func (n *node) set(e Entry) {
-	n.tier = e.Tier
+	if n.tier.Value() != e.Tier {
+		n.tier = unique.Make(e.Tier)
+	}
 	n.dueSec, n.dueNsec = splitTime(e.DueAt)
 	n.lastSec, n.lastNsec = splitTime(e.LastRunAt)
-	n.streak = int32(e.MissStreak)
+	n.streak, n.errors = int32(e.MissStreak), int32(e.ErrorStreak)
 	n.token = 0
 	n.visSec, n.visNsec = n.dueSec, n.dueNsec
 }
 
 func (n *node) entry(u *user) Entry {
 	return Entry{
-		UserID:     u.id,
-		WorkKey:    n.workKey,
-		Tier:       n.tier,
-		DueAt:      joinTime(n.dueSec, n.dueNsec),
-		LastRunAt:  joinTime(n.lastSec, n.lastNsec),
-		MissStreak: int(n.streak),
+		UserID:      u.id,
+		WorkKey:     n.workKey,
+		Tier:        n.tier.Value(),
+		DueAt:       joinTime(n.dueSec, n.dueNsec),
+		LastRunAt:   joinTime(n.lastSec, n.lastNsec),
+		MissStreak:  int(n.streak),
+		ErrorStreak: int(n.errors),
 	}
 }
 
@@ -230,6 +274,9 @@ func (u *user) turn() (int64, int32) {
 	if u.every > 0 {
 		rs, rn := u.rateAt()
 		s, n = later(s, n, rs, rn)
+	}
+	if p := u.pause; p != nil && p.counts() {
+		s, n = later(s, n, p.sec, p.nsec)
 	}
 	return s, n
 }
@@ -257,9 +304,12 @@ func (u *user) cap(sec int64, nsec int32, perUser int) (limit, inFlight int) {
 	return limit, inFlight
 }
 
-// allows reports whether u's limits let one more of its entries be claimed at now, after
-// the claims made so far. O(log c).
+// allows reports whether u's limits and pause let one more of its entries be claimed at
+// now, after the claims made so far. O(log c).
 func (u *user) allows(sec int64, nsec int32) bool {
+	if u.pause != nil && u.pausedAt(sec, nsec) {
+		return false
+	}
 	if m := int(u.maxInFlight); m > 0 && u.inFlight(sec, nsec) >= m {
 		return false
 	}
@@ -287,7 +337,7 @@ func (m *Memory) served(u *user, sec int64, nsec int32) {
 }
 
 // stride moves u's pass and LastServed after a Claim at now that claimed k = u.called of
-// its entries. T, its Turn before the call, is still the one it is filed under: Claim
+// its entries, and drops its pause if that ends it. T, its Turn before the call, is still the one it is filed under: Claim
 // requeues the users it served only after every stride.
 func (m *Memory) stride(u *user, sec int64, nsec int32) {
 	k, w := int(u.called), int(max(u.weight, 1))
@@ -305,6 +355,9 @@ func (m *Memory) stride(u *user, sec int64, nsec int32) {
 		u.passSec, u.passNsec = later(u.passSec, u.passNsec, ps, pn)
 	}
 	u.servedSec, u.servedNsec = later(u.servedSec, u.servedNsec, sec, nsec)
+	if u.pause != nil {
+		m.unpause(u, false) // served at or after its end, the pause no longer counts
+	}
 }
 
 // limits returns u's Limits as Route stored them.
@@ -400,7 +453,7 @@ func (m *Memory) user(id string) *user {
 func (m *Memory) put(u *user, n *node, e Entry) {
 	had, first := u.entries != nil, u.first
 	if n == nil {
-		n = &node{workKey: e.WorkKey, prio: rand.Uint32()}
+		n = &node{workKey: e.WorkKey, tier: noTier, prio: rand.Uint32()}
 		u.keys = keyTree.insert(u.keys, n)
 	} else {
 		u.entries = removeEntry(u.entries, n)
@@ -441,14 +494,14 @@ func (m *Memory) drop(u *user, n *node) {
 	m.requeue(u, true)
 }
 
-// current returns tc's entry named by c while c is its current claim, or nil. O(1)
-// expected: it finds the entry by c's token.
-func (m *Memory) current(tc tenancy.Context, c Claim) (*user, *node) {
+// current returns the ticket of tc's entry named by c while c is its current claim, or
+// nil. O(1) expected: it finds the entry by c's token.
+func (m *Memory) current(tc tenancy.Context, c Claim) *ticket {
 	t := m.claims[c.Token]
 	if t == nil || t.u.id != tc.UserID() || t.n.workKey != c.Entry.WorkKey {
-		return nil, nil
+		return nil
 	}
-	return t.u, t.n
+	return t
 }
 
 // remember files n, u's entry, under the claim token and Until it has just been given: in
@@ -579,11 +632,11 @@ func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next
 }
 
 func (m *Memory) complete(tc tenancy.Context, c Claim, next Entry) error {
-	u, n := m.current(tc, c)
-	if n == nil {
+	t := m.current(tc, c)
+	if t == nil {
 		return fmt.Errorf("duework: Complete %q with token %d: %w", next.WorkKey, c.Token, ErrClaimLost)
 	}
-	m.put(u, n, next)
+	m.put(t.u, t.n, next)
 	return nil
 }
 
@@ -618,7 +671,7 @@ func (m *Memory) CheckClaim(ctx context.Context, tc tenancy.Context, c Claim) er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, n := m.current(tc, c); n == nil || !n.claimedUntil(c.Until) {
+	if t := m.current(tc, c); t == nil || !t.n.claimedUntil(c.Until) {
 		return fmt.Errorf("duework: CheckClaim %q with token %d: %w", c.Entry.WorkKey, c.Token, ErrClaimLost)
 	}
 	return nil
@@ -642,24 +695,51 @@ func (m *Memory) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c Cl
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u, n := m.current(tc, c)
-	if n == nil {
+	t := m.current(tc, c)
+	if t == nil {
 		return fmt.Errorf("duework: UnscheduleClaimed %q with token %d: %w", c.Entry.WorkKey, c.Token, ErrClaimLost)
 	}
-	m.drop(u, n)
+	m.drop(t.u, t.n)
 	return nil
 }
 
 // CheckClaims checks each claim as CheckClaim would, all under one lock. It fails as a
 // whole only when ctx is done before it starts. O(len(claims)).
 func (m *Memory) CheckClaims(ctx context.Context, claims []Unclaim) ([]error, error) {
-	return m.eachClaim(ctx, "CheckClaims", claims, nil)
+	return m.eachClaim(ctx, "CheckClaims", claims, func(t *ticket, c Claim) error {
+		if !t.n.claimedUntil(c.Until) {
+			return ErrClaimLost
+		}
+		return nil
+	})
 }
 
-// Unclaim ends each claim that is still current and leaves its entry as it is, visible at
-// once, all under one lock. O(len(claims) · log n).
+// StartClaims marks each claim that is current, with its own Until, and not yet started,
+// all under one lock. It fails as a whole only when ctx is done before it starts.
+// O(len(claims)).
+func (m *Memory) StartClaims(ctx context.Context, claims []Unclaim) ([]error, error) {
+	return m.eachClaim(ctx, "StartClaims", claims, func(t *ticket, c Claim) error {
+		switch {
+		case !t.n.claimedUntil(c.Until):
+			return ErrClaimLost
+		case t.started:
+			return ErrClaimStarted
+		}
+		t.started = true
+		return nil
+	})
+}
+
+// Unclaim ends each claim that is still current and not started, and leaves its entry as
+// it is, visible at once, all under one lock. O(len(claims) · log n).
 func (m *Memory) Unclaim(ctx context.Context, claims []Unclaim) ([]error, error) {
-	return m.eachClaim(ctx, "Unclaim", claims, m.unclaim)
+	return m.eachClaim(ctx, "Unclaim", claims, func(t *ticket, _ Claim) error {
+		if t.started {
+			return ErrClaimStarted
+		}
+		m.unclaim(t.u, t.n)
+		return nil
+	})
 }
 
 // unclaim ends the claim of u's entry n and leaves the entry as it is: its DueAt, and so
@@ -672,10 +752,11 @@ func (m *Memory) unclaim(u *user, n *node) {
 	m.requeue(u, true)
 }
 
-// eachClaim applies f to each of claims that is its entry's current claim, one after
-// another under one lock, and returns each one's outcome. A nil f only checks, and then
-// also that each claim's Until is the current claim's.
-func (m *Memory) eachClaim(ctx context.Context, op string, claims []Unclaim, f func(*user, *node)) ([]error, error) {
+// eachClaim calls act, one item after another under one lock, with the ticket of each of
+// claims that is its entry's current claim, and returns each item's outcome: an invalid
+// item's error, ErrClaimLost for a claim that is not current, else act's error (a bare
+// sentinel, which eachClaim wraps with op and the claim).
+func (m *Memory) eachClaim(ctx context.Context, op string, claims []Unclaim, act func(*ticket, Claim) error) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -687,13 +768,12 @@ func (m *Memory) eachClaim(ctx context.Context, op string, claims []Unclaim, f f
 			errs[i] = err
 			continue
 		}
-		u, n := m.current(c.Tenant, c.Claim)
-		if n == nil || f == nil && !n.claimedUntil(c.Claim.Until) {
-			errs[i] = fmt.Errorf("duework: %s %q with token %d: %w", op, c.Claim.Entry.WorkKey, c.Claim.Token, ErrClaimLost)
-			continue
+		err := ErrClaimLost
+		if t := m.current(c.Tenant, c.Claim); t != nil {
+			err = act(t, c.Claim)
 		}
-		if f != nil {
-			f(u, n)
+		if err != nil {
+			errs[i] = fmt.Errorf("duework: %s %q with token %d: %w", op, c.Claim.Entry.WorkKey, c.Claim.Token, err)
 		}
 	}
 	return errs, nil
@@ -724,6 +804,9 @@ func (m *Memory) User(ctx context.Context, userID string, now time.Time) (UserSt
 	}
 	if u.heldAt(sec, nsec) {
 		st.HeldUntil = joinTime(u.heldSec, u.heldNsec)
+	}
+	if u.pausedAt(sec, nsec) {
+		st.PausedUntil, st.PauseReason = joinTime(u.pause.sec, u.pause.nsec), u.pause.reason
 	}
 	return st, nil
 }

@@ -158,8 +158,9 @@ func TestTreapAgainstSortedSlice(t *testing.T) {
 // place in its group's tree (under its Turn) and in byDue exactly when it has entries, its
 // tree of claims filing exactly its claimed entries, its pass no later than LastServed and
 // its limits valid; each node's visible-at (DueAt unclaimed, after DueAt claimed) and
-// token; no empty group kept; the spare tickets unused; and Ready's and Claim's working
-// space left empty.
+// token; no empty group kept; the tree of pauses filing exactly the users' pauses, each
+// one that counts; the spare tickets unused; and Ready's and Claim's working space left
+// empty.
 func (m *Memory) check() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -199,6 +200,9 @@ func (m *Memory) check() error {
 	if len(inGroups) != len(byDue) {
 		return fmt.Errorf("%d users in groups, %d in byDue", len(inGroups), len(byDue))
 	}
+	if err := m.checkPauses(); err != nil {
+		return err
+	}
 	if len(m.picks)+len(m.queue.stack)+len(m.walk.stack)+len(m.touched) > 0 {
 		return errors.New("Ready's or Claim's working space is not empty between calls")
 	}
@@ -210,6 +214,30 @@ func (m *Memory) check() error {
 	}
 	if spares != m.spares {
 		return fmt.Errorf("%d spare tickets, counted as %d", spares, m.spares)
+	}
+	return nil
+}
+
+// checkPauses verifies Memory.paused: the treap's order by UserID, and that it files
+// exactly the users' pauses, each of which counts (a write that ends one drops it).
+func (m *Memory) checkPauses() error {
+	ps, err := checkTree(&pauseTree, m.paused)
+	if err != nil {
+		return fmt.Errorf("paused: %w", err)
+	}
+	filed := 0
+	for _, u := range m.users {
+		if u.pause != nil {
+			filed++
+		}
+	}
+	if filed != len(ps) {
+		return fmt.Errorf("%d users have a pause, %d are in paused", filed, len(ps))
+	}
+	for _, p := range ps {
+		if m.users[p.u.id] != p.u || p.u.pause != p || !p.counts() || p.reason == "" {
+			return fmt.Errorf("the pause of %q is not its user's, or no longer counts", p.u.id)
+		}
 	}
 	return nil
 }

@@ -124,3 +124,23 @@ func (c checked) Claim(ctx context.Context, keys []duework.Key, now, until time.
 	defer c.after("Claim")
 	return c.m.Claim(ctx, keys, now, until)
 }
+
+func (c checked) StartClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error) {
+	defer c.after("StartClaims")
+	return c.m.StartClaims(ctx, cs)
+}
+
+func (c checked) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
+	defer c.after("Pause")
+	return c.m.Pause(ctx, tc, until, reason)
+}
+
+func (c checked) Resume(ctx context.Context, tc tenancy.Context) error {
+	defer c.after("Resume")
+	return c.m.Resume(ctx, tc)
+}
+
+func (c checked) Paused(ctx context.Context, now time.Time, after string, limit int) ([]duework.UserPause, error) {
+	defer c.after("Paused")
+	return c.m.Paused(ctx, now, after, limit)
+}

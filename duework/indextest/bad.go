@@ -65,6 +65,8 @@ var invalidEntries = []struct {
 	{"a LastRunAt after year 9999", "LastRunAt", func(e *duework.Entry) { e.LastRunAt = tooLate }},
 	{"a negative MissStreak", "MissStreak", func(e *duework.Entry) { e.MissStreak = -1 }},
 	{"a MissStreak past MaxMissStreak", "MissStreak", func(e *duework.Entry) { e.MissStreak = duework.MaxMissStreak + 1 }},
+	{"a negative ErrorStreak", "ErrorStreak", func(e *duework.Entry) { e.ErrorStreak = -1 }},
+	{"an ErrorStreak past MaxMissStreak", "ErrorStreak", func(e *duework.Entry) { e.ErrorStreak = duework.MaxMissStreak + 1 }},
 	{"the UserID of another user", "UserID", func(e *duework.Entry) { e.UserID = "bo" }},
 }
 
@@ -183,6 +185,7 @@ func (s *suite) badArgumentCases() []badCase {
 		{"Entries with limit MaxLimit+1", inv, "limit", func() error { _, err := s.x.Entries(bg, "amy", "", duework.MaxLimit+1); return err }},
 		{"Entries after a bad work key", inv, "after", func() error { _, err := s.x.Entries(bg, "amy", "a\x00", 5); return err }},
 	}
+	cases = append(cases, s.badPauseCases()...)
 	for _, id := range []string{"", "a\x00", "\xff", " amy", long} {
 		cases = append(cases,
 			badCase{"User of user ID " + id[:min(len(id), 9)], inv, "UserID", func() error { _, err := s.x.User(bg, id, at(0)); return err }},
@@ -209,6 +212,43 @@ func badArguments(s *suite) {
 	c := s.claimOne(key("amy", "a"), at(0), at(10))
 	s.refused(s.badArgumentCases())
 	s.wantUnchanged(seed, c)
+	// No bad Pause paused or stored anyone.
+	s.wantPaused(at(0), "", duework.MaxLimit)
+	if _, err := s.x.User(bg, "carl", at(0)); !errors.Is(err, duework.ErrNotFound) {
+		s.errorf("User(carl) after bad Pauses of carl only: %v, want duework.ErrNotFound", err)
+	}
+}
+
+// badPauseCases are the calls of Pause, Resume and Paused with a bad argument. The Pauses
+// are carl's, whom the index does not store.
+func (s *suite) badPauseCases() []badCase {
+	carl := tenant(s.t, "carl")
+	pause := func(tc tenancy.Context, until time.Time, reason string) func() error {
+		return func() error { return s.x.Pause(bg, tc, until, reason) }
+	}
+	paused := func(now time.Time, after string, limit int) func() error {
+		return func() error { _, err := s.x.Paused(bg, now, after, limit); return err }
+	}
+	inv := duework.ErrInvalid
+	cases := []badCase{
+		{"Pause with the zero Context", tenancy.ErrNoTenant, "", pause(tenancy.Context{}, at(10), "operator")},
+		{"Pause until the zero time", inv, "until", pause(carl, time.Time{}, "operator")},
+		{"Pause until before year 1", inv, "until", pause(carl, tooEarly, "operator")},
+		{"Pause until after year 9999", inv, "until", pause(carl, tooLate, "operator")},
+		{"Resume with the zero Context", tenancy.ErrNoTenant, "", func() error { return s.x.Resume(bg, tenancy.Context{}) }},
+		{"Paused with now before year 1", inv, "now", paused(tooEarly, "", 5)},
+		{"Paused with now after year 9999", inv, "now", paused(tooLate, "", 5)},
+		{"Paused with limit 0", inv, "limit", paused(at(0), "", 0)},
+		{"Paused with limit -1", inv, "limit", paused(at(0), "", -1)},
+		{"Paused with limit MaxLimit+1", inv, "limit", paused(at(0), "", duework.MaxLimit+1)},
+	}
+	for _, bad := range []string{"", "a\x00", "bad\nreason", "\xff", long} {
+		cases = append(cases, badCase{"Pause with reason " + bad[:min(len(bad), 9)], inv, "reason", pause(carl, at(10), bad)})
+	}
+	for _, bad := range []string{"a\x00", "\xff", " amy", long} {
+		cases = append(cases, badCase{"Paused after " + bad[:min(len(bad), 9)], inv, "after", paused(at(0), bad, 5)})
+	}
+	return cases
 }
 
 func invalidKeysSkipped(s *suite) {
@@ -235,7 +275,8 @@ func claimEntries(cs []duework.Claim) []duework.Entry {
 }
 
 func bounds(s *suite) {
-	early := duework.Entry{UserID: "amy", WorkKey: "early", Tier: long[:tenancy.MaxIDLength], DueAt: earliest, MissStreak: duework.MaxMissStreak}
+	early := duework.Entry{UserID: "amy", WorkKey: "early", Tier: long[:tenancy.MaxIDLength], DueAt: earliest,
+		MissStreak: duework.MaxMissStreak, ErrorStreak: duework.MaxMissStreak}
 	late := duework.Entry{UserID: "amy", WorkKey: long[:tenancy.MaxIDLength], DueAt: latest, LastRunAt: latest}
 	s.schedule(early, late, entry("bo", "x", 0))
 	s.wantEntry("amy", "early", early)
@@ -256,4 +297,12 @@ func bounds(s *suite) {
 	if len(p.Heads) != 2 || p.Heads[1].UserID != "amy" || len(p.Heads[1].Due) != 2 || !p.Heads[1].Turn.Equal(latest) {
 		s.errorf("Ready at the end of 9999 with every limit at MaxLimit = %s, want bo, then amy with both entries and Turn the end of 9999", showPage(p))
 	}
+	// A pause until the end of 9999, and one until the start of year 1, ended at once.
+	long := long[:tenancy.MaxIDLength]
+	s.pause("cy", latest, long)
+	s.pause("di", earliest, "operator")
+	s.wantPaused(latest.Add(-time.Microsecond), "", duework.MaxLimit, duework.UserPause{UserID: "cy", Reason: long, Until: latest})
+	s.wantPaused(earliest.Add(-time.Microsecond), "", duework.MaxLimit,
+		duework.UserPause{UserID: "cy", Reason: long, Until: latest}, duework.UserPause{UserID: "di", Reason: "operator", Until: earliest})
+	s.wantPaused(latest, "", duework.MaxLimit)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -66,6 +67,9 @@ type broken struct {
 	// the flow-control and operator calls.
 	noCap, noRate, noBurst, noWeight                                                    bool
 	unscaledPerUser, skipEntry, unclaimNothing, routeUntilBad, noneInFlight, userAlways bool
+	// The faults of started claims, pauses and error streaks.
+	startUnmarked, noPause, pauseOverwrites, pauseKnownOnly, resumeNothing, pausedListsEnded bool
+	claimIgnoresPause, dueBeforeSkipsPaused, dropErrorStreak                                 bool
 
 	mu     sync.Mutex
 	holds  []time.Time               // every Now+Hold handed out, for releaseAny
@@ -141,6 +145,44 @@ func (b *broken) Entries(ctx context.Context, userID, after string, limit int) (
 	return es, err
 }
 
+func (b *broken) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	if b.startUnmarked {
+		return b.Memory.CheckClaims(ctx, claims)
+	}
+	return b.Memory.StartClaims(ctx, claims)
+}
+
+func (b *broken) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
+	if b.noPause {
+		return nil
+	}
+	if b.pauseKnownOnly {
+		if _, err := b.Memory.User(ctx, tc.UserID(), until); errors.Is(err, duework.ErrNotFound) {
+			return nil
+		}
+	}
+	if b.pauseOverwrites {
+		if err := b.Memory.Resume(ctx, tc); err != nil {
+			return err
+		}
+	}
+	return b.Memory.Pause(ctx, tc, until, reason)
+}
+
+func (b *broken) Resume(ctx context.Context, tc tenancy.Context) error {
+	if b.resumeNothing {
+		return nil
+	}
+	return b.Memory.Resume(ctx, tc)
+}
+
+func (b *broken) Paused(ctx context.Context, now time.Time, after string, limit int) ([]duework.UserPause, error) {
+	if b.pausedListsEnded && vocab.ValidTime(now) {
+		now = vocab.MinTime
+	}
+	return b.Memory.Paused(ctx, now, after, limit)
+}
+
 func (b *broken) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	if b.unclaimNothing {
 		return b.Memory.CheckClaims(ctx, claims)
@@ -208,11 +250,21 @@ func (b *broken) DueBefore(ctx context.Context, now time.Time, limit int) ([]due
 	if b.limitPlusOne {
 		limit++
 	}
-	return b.Memory.DueBefore(ctx, now, limit)
+	es, err := b.Memory.DueBefore(ctx, now, limit)
+	if b.dueBeforeSkipsPaused {
+		es = slices.DeleteFunc(es, func(e duework.Entry) bool {
+			st, err := b.Memory.User(ctx, e.UserID, now)
+			return err == nil && !st.PausedUntil.IsZero()
+		})
+	}
+	return es, err
 }
 
 func (b *broken) Get(ctx context.Context, tc tenancy.Context, workKey string) (duework.Entry, error) {
 	e, err := b.Memory.Get(ctx, tc, workKey)
+	if b.dropErrorStreak {
+		e.ErrorStreak = 0
+	}
 	if b.leakyGet && errors.Is(err, duework.ErrNotFound) {
 		alice, _ := tenancy.NewContext("alice")
 		return b.Memory.Get(ctx, alice, workKey)
@@ -248,6 +300,18 @@ func (b *broken) CompleteMany(ctx context.Context, done []duework.Done) ([]error
 }
 
 func (b *broken) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+	if b.claimIgnoresPause {
+		// Lift the pauses of the users named, claim, and put them back.
+		for _, k := range keys {
+			st, err := b.Memory.User(ctx, k.UserID, now)
+			if err != nil || st.PausedUntil.IsZero() {
+				continue
+			}
+			tc, _ := tenancy.NewContext(k.UserID)
+			_ = b.Memory.Resume(ctx, tc)
+			defer b.Memory.Pause(ctx, tc, st.PausedUntil, st.PauseReason)
+		}
+	}
 	cs, err := b.Memory.Claim(ctx, keys, now, until)
 	if b.doubleClaims {
 		cs = append(cs, cs...)
@@ -332,6 +396,17 @@ var brokenCases = []struct {
 	{"Route writes the routes before a bad one", mem(func(b *broken) { b.routeUntilBad = true }), []string{"BadLimits"}},
 	{"InFlight never reported", mem(func(b *broken) { b.noneInFlight = true }), []string{"HeadLimits", "UserState", "MaxInFlight", "ClaimEndFreesSlot"}},
 	{"User finds every user", mem(func(b *broken) { b.userAlways = true }), []string{"UserNotFound"}},
+	{"StartClaims marks nothing", mem(func(b *broken) { b.startUnmarked = true }), []string{"StartClaims", "StartedPerClaim", "StartClaimsRetry",
+		"StartedTakesCompletion", "ParallelStarters"}},
+	{"Pause ignored", mem(func(b *broken) { b.noPause = true }), []string{"PauseHolds", "PauseLaterOf", "PauseStoresUser", "Resume",
+		"PauseCountsUntilServed", "PausedPaging", "ParallelPauses", "Bounds"}},
+	{"Pause shortens a longer pause", mem(func(b *broken) { b.pauseOverwrites = true }), []string{"PauseLaterOf"}},
+	{"Pause of an unknown user ignored", mem(func(b *broken) { b.pauseKnownOnly = true }), []string{"PauseStoresUser", "PausedPaging"}},
+	{"Resume ignored", mem(func(b *broken) { b.resumeNothing = true }), []string{"Resume"}},
+	{"Paused lists ended pauses", mem(func(b *broken) { b.pausedListsEnded = true }), []string{"PausedPaging", "PauseCountsUntilServed", "Bounds"}},
+	{"Claim ignores pauses", mem(func(b *broken) { b.claimIgnoresPause = true }), []string{"PauseHolds", "ParallelPauses"}},
+	{"DueBefore skips paused users", mem(func(b *broken) { b.dueBeforeSkipsPaused = true }), []string{"DueBeforeIgnoresPauses"}},
+	{"ErrorStreak dropped", mem(func(b *broken) { b.dropErrorStreak = true }), []string{"ErrorStreakRoundTrip", "GetReturnsScheduled", "Bounds"}},
 	{"Unclaim refunds the rate", model(brokenModel{refundRate: true}), []string{"UnclaimRefundsNoRate"}},
 	{"a weighted user's pass goes to now", model(brokenModel{strideToNow: true}), []string{"WeightStride", "UnclaimKeepsPlace", "RouteKeepsPlace"}},
 	{"routing to weight 1 sets the pass to LastServed", model(brokenModel{passIsLastServed: true}), []string{"RouteKeepsPlace"}},

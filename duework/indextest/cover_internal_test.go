@@ -14,7 +14,9 @@ import (
 // heldUntil and not by another's, routed groups read and held users routed, both cuts of
 // Ready, served users, batches that write some items and refuse others, and the limits:
 // Ready and Claim cut by them, a weighted user's pass short of now, bad limits refused, a
-// hand-back, and the operator's reads of limited users and claimed entries.
+// hand-back, and the operator's reads of limited users and claimed entries; claims started
+// and refused a second start or a hand-back; and pauses written, kept, ended, listed and
+// read, passed over by Claim and ended before a Ready.
 func TestStateMachineCovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short shortens rapid's state-machine sequences, and this test needs them at full length")
@@ -45,6 +47,10 @@ func TestStateMachineCovers(t *testing.T) {
 		"Ready cuts Due by a user's limits", "Route refuses bad limits", "Claim is cut by a user's limits",
 		"Claim moves a weighted user's pass short of now", "Unclaim hands back a current claim",
 		"User reads a limited user with claims in flight", "Entries reads a claimed entry",
+		"StartClaims starts a claim", "StartClaims refuses a started claim", "Unclaim refuses a started claim",
+		"Pause of a user with entries", "Pause keeps a later pause", "Resume ends a pause that counts",
+		"Paused lists a user", "User reads a paused user", "Claim passes over a paused user",
+		"Ready reads a user whose pause has ended",
 	}
 	for _, c := range cases {
 		if count[c] < n/40 {

@@ -321,7 +321,8 @@ func keysOf(es []duework.Entry) []duework.Key {
 // sameEntry compares entries field by field, times with Equal.
 func sameEntry(a, b duework.Entry) bool {
 	return a.UserID == b.UserID && a.WorkKey == b.WorkKey && a.Tier == b.Tier &&
-		a.DueAt.Equal(b.DueAt) && a.LastRunAt.Equal(b.LastRunAt) && a.MissStreak == b.MissStreak
+		a.DueAt.Equal(b.DueAt) && a.LastRunAt.Equal(b.LastRunAt) && a.MissStreak == b.MissStreak &&
+		a.ErrorStreak == b.ErrorStreak
 }
 
 func sameEntries(a, b []duework.Entry) bool { return slices.EqualFunc(a, b, sameEntry) }
@@ -339,7 +340,11 @@ func show(e duework.Entry) string {
 	if !e.LastRunAt.IsZero() {
 		last = "t0" + fmt.Sprintf("%+v", e.LastRunAt.Sub(t0))
 	}
-	return fmt.Sprintf("{%s/%s %s due t0%+v last %s streak %d}", e.UserID, e.WorkKey, e.Tier, e.DueAt.Sub(t0), last, e.MissStreak)
+	errs := ""
+	if e.ErrorStreak != 0 {
+		errs = fmt.Sprintf(" errors %d", e.ErrorStreak)
+	}
+	return fmt.Sprintf("{%s/%s %s due t0%+v last %s streak %d%s}", e.UserID, e.WorkKey, e.Tier, e.DueAt.Sub(t0), last, e.MissStreak, errs)
 }
 
 func showAll(es []duework.Entry) string {

@@ -84,6 +84,9 @@ var (
 			DueAt:      genAt.Draw(t, "due"),
 			MissStreak: rapid.IntRange(0, 3).Draw(t, "streak"),
 		}
+		if rapid.IntRange(0, 3).Draw(t, "failing") == 0 {
+			e.ErrorStreak = rapid.IntRange(1, 3).Draw(t, "errors")
+		}
 		if rapid.Bool().Draw(t, "ran") {
 			e.LastRunAt = genAt.Draw(t, "last")
 		}
@@ -163,28 +166,32 @@ func (s *sequence) run() {
 		s.sameErr(fmt.Sprintf("Route(%v)", routes), s.x.Route(bg, routes), s.m.Route(bg, routes))
 	}
 	op := func(f func()) func(*rapid.T) { return func(*rapid.T) { f() } }
+	// Some actions share a slot (see each), so that the others are drawn often enough.
 	s.t.Repeat(map[string]func(*rapid.T){
-		"Schedule":        op(s.schedule),
-		"ScheduleMissing": op(s.scheduleMissing),
-		"Unschedule":      op(s.unschedule),
-		"Get":             op(s.get),
-		"DueBefore":       op(s.dueBefore),
-		"Ready":           op(s.ready),
-		"Route":           op(s.route),
-		"Groups":          op(s.groups),
-		"Release":         op(s.release),
-		"Claim":           op(s.claim),
-		"Complete":        op(s.complete),
-		"CompleteMany":    op(s.completeMany),
-		"CheckClaim":      op(s.checkClaim),
-		"CheckClaims":     op(s.checkClaims),
-		"Unclaim":         op(s.unclaim),
-		"User":            op(s.user),
-		"Entries":         op(s.entries),
+		"Schedule":     op(s.schedule),
+		"Unschedule":   op(s.unschedule),
+		"DueBefore":    op(s.dueBefore),
+		"Ready":        op(s.ready),
+		"Route":        op(s.route),
+		"Release":      op(s.release),
+		"Claim":        op(s.claim),
+		"Complete":     op(s.complete),
+		"CompleteMany": op(s.completeMany),
+		"CheckClaim":   op(s.checkClaim),
+		"StartClaims":  op(s.startClaims),
+		"Pause":        op(s.pause),
+		"Unclaim":      op(s.unclaim),
+		"User":         op(s.user),
+		"Entries":      op(s.entries),
 	})
 }
 
+// schedule schedules an entry, or now and then those of a few that are missing.
 func (s *sequence) schedule() {
+	if rapid.IntRange(0, 3).Draw(s.t, "missing") == 0 {
+		s.scheduleMissing()
+		return
+	}
 	e := genEntry.Draw(s.t, "entry")
 	tc := tenant(s.t, e.UserID)
 	s.sameErr(fmt.Sprintf("Schedule(%s)", show(e)), s.x.Schedule(bg, tc, e), s.m.Schedule(bg, tc, e))
@@ -233,14 +240,19 @@ func (s *sequence) dueBefore() {
 	}
 }
 
+// ready reads a group, or now and then which groups hold a ready user.
 func (s *sequence) ready() {
+	if rapid.IntRange(0, 3).Draw(s.t, "groups") == 0 {
+		s.groups()
+		return
+	}
 	q := duework.ReadyQuery{
 		Group:   s.group(),
 		Now:     genAt.Draw(s.t, "now"),
 		Users:   rapid.IntRange(1, 4).Draw(s.t, "users"),
 		PerUser: rapid.SampledFrom([]int{1, 2, 3, 3}).Draw(s.t, "perUser"),
 	}
-	if rapid.Bool().Draw(s.t, "hold") {
+	if rapid.IntRange(0, 3).Draw(s.t, "hold") > 0 {
 		q.Hold = time.Duration(rapid.IntRange(1, 10).Draw(s.t, "holdFor")) * time.Second
 	}
 	if s.cover != nil {
@@ -263,13 +275,17 @@ func (s *sequence) ready() {
 		return h.More && len(h.Due) < q.PerUser*h.Limits.EffectiveWeight()
 	}))
 	s.note("Ready reads a served user", slices.ContainsFunc(want.Heads, func(h duework.Head) bool { return !h.LastServed.IsZero() }))
+	s.note("Ready reads a user whose pause has ended", slices.ContainsFunc(want.Heads, func(h duework.Head) bool {
+		u := s.m.users[h.UserID]
+		return u.pauseCounts() && !u.paused.After(q.Now)
+	}))
 }
 
-// group draws a group, most often one a stored user is in.
+// group draws a group, most often one a stored user with entries is in.
 func (s *sequence) group() string {
 	var in []string
-	for _, u := range s.m.users {
-		in = append(in, u.group)
+	for k := range s.m.rows {
+		in = append(in, s.m.users[k.UserID].group)
 	}
 	if len(in) == 0 || rapid.IntRange(0, 3).Draw(s.t, "anyGroup") == 0 {
 		return genGroup.Draw(s.t, "group")
@@ -315,8 +331,15 @@ func (s *sequence) release() {
 		h := rapid.SampledFrom(s.holds).Draw(s.t, "held")
 		users, heldUntil = append(slices.Clone(h.users), users...), h.until
 		if rapid.IntRange(0, 3).Draw(s.t, "others") > 0 {
-			// Naming users another read holds too, perhaps since.
-			users = append(users, rapid.SampledFrom(s.holds).Draw(s.t, "other").users...)
+			// Naming users another read holds too, perhaps since: most often a read whose
+			// hold, ending at another instant, still holds one of them.
+			others := slices.DeleteFunc(slices.Clone(s.holds), func(o hold) bool {
+				return o.until.Equal(h.until) || !slices.ContainsFunc(o.users, func(id string) bool { return s.m.users[id].heldUntil.Equal(o.until) })
+			})
+			if len(others) == 0 || rapid.IntRange(0, 3).Draw(s.t, "anyOther") == 0 {
+				others = s.holds
+			}
+			users = append(users, rapid.SampledFrom(others).Draw(s.t, "other").users...)
 		}
 	}
 	s.note("Release ends a hold", slices.ContainsFunc(users, func(id string) bool {
@@ -354,6 +377,10 @@ func (s *sequence) claim() {
 	want, werr := s.m.Claim(bg, keys, now, until)
 	s.sameErr("Claim", gerr, werr)
 	s.note("Claim is cut by a user's limits", len(want) < len(visible))
+	s.note("Claim passes over a paused user", slices.ContainsFunc(keys, func(k duework.Key) bool {
+		u := s.m.users[k.UserID]
+		return visible[k] && u.pausedAt(now)
+	}))
 	s.note("Claim moves a weighted user's pass short of now", slices.ContainsFunc(want, func(c duework.Claim) bool {
 		u := s.m.users[c.Entry.UserID]
 		return u.limits.EffectiveWeight() > 1 && u.pass.Before(now)
@@ -424,10 +451,15 @@ func (s *sequence) completeMany() {
 	}
 }
 
+// checkClaim checks a claim, or unschedules its entry, or checks a few claims at once.
 func (s *sequence) checkClaim() {
 	g := s.x
 	if len(s.claims) == 0 {
 		s.t.Skip("no claims")
+	}
+	if rapid.Bool().Draw(s.t, "many") {
+		s.checkClaims()
+		return
 	}
 	c := rapid.SampledFrom(s.claims).Draw(s.t, "claim")
 	tc := tenant(s.t, c.x.Entry.UserID)
@@ -467,9 +499,6 @@ func (s *sequence) sameOutcomes(call string, xs []duework.Unclaim, got []error, 
 }
 
 func (s *sequence) checkClaims() {
-	if len(s.claims) == 0 {
-		s.t.Skip("no claims")
-	}
 	xs, ms := s.items()
 	got, gerr := s.x.CheckClaims(bg, xs)
 	want, werr := s.m.CheckClaims(bg, ms)
@@ -481,13 +510,79 @@ func (s *sequence) unclaim() {
 		s.t.Skip("no claims")
 	}
 	xs, ms := s.items()
+	if rapid.IntRange(0, 3).Draw(s.t, "startFirst") == 0 {
+		// A worker that started its items and then hands them back.
+		got, gerr := s.x.StartClaims(bg, xs)
+		want, werr := s.m.StartClaims(bg, ms)
+		s.sameOutcomes("StartClaims", xs, got, gerr, want, werr)
+	}
 	got, gerr := s.x.Unclaim(bg, xs)
 	want, werr := s.m.Unclaim(bg, ms)
 	s.note("Unclaim hands back a current claim", slices.ContainsFunc(want, func(err error) bool { return err == nil }))
+	s.note("Unclaim refuses a started claim", slices.ContainsFunc(want, func(err error) bool { return errors.Is(err, duework.ErrClaimStarted) }))
 	s.sameOutcomes("Unclaim", xs, got, gerr, want, werr)
 }
 
+func (s *sequence) startClaims() {
+	if len(s.claims) == 0 {
+		s.t.Skip("no claims")
+	}
+	xs, ms := s.items()
+	got, gerr := s.x.StartClaims(bg, xs)
+	want, werr := s.m.StartClaims(bg, ms)
+	s.note("StartClaims starts a claim", slices.ContainsFunc(want, func(err error) bool { return err == nil }))
+	s.note("StartClaims refuses a started claim", slices.ContainsFunc(want, func(err error) bool { return errors.Is(err, duework.ErrClaimStarted) }))
+	s.sameOutcomes("StartClaims", xs, got, gerr, want, werr)
+}
+
+// pausedUsers are the users the pause calls draw: the sequence's, and one never scheduled.
+var pausedUsers = rapid.SampledFrom([]string{"amy", "bo", "cy", "di", "zed"})
+
+// pause pauses a user, or now and then resumes one.
+func (s *sequence) pause() {
+	if rapid.IntRange(0, 2).Draw(s.t, "resume") == 0 {
+		s.resume()
+		return
+	}
+	id := pausedUsers.Draw(s.t, "user")
+	until := at(rapid.IntRange(-10, 20).Draw(s.t, "until"))
+	reason := rapid.SampledFrom([]string{"upstream-429", "operator", "operator", ""}).Draw(s.t, "reason")
+	tc := tenant(s.t, id)
+	if u := s.m.users[id]; u != nil {
+		s.note("Pause of a user with entries", s.m.hasEntries(id))
+		s.note("Pause keeps a later pause", u.pauseCounts() && until.Before(u.paused))
+	}
+	s.sameErr(fmt.Sprintf("Pause(%s, t0%+v, %q)", id, until.Sub(t0), reason), s.x.Pause(bg, tc, until, reason), s.m.Pause(bg, tc, until, reason))
+}
+
+func (s *sequence) resume() {
+	id := pausedUsers.Draw(s.t, "user")
+	if u := s.m.users[id]; u != nil {
+		s.note("Resume ends a pause that counts", u.pauseCounts())
+	}
+	tc := tenant(s.t, id)
+	s.sameErr(fmt.Sprintf("Resume(%s)", id), s.x.Resume(bg, tc), s.m.Resume(bg, tc))
+}
+
+func (s *sequence) paused() {
+	now := genAt.Draw(s.t, "now")
+	after := rapid.SampledFrom([]string{"", "", "amy", "b", "cy", "zz"}).Draw(s.t, "after")
+	limit := rapid.IntRange(1, 3).Draw(s.t, "limit")
+	got, gerr := s.x.Paused(bg, now, after, limit)
+	want, werr := s.m.Paused(bg, now, after, limit)
+	s.sameErr(fmt.Sprintf("Paused(t0%+v, %q, %d)", now.Sub(t0), after, limit), gerr, werr)
+	s.note("Paused lists a user", len(want) > 0)
+	if !samePauses(got, want) {
+		s.fail("Paused(t0%+v, %q, %d) = %s, want %s", now.Sub(t0), after, limit, showPauses(got), showPauses(want))
+	}
+}
+
+// user reads a user, or now and then the paused users.
 func (s *sequence) user() {
+	if rapid.IntRange(0, 2).Draw(s.t, "paused") == 0 {
+		s.paused()
+		return
+	}
 	id := rapid.SampledFrom([]string{"amy", "bo", "cy", "di", "zed"}).Draw(s.t, "user")
 	now := genAt.Draw(s.t, "now")
 	if len(s.claims) > 0 && rapid.Bool().Draw(s.t, "claimed") {
@@ -499,13 +594,18 @@ func (s *sequence) user() {
 	want, werr := s.m.User(bg, id, now)
 	s.sameErr(fmt.Sprintf("User(%q, t0%+v)", id, now.Sub(t0)), gerr, werr)
 	s.note("User reads a limited user with claims in flight", want.InFlight > 0 && want.Limits != duework.Limits{})
-	if got.Group != want.Group || got.Limits != want.Limits || !got.LastServed.Equal(want.LastServed) ||
-		!got.Turn.Equal(want.Turn) || !got.HeldUntil.Equal(want.HeldUntil) || got.InFlight != want.InFlight {
+	s.note("User reads a paused user", !want.PausedUntil.IsZero())
+	if !sameUser(got, want) {
 		s.fail("User(%q, t0%+v) = %s, want %s", id, now.Sub(t0), showUser(got), showUser(want))
 	}
 }
 
+// entries reads a user's entries, or now and then gets one.
 func (s *sequence) entries() {
+	if rapid.IntRange(0, 3).Draw(s.t, "get") == 0 {
+		s.get()
+		return
+	}
 	id := rapid.SampledFrom([]string{"amy", "bo", "cy", "di", "zed"}).Draw(s.t, "user")
 	after := rapid.SampledFrom([]string{"", "", "a", "aa", "b", "c"}).Draw(s.t, "after")
 	limit := rapid.IntRange(1, 4).Draw(s.t, "limit")

@@ -26,11 +26,15 @@ func userNotFound(s *suite) {
 // wantUser fails unless User(id, now) is want, times compared with Equal.
 func (s *suite) wantUser(id string, now time.Time, want duework.UserState) {
 	s.t.Helper()
-	got := s.user(id, now)
-	if got.Group != want.Group || got.Limits != want.Limits || !got.LastServed.Equal(want.LastServed) ||
-		!got.Turn.Equal(want.Turn) || !got.HeldUntil.Equal(want.HeldUntil) || got.InFlight != want.InFlight {
+	if got := s.user(id, now); !sameUser(got, want) {
 		s.errorf("User(%q, t0%+v) = %s, want %s", id, now.Sub(t0), showUser(got), showUser(want))
 	}
+}
+
+// sameUser compares user states field by field, times with Equal.
+func sameUser(a, b duework.UserState) bool {
+	return a.Group == b.Group && a.Limits == b.Limits && a.LastServed.Equal(b.LastServed) && a.Turn.Equal(b.Turn) &&
+		a.HeldUntil.Equal(b.HeldUntil) && a.InFlight == b.InFlight && a.PausedUntil.Equal(b.PausedUntil) && a.PauseReason == b.PauseReason
 }
 
 func showUser(st duework.UserState) string {
@@ -40,8 +44,8 @@ func showUser(st duework.UserState) string {
 		}
 		return fmt.Sprintf("t0%+v", t.Sub(t0))
 	}
-	return fmt.Sprintf("{group %q limits %+v served %s turn %s held until %s in flight %d}",
-		st.Group, st.Limits, off(st.LastServed), off(st.Turn), off(st.HeldUntil), st.InFlight)
+	return fmt.Sprintf("{group %q limits %+v served %s turn %s held until %s in flight %d paused until %s reason %q}",
+		st.Group, st.Limits, off(st.LastServed), off(st.Turn), off(st.HeldUntil), st.InFlight, off(st.PausedUntil), st.PauseReason)
 }
 
 func userState(s *suite) {

@@ -33,9 +33,10 @@ type Model struct {
 }
 
 type modelRow struct {
-	e     duework.Entry
-	token uint64 // the current claim's token; 0 when unclaimed
-	until time.Time
+	e       duework.Entry
+	token   uint64 // the current claim's token; 0 when unclaimed
+	until   time.Time
+	started bool // the current claim is started
 }
 
 type modelUser struct {
@@ -45,7 +46,15 @@ type modelUser struct {
 	pass       time.Time // the stride position
 	mark       time.Time // the rate mark; zero until the first claim with Every > 0
 	heldUntil  time.Time // zero when not held
+	paused     time.Time // PausedUntil as stored; zero for none
+	reason     string
 }
+
+// pauseCounts reports whether u's stored pause counts: it ends after u's LastServed.
+func (u *modelUser) pauseCounts() bool { return u.paused.After(u.lastServed) }
+
+// pausedAt reports whether u is paused at now: its pause counts and ends after now.
+func (u *modelUser) pausedAt(now time.Time) bool { return u.pauseCounts() && u.paused.After(now) }
 
 var _ duework.Index = (*Model)(nil)
 
@@ -119,7 +128,8 @@ func laterOf(a, b time.Time) time.Time {
 
 // readyAts returns the ReadyAt of every user with entries: the greatest of the least
 // visible-at instant of its entries, the MaxInFlight-th latest Until among its current
-// claims when it has that many, and its rate mark − (b−1)·Every. One pass over the rows.
+// claims when it has that many, its rate mark − (b−1)·Every, and its PausedUntil while its
+// pause counts. One pass over the rows.
 func (m *Model) readyAts() map[string]time.Time {
 	first := map[string]time.Time{}
 	untils := map[string][]time.Time{}
@@ -141,6 +151,9 @@ func (m *Model) readyAts() map[string]time.Time {
 			next := new(big.Int).Sub(nanos(m.users[id].mark), times(max(l.Burst, 1)-1, l.Every))
 			at = laterOf(at, fromNanos(next)) // clamped at vocab.MinTime, which at is never before
 		}
+		if u := m.users[id]; u.pauseCounts() {
+			at = laterOf(at, u.paused)
+		}
 		first[id] = at
 	}
 	return first
@@ -156,10 +169,14 @@ func (m *Model) turns() map[string]time.Time {
 }
 
 // room returns how many more of user id's entries its limits let be claimed at now, given
-// its in-flight count then: MaxInFlight less that count, and the rate's allowance, b when the mark is not
-// after now and else max(0, b − ceil((mark − now)/Every)); math.MaxInt for no limit.
+// its in-flight count then: 0 while it is paused, else MaxInFlight less that count, and
+// the rate's allowance, b when the mark is not after now and else max(0, b − ceil((mark −
+// now)/Every)); math.MaxInt for no limit.
 func (m *Model) room(id string, now time.Time, inFlight int) int {
 	l, u := m.users[id].limits, m.users[id]
+	if u.pausedAt(now) {
+		return 0
+	}
 	room := math.MaxInt
 	if l.MaxInFlight > 0 {
 		room = max(0, l.MaxInFlight-inFlight)
@@ -520,7 +537,7 @@ func (m *Model) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		}
 		c.count++
 		m.tokens++
-		r.token, r.until = m.tokens, until
+		r.token, r.until, r.started = m.tokens, until, false
 		out = append(out, duework.Claim{Entry: normEntry(r.e), Token: r.token, Until: norm(until)})
 	}
 	for id, c := range calls {
@@ -562,17 +579,45 @@ func (m *Model) serve(u *modelUser, c *served, now time.Time) {
 
 // CheckClaims checks each claim as CheckClaim would.
 func (m *Model) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	return m.eachClaim(ctx, "CheckClaims", claims, nil)
+	return m.eachClaim(ctx, "CheckClaims", claims, func(r *modelRow, c duework.Claim) error {
+		if !r.until.Equal(c.Until) {
+			return duework.ErrClaimLost
+		}
+		return nil
+	})
 }
 
-// Unclaim ends each claim that is still current and leaves its entry as it is.
+// StartClaims marks started each claim that is current, with its own Until, and not
+// started yet, one after another.
+func (m *Model) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	return m.eachClaim(ctx, "StartClaims", claims, func(r *modelRow, c duework.Claim) error {
+		switch {
+		case !r.until.Equal(c.Until):
+			return duework.ErrClaimLost
+		case r.started:
+			return duework.ErrClaimStarted
+		}
+		r.started = true
+		return nil
+	})
+}
+
+// Unclaim ends each claim that is still current and not started, and leaves its entry as
+// it is.
 func (m *Model) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	return m.eachClaim(ctx, "Unclaim", claims, func(r *modelRow) { r.token, r.until = 0, time.Time{} })
+	return m.eachClaim(ctx, "Unclaim", claims, func(r *modelRow, _ duework.Claim) error {
+		if r.started {
+			return duework.ErrClaimStarted
+		}
+		r.token, r.until = 0, time.Time{}
+		return nil
+	})
 }
 
-// eachClaim applies write to the row of each claim that is current, one after another; a
-// nil write only checks, and then also that the claim's Until is the current claim's.
-func (m *Model) eachClaim(ctx context.Context, op string, claims []duework.Unclaim, write func(*modelRow)) ([]error, error) {
+// eachClaim calls act with the row of each claim that is current, one after another, and
+// returns each item's outcome: its validation error, ErrClaimLost when it is not current,
+// else act's.
+func (m *Model) eachClaim(ctx context.Context, op string, claims []duework.Unclaim, act func(*modelRow, duework.Claim) error) ([]error, error) {
 	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -583,13 +628,12 @@ func (m *Model) eachClaim(ctx context.Context, op string, claims []duework.Uncla
 			errs[i] = err
 			continue
 		}
-		r := m.current(c.Claim)
-		if r == nil || write == nil && !r.until.Equal(c.Claim.Until) {
-			errs[i] = fmt.Errorf("indextest: Model.%s %q with token %d: %w", op, c.Claim.Entry.WorkKey, c.Claim.Token, duework.ErrClaimLost)
-			continue
+		err := duework.ErrClaimLost
+		if r := m.current(c.Claim); r != nil {
+			err = act(r, c.Claim)
 		}
-		if write != nil {
-			write(r)
+		if err != nil {
+			errs[i] = fmt.Errorf("indextest: Model.%s %q with token %d: %w", op, c.Claim.Entry.WorkKey, c.Claim.Token, err)
 		}
 	}
 	return errs, nil
@@ -617,6 +661,9 @@ func (m *Model) User(ctx context.Context, userID string, now time.Time) (duework
 	}
 	if u.heldUntil.After(now) {
 		st.HeldUntil = norm(u.heldUntil)
+	}
+	if u.pausedAt(now) {
+		st.PausedUntil, st.PauseReason = norm(u.paused), u.reason
 	}
 	return st, nil
 }
@@ -664,4 +711,87 @@ func (m *Model) Entries(ctx context.Context, userID, after string, limit int) ([
 	}
 	slices.SortFunc(out, func(a, b duework.EntryState) int { return strings.Compare(a.Entry.WorkKey, b.Entry.WorkKey) })
 	return out[:min(limit, len(out)):min(limit, len(out))], nil
+}
+
+// Pause stores the later of tc's user's pause and until, with the later's reason (the new
+// one on a tie), storing the user first if it is new.
+func (m *Model) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
+	if err := tc.Check(); err != nil {
+		return err
+	}
+	if until.IsZero() {
+		return fmt.Errorf("indextest: Model.Pause: %w: until is the zero time", duework.ErrInvalid)
+	}
+	if err := vocab.Time(duework.ErrInvalid, "until", until); err != nil {
+		return err
+	}
+	if err := vocab.Name(duework.ErrInvalid, "reason", reason); err != nil {
+		return err
+	}
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	u := m.users[tc.UserID()]
+	if u == nil {
+		u = &modelUser{}
+		m.users[tc.UserID()] = u
+	}
+	if !until.Before(u.paused) {
+		u.paused, u.reason = norm(until), reason
+	}
+	return nil
+}
+
+// Resume drops tc's user's pause.
+func (m *Model) Resume(ctx context.Context, tc tenancy.Context) error {
+	if err := tc.Check(); err != nil {
+		return err
+	}
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if u := m.users[tc.UserID()]; u != nil {
+		u.paused, u.reason = time.Time{}, ""
+	}
+	return nil
+}
+
+// Paused returns up to limit of the users paused at now whose IDs sort after after, in
+// UserID order.
+func (m *Model) Paused(ctx context.Context, now time.Time, after string, limit int) ([]duework.UserPause, error) {
+	if after != "" {
+		if err := vocab.Name(duework.ErrInvalid, "after", after); err != nil {
+			return nil, err
+		}
+	}
+	if err := vocab.Limit(duework.ErrInvalid, "limit", limit); err != nil {
+		return nil, err
+	}
+	if err := vocab.Time(duework.ErrInvalid, "now", now); err != nil {
+		return nil, err
+	}
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []duework.UserPause
+	for id, u := range m.users {
+		if id > after && u.pausedAt(now) {
+			out = append(out, duework.UserPause{UserID: id, Reason: u.reason, Until: norm(u.paused)})
+		}
+	}
+	slices.SortFunc(out, func(a, b duework.UserPause) int { return strings.Compare(a.UserID, b.UserID) })
+	return out[:min(limit, len(out)):min(limit, len(out))], nil
+}
+
+// hasEntries reports whether user id has entries.
+func (m *Model) hasEntries(id string) bool {
+	for k := range m.rows {
+		if k.UserID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -69,6 +69,7 @@ var rules = []rule{
 	{"UnscheduleClaimed", "Unschedule removes a claimed entry; the claimant's Complete is ErrClaimLost and does not bring it back", unscheduleClaimed},
 	{"GetClaimed", "Get returns an entry whether or not it is claimed", getClaimed},
 	{"CheckClaim", "CheckClaim and UnscheduleClaimed act only while the claim is the entry's current one (CheckClaim: with the claim's own Until too), else ErrClaimLost and nothing changes", claimGuard},
+	{"ErrorStreakRoundTrip", "ErrorStreak is stored by every write that takes an Entry and returned by every read of one: Get, Claim, Ready, DueBefore and Entries", errorStreakRoundTrip},
 
 	// Batched completion, checks and hand-backs.
 	{"CompleteMany", "CompleteMany gives each item its own outcome, applied one after another: good items are written, lost, repeated and invalid ones are not", completeMany},
@@ -78,6 +79,23 @@ var rules = []rule{
 	{"UnclaimFreesSlot", "Unclaim frees the in-flight slot at once: a user at its MaxInFlight is ready again, and claimable, at the same now", unclaimFreesSlot},
 	{"UnclaimRefundsNoRate", "Unclaim refunds no rate allowance: the items handed back still count against Every and Burst", unclaimRefundsNoRate},
 	{"UnclaimKeepsPlace", "Unclaim keeps LastServed and the stride position: the user's Turn moves only as its ReadyAt does", unclaimKeepsPlace},
+
+	// Claims that start once.
+	{"StartClaims", "StartClaims marks started each claim that is current, with the claim's own Until, and not started (nil), gives a started one ErrClaimStarted (also the second time one call names it), one not current ErrClaimLost and a bad item ErrInvalid or tenancy.ErrNoTenant, one outcome per item in order, and writes nothing else", startClaims},
+	{"StartedPerClaim", "started is a property of the claim: past its Until it stays started until replaced, a later Claim of the entry starts unstarted, and Schedule or Unschedule ends it (ErrClaimLost)", startedPerClaim},
+	{"StartClaimsRetry", "a StartClaims retried after some items were started reports those as ErrClaimStarted and starts the rest: never a second nil for one claim", startClaimsRetry},
+	{"StartedTakesCompletion", "Unclaim of a started claim is ErrClaimStarted and writes nothing; Complete, CompleteMany and UnscheduleClaimed take a started claim as any other", startedTakesCompletion},
+	{"ParallelStarters", "concurrent StartClaims of one claim, and of many claims in overlapping batches, start each claim exactly once: one nil, every other outcome ErrClaimStarted", parallelStarters},
+
+	// Pauses.
+	{"PauseHolds", "a user paused at now is not ready, not read, its group not listed for it alone, and Claim at now skips its keys, whoever claims; claims made before run on; at PausedUntil it joins the back of its queue, its Turn PausedUntil, and is claimed again", pauseHolds},
+	{"PauseLaterOf", "Pause stores the later of the stored pause and until, with the later's reason (the new one on a tie)", pauseLaterOf},
+	{"PauseStoresUser", "Pause of a user the index does not store stores it, in the unrouted group with zero limits, so entries scheduled later wait too", pauseStoresUser},
+	{"Resume", "Resume ends the pause at once, the Turn recomputed without it; Resume of a user not paused or not stored is nil and writes nothing", resume},
+	{"PauseCountsUntilServed", "User reports a pause only while it is after now and after LastServed: a Pause with an until not after LastServed changes nothing, an ended pause is not reported, and once the user is served after it ends it is not reported at any now", pauseCountsUntilServed},
+	{"PausedPaging", "Paused returns the users paused at now (PausedUntil after now), in UserID order bytewise after after, at most limit, each with its reason and until: paging by the last UserID returned reads each once", pausedPaging},
+	{"DueBeforeIgnoresPauses", "DueBefore returns a paused user's visible entries as anyone's", dueBeforeIgnoresPauses},
+	{"ParallelPauses", "dispatchers and claimers at once never claim an entry of a user whose Pause returned before their Claim began, and claim every entry of the users never paused", parallelPauses},
 
 	// Operator reads.
 	{"UserNotFound", "User of a user the index does not store (never scheduled, only routed, only named in a Claim) is ErrNotFound", userNotFound},
@@ -119,7 +137,7 @@ var rules = []rule{
 func getReturnsScheduled(s *suite) {
 	e := duework.Entry{
 		UserID: "alice", WorkKey: "feed-1", Tier: "hot",
-		DueAt: at(30).Add(123456 * time.Microsecond), LastRunAt: at(-600).Add(7 * time.Microsecond), MissStreak: 3,
+		DueAt: at(30).Add(123456 * time.Microsecond), LastRunAt: at(-600).Add(7 * time.Microsecond), MissStreak: 3, ErrorStreak: 2,
 	}
 	fresh := duework.Entry{UserID: "alice", WorkKey: "feed-2", DueAt: at(5)}
 	s.schedule(e, fresh)

@@ -300,3 +300,25 @@ func (c *countingIndex) Entries(ctx context.Context, userID, after string, limit
 	c.entries += len(es)
 	return es, err
 }
+
+func (c *countingIndex) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	c.calls++
+	return c.inner.StartClaims(ctx, claims)
+}
+
+func (c *countingIndex) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
+	c.calls++
+	return c.inner.Pause(ctx, tc, until, reason)
+}
+
+func (c *countingIndex) Resume(ctx context.Context, tc tenancy.Context) error {
+	c.calls++
+	return c.inner.Resume(ctx, tc)
+}
+
+func (c *countingIndex) Paused(ctx context.Context, now time.Time, after string, limit int) ([]duework.UserPause, error) {
+	c.calls++
+	ps, err := c.inner.Paused(ctx, now, after, limit)
+	c.users += len(ps)
+	return ps, err
+}
