@@ -47,6 +47,8 @@ const (
 	// DefaultAlarmIntervals is the noisy-neighbour alarm's threshold in Intervals: a lane
 	// that keeps a user waiting longer than this many Intervals raises it.
 	DefaultAlarmIntervals = 10
+	// DefaultAlarmAfterErrors is the ErrorStreak at which a source is reported failing.
+	DefaultAlarmAfterErrors = 5
 )
 
 // RunnerConfig holds the Runner's knobs; the zero value means the defaults.
@@ -82,6 +84,8 @@ type RunnerConfig struct {
 	// waiting (see WaitAlarm), and how late a tenant's work may be (see LateAlarm). Zero
 	// means DefaultAlarmIntervals × Interval; a negative value turns both off.
 	AlarmAfter time.Duration
+	// AlarmAfterErrors is the Runner's Worker's (see WorkerConfig.AlarmAfterErrors).
+	AlarmAfterErrors int
 	// Clock is the Runner's clock; nil means the real clock.
 	Clock Clock
 	// Logger receives one Info line per cycle and one line per failure or alarm; nil
@@ -101,6 +105,7 @@ func (c RunnerConfig) withDefaults() RunnerConfig {
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	orDefault(&c.AlarmAfter, DefaultAlarmIntervals*c.Interval)
+	orDefault(&c.AlarmAfterErrors, DefaultAlarmAfterErrors)
 	orDefault[Clock](&c.Clock, clock.Real)
 	orDefault(&c.Logger, slog.Default())
 	return c
@@ -163,7 +168,8 @@ func negatives(what string, knobs []knob) error {
 func (c RunnerConfig) worker(dc dispatch.Config) (WorkerConfig, error) {
 	d := c.withDefaults()
 	wc := WorkerConfig{Workers: d.Workers, FlushItems: d.FlushItems, FlushInterval: d.FlushInterval,
-		ClaimMargin: min(d.ClaimMargin, dc.ClaimFor/4), MaxClockSkew: dc.MaxClockSkew, Clock: d.Clock, Logger: d.Logger}
+		ClaimMargin: min(d.ClaimMargin, dc.ClaimFor/4), MaxClockSkew: dc.MaxClockSkew, AlarmAfterErrors: d.AlarmAfterErrors,
+		Clock: d.Clock, Logger: d.Logger}
 	how := fmt.Sprintf("min(ClaimMargin %v, ClaimFor/4 %v)", d.ClaimMargin, dc.ClaimFor/4)
 	return wc, wc.checkMargin("RunnerConfig", how, "the Dispatcher's MaxClockSkew")
 }
@@ -188,6 +194,12 @@ type WorkerConfig struct {
 	// MaxClockSkew is the most this process's clock may differ from the dispatchers'
 	// (their dispatch.Config.MaxClockSkew); zero means dispatch.DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
+	// AlarmAfterErrors is the ErrorStreak at which a source is reported failing: the
+	// item whose failed run brings its entry's streak to it logs one Warn line, "rota:
+	// source failing", and the next that succeeds logs "rota: source recovered". Zero
+	// means DefaultAlarmAfterErrors; a negative value turns the lines off. The streak
+	// lives in the entry, so the lines come from whichever process ran the item.
+	AlarmAfterErrors int
 	// Clock is the Worker's clock: items' start times move on it; nil means the real
 	// clock.
 	Clock Clock
@@ -202,6 +214,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	orDefault(&c.FlushInterval, DefaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.MaxClockSkew, dispatch.DefaultMaxClockSkew)
+	orDefault(&c.AlarmAfterErrors, DefaultAlarmAfterErrors)
 	orDefault[Clock](&c.Clock, clock.Real)
 	orDefault(&c.Logger, slog.Default())
 	return c
