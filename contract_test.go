@@ -566,7 +566,7 @@ var (
 	_ = func(b bridge.Bridge) (duework.Index, tenancy.Watchlist, bridge.Pipeline, *cadence.Registry, cadence.Policy) {
 		return b.Index, b.Watchlist, b.Pipeline, b.Tiers, b.Retry
 	}
-	_ cadence.Backoff = bridge.DefaultRetry
+	_ cadence.Backoff                                                                                          = bridge.DefaultRetry
 	_ func(*bridge.Bridge, context.Context, tenancy.Context, time.Time) (int, error)                           = (*bridge.Bridge).SyncWatchlist
 	_ func(*bridge.Bridge, context.Context, dispatch.Item, time.Time) (*bridge.Result, error)                  = (*bridge.Bridge).RunDueItem
 	_ func(*bridge.Bridge, context.Context, time.Time) (int, error)                                            = (*bridge.Bridge).SyncAll

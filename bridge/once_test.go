@@ -119,4 +119,3 @@ func (s *slowStart) StartClaims(ctx context.Context, claims []duework.Unclaim) (
 	time.Sleep(s.delay)
 	return errs, err
 }
-

@@ -192,8 +192,6 @@ func TestAFailingSourceIsNamedOnceAndItsRecoveryToo(t *testing.T) {
 	}
 }
 
-
-
 // TestARunnerStartsNoItemOfAPausedTenant: in a Runner's cycle, the items of a tenant that
 // pushed back that have not started are handed back, counted as released, and the
 // cycle reports the pause.
