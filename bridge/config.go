@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -241,4 +242,27 @@ func (c WorkerConfig) checkMargin(what, how, skew string) error {
 			ErrInvalidConfig, what, how, c.ClaimMargin, skew, c.MaxClockSkew, c.FlushInterval, need)
 	}
 	return nil
+}
+
+// logIdleSettings logs, once at the start of a Runner or Feeder, each setting of dc that
+// can never take effect because another caps it first: a lane's PerUserLimit or
+// PerUserBurst above its PerCycleLimit, or a PerCycleLimit above GlobalBatchLimit. They
+// are valid — dispatch.New takes them — but they promise capacity the dispatcher will
+// never give, so each gets a Warn line "rota: setting has no effect" naming it.
+func logIdleSettings(ctx context.Context, log *slog.Logger, dc dispatch.Config) {
+	idle := func(lane dispatch.Lane, field string, v int, capField string, c int) {
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: setting has no effect", slog.String("lane", string(lane)),
+			slog.String("setting", field), slog.Int("value", v), slog.String("capped_by", capField), slog.Int("cap", c))
+	}
+	for _, lc := range dc.Lanes {
+		if lc.PerUserLimit > lc.PerCycleLimit {
+			idle(lc.Lane, "PerUserLimit", lc.PerUserLimit, "PerCycleLimit", lc.PerCycleLimit)
+		}
+		if lc.PerUserBurst > lc.PerCycleLimit {
+			idle(lc.Lane, "PerUserBurst", lc.PerUserBurst, "PerCycleLimit", lc.PerCycleLimit)
+		}
+		if lc.PerCycleLimit > dc.GlobalBatchLimit {
+			idle(lc.Lane, "PerCycleLimit", lc.PerCycleLimit, "GlobalBatchLimit", dc.GlobalBatchLimit)
+		}
+	}
 }

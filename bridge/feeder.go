@@ -123,6 +123,7 @@ func NewFeeder(d *dispatch.Dispatcher, sink Sink, cfg FeederConfig) (*Feeder, er
 func (f *Feeder) Run(ctx context.Context) error {
 	clk := f.cfg.Clock
 	f.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: feeder started", slog.Duration("interval", f.cfg.Interval))
+	logIdleSettings(ctx, f.cfg.Logger, f.d.Config())
 	st := newStopper(ctx, clk, DefaultShutdownTimeout)
 	ticks, stopTicker := clk.NewTicker(f.cfg.Interval)
 	for ctx.Err() == nil {

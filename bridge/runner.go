@@ -108,6 +108,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		slog.Duration("interval", r.cfg.Interval), slog.Bool("interval_default", r.intervalDefault),
 		slog.Duration("min_interval", r.cfg.MinInterval), slog.Int("workers", r.cfg.Workers),
 		slog.Duration("claim_margin", r.w.cfg.ClaimMargin), slog.Duration("alarm_after", r.cfg.AlarmAfter))
+	logIdleSettings(ctx, r.cfg.Logger, r.d.Config())
 	st := newStopper(ctx, r.cfg.Clock, r.cfg.ShutdownTimeout)
 	ticks, stopTicker := r.cfg.Clock.NewTicker(r.cfg.Interval)
 	var cycles sync.WaitGroup

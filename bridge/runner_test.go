@@ -446,3 +446,30 @@ func TestCycleReportsAndLogsADispatchFailure(t *testing.T) {
 		t.Fatalf("want one Error line for the failure, then the cycle line:\n%s", logs)
 	}
 }
+
+// TestRunNamesSettingsThatCanNeverTakeEffect: a lane whose per-user cap exceeds its
+// per-cycle cap, or whose per-cycle cap exceeds the global one, gets one Warn line at
+// start naming the setting and what caps it.
+func TestRunNamesSettingsThatCanNeverTakeEffect(t *testing.T) {
+	w := newWorld(t, worldConfig{pipe: newStub(), global: 50, lanes: []dispatch.LaneCapacity{
+		{Lane: "pro", PerUserLimit: 20, PerCycleLimit: 10},
+		{Lane: "free", PerUserLimit: 1, PerCycleLimit: 80},
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.runner(t, bridge.RunnerConfig{}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logs := w.logs.String()
+	for _, want := range []string{
+		`level=WARN msg="rota: setting has no effect" lane=pro setting=PerUserLimit value=20 capped_by=PerCycleLimit cap=10`,
+		`level=WARN msg="rota: setting has no effect" lane=free setting=PerCycleLimit value=80 capped_by=GlobalBatchLimit cap=50`,
+	} {
+		if strings.Count(logs, want) != 1 {
+			t.Errorf("want one line %s in:\n%s", want, logs)
+		}
+	}
+	if n := strings.Count(logs, "has no effect"); n != 2 {
+		t.Errorf("%d such lines, want two", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rotaworks/rota/internal/vocab"
 )
@@ -44,8 +45,9 @@ func NewRegistry() *Registry {
 type validator interface{ Validate() error }
 
 // Register adds p under name. It refuses a name that is not a valid name
-// ([ErrInvalidTierName]); a nil policy, or one whose Validate
-// method, when it has one, fails ([ErrInvalidPolicy]); and a name already taken
+// ([ErrInvalidTierName]); a nil policy, one whose Validate method, when it has one,
+// fails, and one whose interval after a hit, NextInterval(0), is shorter than 10 ms — a
+// source due again before any cycle could run it ([ErrInvalidPolicy]); and a name already taken
 // ([ErrTierTaken]) — the presets' names included: a host that wants other values for "hot"
 // registers a tier of its own.
 func (r *Registry) Register(name string, p Policy) error {
@@ -92,8 +94,15 @@ func checkPolicy(name string, p Policy) error {
 			return fmt.Errorf("%w: tier %q: %w", ErrInvalidPolicy, name, err)
 		}
 	}
+	if d := p.NextInterval(0); d < minTierInterval {
+		return invalid(fmt.Sprintf("a hit schedules the next run %v later, less than %v: the source would be due again before any cycle could run it", d, minTierInterval))
+	}
 	return nil
 }
+
+// minTierInterval is the shortest interval after a hit that a registered tier may have:
+// the floor of a Runner's cycle interval.
+const minTierInterval = 10 * time.Millisecond
 
 // Lookup returns the policy registered under name, or an error wrapping [ErrUnknownTier]
 // that names it.

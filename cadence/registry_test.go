@@ -184,3 +184,17 @@ func TestRegistryConcurrent(t *testing.T) {
 		t.Fatalf("the registry holds %d tiers, want 4 presets + 8 registered", n)
 	}
 }
+
+// TestRegisterRefusesATierDueAgainAtOnce: a tier whose interval after a hit is below
+// 10 ms would make a source due again before any cycle could run it.
+func TestRegisterRefusesATierDueAgainAtOnce(t *testing.T) {
+	r := NewRegistry()
+	for _, p := range []Policy{Backoff{Base: 1, Max: time.Hour, Factor: 2}, Backoff{Base: 9 * time.Millisecond, Max: time.Second, Factor: 2}} {
+		if err := r.Register("twitchy", p); !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), "due again before any cycle") {
+			t.Errorf("Register(%+v) = %v, want ErrInvalidPolicy saying why", p, err)
+		}
+	}
+	if err := r.Register("quick", Backoff{Base: 10 * time.Millisecond, Max: time.Second, Factor: 2}); err != nil {
+		t.Errorf("Register of a 10ms tier = %v, want it taken", err)
+	}
+}
