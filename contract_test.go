@@ -552,7 +552,8 @@ const (
 )
 
 // `Bridge{Index duework.Index; Watchlist tenancy.Watchlist; Pipeline Pipeline; Tiers
-// *cadence.Registry; RetryDelay time.Duration}` with `(*Bridge).SyncWatchlist(ctx, tc
+// *cadence.Registry; Retry cadence.Policy}` (v2.3: nil Retry means `DefaultRetry`,
+// `cadence.Backoff{Base: time.Minute, Max: 6 * time.Hour, Factor: 2}`) with `(*Bridge).SyncWatchlist(ctx, tc
 // tenancy.Context, now time.Time) (added int, err error)` and `(*Bridge).RunDueItem(ctx,
 // item dispatch.Item, now time.Time) (*Result, error)`. RunDueItem takes now as the item's
 // start: when the claim ends within the margin (DefaultClaimMargin, 5 s) it runs nothing,
@@ -563,10 +564,11 @@ const (
 // checking each tier against Tiers.
 var (
 	_ = bridge.Bridge{Index: duework.Index(nil), Watchlist: tenancy.Watchlist(nil), Pipeline: bridge.Pipeline(nil), Tiers: (*cadence.Registry)(nil),
-		RetryDelay: aDuration}
-	_ = func(b bridge.Bridge) (duework.Index, tenancy.Watchlist, bridge.Pipeline, *cadence.Registry, time.Duration) {
-		return b.Index, b.Watchlist, b.Pipeline, b.Tiers, b.RetryDelay
+		Retry: cadence.Policy(nil)}
+	_ = func(b bridge.Bridge) (duework.Index, tenancy.Watchlist, bridge.Pipeline, *cadence.Registry, cadence.Policy) {
+		return b.Index, b.Watchlist, b.Pipeline, b.Tiers, b.Retry
 	}
+	_ cadence.Backoff                                                                                          = bridge.DefaultRetry
 	_ func(*bridge.Bridge, context.Context, tenancy.Context, time.Time) (int, error)                           = (*bridge.Bridge).SyncWatchlist
 	_ func(*bridge.Bridge, context.Context, dispatch.Item, time.Time) (*bridge.Result, error)                  = (*bridge.Bridge).RunDueItem
 	_ func(*bridge.Bridge, context.Context, time.Time) (int, error)                                            = (*bridge.Bridge).SyncAll
@@ -629,7 +631,23 @@ const (
 	_ bridge.ItemStatus = bridge.StatusRemoved
 	_ bridge.ItemStatus = bridge.StatusLostClaim
 	_ bridge.ItemStatus = bridge.StatusReleased
+	_ bridge.ItemStatus = bridge.StatusDuplicate
+	_ bridge.ItemStatus = bridge.StatusPaused
 )
+
+// Upstream pushback (v2.3): `bridge.Pushback{After time.Duration; Reason string; Err
+// error}` is an error (`Error`, `Unwrap`) a Pipeline returns when the tenant's upstream
+// asks it to stop; `AlarmAfterErrors` in WorkerConfig and RunnerConfig (default 5,
+// negative off). Code's choice: the default is the constant DefaultAlarmAfterErrors.
+var (
+	_       = bridge.Pushback{After: aDuration, Reason: aString, Err: anError}
+	_ error = (*bridge.Pushback)(nil)
+	_       = func(p *bridge.Pushback) error { return p.Unwrap() }
+	_       = bridge.WorkerConfig{AlarmAfterErrors: anInt}
+	_       = bridge.RunnerConfig{AlarmAfterErrors: anInt}
+)
+
+const _ = bridge.DefaultAlarmAfterErrors
 
 // Backpressure: `type Sink interface { Room(ctx) (dispatch.Take, error); Send(ctx, lane
 // dispatch.Lane, items []dispatch.Item) error }`, and `NewFeeder(d *dispatch.Dispatcher,

@@ -12,9 +12,10 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// DefaultRetryDelay is how long after a failed run an entry comes due again when
-// [Bridge.RetryDelay] is zero.
-const DefaultRetryDelay = time.Minute
+// DefaultRetry is the retry policy of a Bridge whose Retry is nil: a source whose runs
+// keep failing is tried again after 1, 2, 4 … minutes and then every 6 hours — never
+// every minute forever, and never dropped.
+var DefaultRetry = cadence.Backoff{Base: time.Minute, Max: 6 * time.Hour, Factor: 2}
 
 // syncJitterFraction is the share of a tier's base interval over which new entries are
 // spread: 1, so that a new entry comes due anywhere in [now, now + base).
@@ -42,9 +43,11 @@ type Bridge struct {
 	// TierFor, when set, gives the entries Watch is handed without a tier their tenant's
 	// tier (see PlanTiers). Nil means every entry must name its tier.
 	TierFor TierFor
-	// RetryDelay is how long after a failed run the entry comes due again. Zero means
-	// DefaultRetryDelay; it must not be negative.
-	RetryDelay time.Duration
+	// Retry is how a failing source backs off: a failed run's entry comes due again
+	// Retry.NextInterval(n − 1) after the run ended, n being its ErrorStreak with this
+	// failure counted (duework.Fail). Nil means DefaultRetry; a policy with a Validate
+	// method must pass it.
+	Retry cadence.Policy
 }
 
 // check reports what keeps b from syncing, and from running items too when run is set.
@@ -62,8 +65,10 @@ func (b *Bridge) check(run bool) error {
 	if run && b.Pipeline == nil {
 		errs = append(errs, fmt.Errorf("%w: Bridge.Pipeline must not be nil", ErrInvalidConfig))
 	}
-	if b.RetryDelay < 0 {
-		errs = append(errs, fmt.Errorf("%w: Bridge.RetryDelay must not be negative, got %v", ErrInvalidConfig, b.RetryDelay))
+	if v, ok := b.Retry.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: Bridge.Retry: %w", ErrInvalidConfig, err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -75,11 +80,12 @@ func (b *Bridge) tiers() *cadence.Registry {
 	return b.Tiers
 }
 
-func (b *Bridge) retryDelay() time.Duration {
-	if b.RetryDelay == 0 {
-		return DefaultRetryDelay
+// retry is the Bridge's retry policy.
+func (b *Bridge) retry() cadence.Policy {
+	if b.Retry == nil {
+		return DefaultRetry
 	}
-	return b.RetryDelay
+	return b.Retry
 }
 
 // newEntry is the due-work entry of a newly watched source: due within its tier's base

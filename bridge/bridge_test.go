@@ -197,7 +197,7 @@ func TestSyncWatchlistRefusesBadInput(t *testing.T) {
 	}{
 		{"Bridge.Index", bridge.Bridge{Watchlist: f.wl, Pipeline: f.pipe}},
 		{"Bridge.Watchlist", bridge.Bridge{Index: f.idx, Pipeline: f.pipe}},
-		{"Bridge.RetryDelay", bridge.Bridge{Index: f.idx, Watchlist: f.wl, Pipeline: f.pipe, RetryDelay: -time.Second}},
+		{"Bridge.Retry", bridge.Bridge{Index: f.idx, Watchlist: f.wl, Pipeline: f.pipe, Retry: cadence.Backoff{Base: -time.Second}}},
 	} {
 		_, err := tc.b.SyncWatchlist(context.Background(), mustTC(t, "u1"), t0)
 		if !errors.Is(err, bridge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {

@@ -130,6 +130,7 @@ func TestSlowPipelineNeverRunsTwiceAtOnce(t *testing.T) {
 		probe := newOverlapProbe(t)
 		probe.lasts = 90 * time.Second
 		w := newWorld(t, worldConfig{pipe: probe, claimFor: time.Minute})
+		w.b.Retry = everyMinute // every run fails: it is retried at once, not backed off
 		for _, s := range []string{"a", "b", "c"} {
 			w.add(t, "u1", tenancy.PlanFree, s, "fast", start)
 		}
@@ -194,7 +195,7 @@ func TestRunDueItemNeverStartsALateItem(t *testing.T) {
 			if got := get(t, idx.Memory, "u1", "a"); got != before {
 				t.Fatalf("the late item changed its entry: %+v, want %+v", got, before)
 			}
-			if n, m := idx.n("Unclaim"), idx.n("Complete")+idx.n("CompleteMany")+idx.n("CheckClaims"); n != 1 || m != 0 {
+			if n, m := idx.n("Unclaim"), idx.n("Complete")+idx.n("CompleteMany")+idx.n("StartClaims"); n != 1 || m != 0 {
 				t.Fatalf("%d Unclaims and %d other calls, want the claim handed back and nothing else", n, m)
 			}
 			// The entry is due at once: visible and claimable within the claim's old term.
@@ -235,7 +236,7 @@ func TestRunDueItemEndsThePipelineBeforeTheClaim(t *testing.T) {
 		t.Errorf("the run ended %v after the call, before its %v", ended, left)
 	}
 	// Its retry counts from the time the run ended.
-	if e := get(t, f.idx, "u1", "a"); e.DueAt.Before(item.Claim.Until.Add(-bridge.DefaultClaimMargin).Add(bridge.DefaultRetryDelay)) {
+	if e := get(t, f.idx, "u1", "a"); e.DueAt.Before(item.Claim.Until.Add(-bridge.DefaultClaimMargin).Add(bridge.DefaultRetry.Base)) {
 		t.Errorf("retry due at %v, before the run ended plus the retry delay", e.DueAt)
 	}
 }
@@ -276,7 +277,7 @@ func TestAStaleItemNeverOverlapsItsRedispatch(t *testing.T) {
 	if probe.runs != 1 {
 		t.Fatalf("%d runs, want the redispatched item's alone", probe.runs)
 	}
-	if e := get(t, w.idx, "u1", "a"); e.DueAt.Before(again.Add(bridge.DefaultRetryDelay)) {
+	if e := get(t, w.idx, "u1", "a"); e.DueAt.Before(again.Add(bridge.DefaultRetry.Base)) {
 		t.Fatalf("the running item's write was disturbed: %+v", e)
 	}
 }

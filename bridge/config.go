@@ -48,6 +48,8 @@ const (
 	// defaultAlarmIntervals is the noisy-neighbour alarm's threshold in Intervals: a lane
 	// that keeps a user waiting longer than this many Intervals raises it.
 	defaultAlarmIntervals = 10
+	// DefaultAlarmAfterErrors is the ErrorStreak at which a source is reported failing.
+	DefaultAlarmAfterErrors = 5
 )
 
 // RunnerConfig holds the Runner's knobs; the zero value means the defaults.
@@ -83,6 +85,8 @@ type RunnerConfig struct {
 	// waiting (see WaitAlarm), and how late a tenant's work may be (see LateAlarm). Zero
 	// means ten Intervals; a negative value turns both off.
 	AlarmAfter time.Duration
+	// AlarmAfterErrors is the Runner's Worker's (see WorkerConfig.AlarmAfterErrors).
+	AlarmAfterErrors int
 	// Clock is the Runner's clock; nil means the real clock.
 	Clock Clock
 	// Logger receives one Info line per cycle and one line per failure or alarm; nil
@@ -102,6 +106,7 @@ func (c RunnerConfig) withDefaults() RunnerConfig {
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	orDefault(&c.AlarmAfter, defaultAlarmIntervals*c.Interval)
+	orDefault(&c.AlarmAfterErrors, DefaultAlarmAfterErrors)
 	orDefault[Clock](&c.Clock, clock.Real)
 	orDefault(&c.Logger, slog.Default())
 	return c
@@ -164,7 +169,8 @@ func negatives(what string, knobs []knob) error {
 func (c RunnerConfig) worker(dc dispatch.Config) (WorkerConfig, error) {
 	d := c.withDefaults()
 	wc := WorkerConfig{Workers: d.Workers, FlushItems: d.FlushItems, FlushInterval: d.FlushInterval,
-		ClaimMargin: min(d.ClaimMargin, dc.ClaimFor/4), MaxClockSkew: dc.MaxClockSkew, Clock: d.Clock, Logger: d.Logger}
+		ClaimMargin: min(d.ClaimMargin, dc.ClaimFor/4), MaxClockSkew: dc.MaxClockSkew, AlarmAfterErrors: d.AlarmAfterErrors,
+		Clock: d.Clock, Logger: d.Logger}
 	how := fmt.Sprintf("min(ClaimMargin %v, ClaimFor/4 %v)", d.ClaimMargin, dc.ClaimFor/4)
 	return wc, wc.checkMargin("RunnerConfig", how, "the Dispatcher's MaxClockSkew")
 }
@@ -189,6 +195,12 @@ type WorkerConfig struct {
 	// MaxClockSkew is the most this process's clock may differ from the dispatchers'
 	// (their dispatch.Config.MaxClockSkew); zero means dispatch.DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
+	// AlarmAfterErrors is the ErrorStreak at which a source is reported failing: the
+	// item whose failed run brings its entry's streak to it logs one Warn line, "rota:
+	// source failing", and the next that succeeds logs "rota: source recovered". Zero
+	// means DefaultAlarmAfterErrors; a negative value turns the lines off. The streak
+	// lives in the entry, so the lines come from whichever process ran the item.
+	AlarmAfterErrors int
 	// Clock is the Worker's clock: items' start times move on it; nil means the real
 	// clock.
 	Clock Clock
@@ -203,6 +215,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	orDefault(&c.FlushInterval, defaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.MaxClockSkew, dispatch.DefaultMaxClockSkew)
+	orDefault(&c.AlarmAfterErrors, DefaultAlarmAfterErrors)
 	orDefault[Clock](&c.Clock, clock.Real)
 	orDefault(&c.Logger, slog.Default())
 	return c

@@ -87,12 +87,29 @@
 // # Nothing is lost
 //
 // A pipeline error or panic, an unknown tier or a failing watchlist read reschedules the
-// entry after [Bridge.RetryDelay] with its streak and LastRunAt unchanged. Every write
-// completes the item's claim, so a run whose claim was replaced — the host rescheduled
-// the entry, or the run outlived its claim and the entry was dispatched again — writes
-// nothing and the newer state wins. An item that is not run is handed back with
-// Index.Unclaim: its entry is due at once, otherwise unchanged. If a write fails, or a
-// worker dies, the entry stays claimed until its claim ends and is then dispatched again.
+// entry with duework.Fail: its ErrorStreak grows, its MissStreak stays, and it comes due
+// after [Bridge.Retry]'s interval for the streak — 1, 2, 4 … minutes and then every 6
+// hours by default ([DefaultRetry]) — so a source whose credentials were revoked is
+// neither tried every minute forever nor dropped. A hit or a miss sets the streak back
+// to 0. Every write completes the item's claim, so a run whose claim was replaced — the
+// host rescheduled the entry, or the run outlived its claim and the entry was
+// dispatched again — writes nothing and the newer state wins. An item that is not run is
+// handed back with Index.Unclaim (or, once its claim has started, completed unchanged):
+// its entry is due at once, otherwise unchanged. If a write fails, or a worker dies, the
+// entry stays claimed until its claim ends and is then dispatched again.
+//
+// # Pushback: a tenant that backs off as a whole
+//
+// A tenant's sources are polled through the tenant's own upstream API, and upstreams push
+// back: a 429 or 503 with Retry-After, an exhausted quota. A pipeline says so by returning
+// a [*Pushback]; the Worker then pauses the tenant in the index (Index.Pause) until the
+// run's end plus Pushback.After — no dispatcher of the fleet claims its entries before
+// then, and it costs a dispatch nothing — moves the entry to the pause's end with its
+// streaks unchanged ([StatusPaused]) and hands back the tenant's items it holds that have
+// not started ([StatusReleased]). A Warn line "rota: tenant paused" names the tenant, the
+// pause's end and the reason. Limits are enforced when items are claimed, and a pool of
+// workers starts them later, so starts can bunch: set a tenant's Limits below its
+// upstream's own (80 % of it, say) and let Pushback catch the rest.
 //
 // A Worker, and so a Runner, writes completions in batches with Index.CompleteMany and
 // hand-backs with Index.Unclaim, one call in flight at a time: a call starts once
@@ -152,11 +169,13 @@
 //
 //	{"v":1,"lane":"pro","token":"18446744073709551615","until":"2026-11-30T12:01:30.000000007Z",
 //	 "entry":{"user_id":"ann","work_key":"jobs","tier":"hot","due_at":"2026-11-30T11:59:00.000000000Z",
-//	          "last_run_at":0,"miss_streak":3}}
+//	          "last_run_at":0,"miss_streak":3,"error_streak":2}}
 //
 // The token is a decimal string, since a JSON number cannot hold every uint64. Times are
 // RFC 3339 in UTC with all nine digits of nanoseconds, and the zero time is the number 0.
-// Every field is required, names match exactly, and [DecodeItem] refuses, wrapping
+// Every field is required but error_streak, which is left out when 0 (so that such an item
+// reads as it did before the field existed) and read as 0 when missing; names match
+// exactly, and [DecodeItem] refuses, wrapping
 // duework.ErrInvalid, anything else: another version, an unknown or missing field,
 // anything but white space after the object, a time or token in another form, a zero
 // Until, an entry that fails duework.Entry.Validate. A decoded item equals the encoded
@@ -176,7 +195,7 @@
 // # Observing
 //
 // Every cycle logs one Info line, "rota: cycle", with its counts — dispatched, hits,
-// misses, removed, errors, lost_claims, released, late, shed, unrouted,
+// misses, removed, errors, lost_claims, released, late, duplicates, paused, shed, unrouted,
 // dispatch_lost_claims (entries another dispatcher claimed first), alarms — and its
 // dispatch_duration and duration on the Runner's Clock, plus one line per failure. Set
 // [RunnerConfig.Observer] to get the same [CycleReport] Cycle returns; [Observers] fans it
@@ -202,7 +221,17 @@
 // served by another at a later now, or held by another, and its claims lose: it
 // dispatches nothing while work is due. After three such cycles a Warn line
 // "rota: dispatching nothing" says so once, with what it saw and the likely cause
-// ([Starvation]), and an Info line "rota: dispatching again" ends it.
+// ([Starvation]), and an Info line "rota: dispatching again" ends it. Work that only a
+// pause or a tenant's own limits keep back does not count.
+//
+// Every Worker, and so every Runner, also names the sources and runs that need an
+// operator: a Warn line "rota: source failing" when a failed run brings a source's
+// ErrorStreak to [WorkerConfig.AlarmAfterErrors] (5 by default), and an Info line
+// "rota: source recovered" at its next success; "rota: tenant paused" for a Pushback;
+// "rota: pipeline still running past its claim" when a pipeline ignores its context,
+// then "rota: pipeline ran past its claim" with the overrun ([ItemReport.Overrun]); and,
+// at most one line every ten seconds of each kind, the items Worker.Do did not run because
+// their claim was not current (forged, or stale from another dispatcher) or was ending.
 //
 // # Cost
 //

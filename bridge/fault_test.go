@@ -110,13 +110,16 @@ func (f *faultyIndex) CompleteMany(ctx context.Context, done []duework.Done) (er
 	return errs, err
 }
 
-func (f *faultyIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	return f.read("CheckClaim", func() error { return f.Index.CheckClaim(ctx, tc, c) })
+func (f *faultyIndex) StartClaims(ctx context.Context, claims []duework.Unclaim) (errs []error, err error) {
+	err = f.write("StartClaims", func() error { errs, err = f.Index.StartClaims(ctx, claims); return err })
+	if err != nil {
+		errs = nil
+	}
+	return errs, err
 }
 
-func (f *faultyIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) (errs []error, err error) {
-	err = f.read("CheckClaims", func() error { errs, err = f.Index.CheckClaims(ctx, claims); return err })
-	return errs, err
+func (f *faultyIndex) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
+	return f.write("Pause", func() error { return f.Index.Pause(ctx, tc, until, reason) })
 }
 
 func (f *faultyIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/internal/fakeclock"
@@ -94,18 +97,13 @@ func (x *countingIndex) CompleteMany(ctx context.Context, done []duework.Done) (
 	return errs, err
 }
 
-func (x *countingIndex) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	x.count("CheckClaim")
-	return x.Memory.CheckClaim(ctx, tc, c)
-}
-
-// CheckClaims counts its calls, and under "claims started" the claims they carry.
-func (x *countingIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+// StartClaims counts its calls, and under "claims started" the claims they carry.
+func (x *countingIndex) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	x.mu.Lock()
-	x.calls["CheckClaims"]++
+	x.calls["StartClaims"]++
 	x.calls["claims started"] += len(claims)
 	x.mu.Unlock()
-	return x.Memory.CheckClaims(ctx, claims)
+	return x.Memory.StartClaims(ctx, claims)
 }
 
 func (x *countingIndex) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
@@ -292,3 +290,10 @@ var errBoom = errors.New("boom")
 type observerFunc func(bridge.CycleReport)
 
 func (f observerFunc) ObserveCycle(rep bridge.CycleReport) { f(rep) }
+
+// everyMinute is a retry policy that does not back off: a failing source is retried a
+// minute after each failure.
+var everyMinute = cadence.Backoff{Base: time.Minute, Max: time.Minute, Factor: 1}
+
+// newTextLogger returns a logger writing text lines to w.
+func newTextLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

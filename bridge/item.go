@@ -55,9 +55,16 @@ const (
 	// released one. Late items mean too few workers for the batch and ClaimFor, or items
 	// that sat in a queue too long.
 	StatusLate
+	// StatusDuplicate: the item was not run because another copy of it had started its
+	// claim already (duework.ErrClaimStarted) — a queue's redelivery or duplicate. It is
+	// done with: nothing is written, and its message is acknowledged.
+	StatusDuplicate
+	// StatusPaused: the pipeline returned a [Pushback]: the tenant is paused until the
+	// run's end plus Pushback.After, and the entry comes due then, its streaks unchanged.
+	StatusPaused
 )
 
-var statusNames = [...]string{"error", "hit", "miss", "removed", "lost_claim", "released", "late"}
+var statusNames = [...]string{"error", "hit", "miss", "removed", "lost_claim", "released", "late", "duplicate", "paused"}
 
 // String returns the status in lower case: "hit", "miss", "lost_claim", ...
 func (s ItemStatus) String() string {
@@ -181,6 +188,10 @@ func (w *Worker) runEntry(j *job, we tenancy.WatchlistEntry) itemRun {
 	if left := claimLeft(c, j.span.current(), j.margin); left <= 0 {
 		return lateRun(j, left, true)
 	}
+	if err := w.pausedHere(j); err != nil {
+		// Paused since its claim started: handed back by completing it unchanged.
+		return itemRun{status: StatusReleased, next: c.Entry, write: writeComplete, err: fmt.Errorf("bridge: %s: not started: %w", itemName(c), err)}
+	}
 	pctx, cancel := clock.ContextAt(j.run, j.span.clock, j.span.clockAt(c.Until.Add(-j.margin)), ErrClaimEnded)
 	stopWatch := w.watchOverrun(j)
 	res, err := runPipeline(pctx, w.b.Pipeline, j.tc, we)
@@ -190,7 +201,13 @@ func (w *Worker) runEntry(j *job, we tenancy.WatchlistEntry) itemRun {
 	cancel()
 	overrun := stopWatch()
 	if err != nil {
-		ir := w.retry(j, fmt.Errorf("bridge: %s: pipeline: %w", itemName(c), err))
+		var pb *Pushback
+		ir := itemRun{}
+		if errors.As(err, &pb) && pb.valid() {
+			ir = w.pushback(j, we, pb)
+		} else {
+			ir = w.retry(j, fmt.Errorf("bridge: %s: pipeline: %w", itemName(c), err))
+		}
 		ir.overrun = overrun
 		return ir
 	}
@@ -228,12 +245,38 @@ func (w *Worker) watchOverrun(j *job) func() time.Duration {
 	}
 }
 
-// retry is the item's failure with cause: the entry is rescheduled after the Bridge's
-// retry delay from the time the run ended, streak unchanged, when the claim is completed.
+// retry is the item's failure with cause: when the claim is completed, the entry comes
+// due again after the Bridge's Retry policy, counted from the time the run ended, its
+// ErrorStreak one more and its MissStreak unchanged (duework.Fail).
 func (w *Worker) retry(j *job, cause error) itemRun {
-	next := j.item.Claim.Entry
-	next.DueAt = j.ended().Add(w.b.retryDelay())
+	next := duework.Fail(j.item.Claim.Entry, w.b.retry(), j.ended())
 	return itemRun{status: StatusError, next: next, write: writeComplete, err: cause}
+}
+
+// pushback pauses j's tenant for pb: first on this Worker, so none of the tenant's items
+// that wait for a worker here starts after it, then in the index, so no dispatcher claims
+// its entries before the pause ends; and it completes the entry, due when the pause ends,
+// its streaks unchanged. A pause the index refuses is reported with the item; the entry is
+// still moved to the pause's end.
+func (w *Worker) pushback(j *job, we tenancy.WatchlistEntry, pb *Pushback) itemRun {
+	c := j.item.Claim
+	end := j.ended()
+	until := end.Add(pb.After)
+	w.pauseHere(j.tc.UserID(), end, until)
+	ctx := context.WithoutCancel(j.run)
+	err := w.b.Index.Pause(ctx, j.tc, until, pb.Reason)
+	attrs := []slog.Attr{slog.String("user_id", j.tc.UserID()), slog.String("work_key", c.Entry.WorkKey),
+		slog.Time("until", until), slog.String("reason", pb.Reason), slog.Any("error", pb.Err)}
+	ir := itemRun{status: StatusPaused, err: fmt.Errorf("bridge: %s: %w", itemName(c), pb)}
+	if err != nil {
+		ir.err = errors.Join(ir.err, fmt.Errorf("bridge: %s: pause: %w", itemName(c), err))
+		attrs = append(attrs, slog.Any("pause_error", err))
+	}
+	w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: tenant paused", attrs...)
+	ir.next = c.Entry
+	ir.next.Tier, ir.next.DueAt, ir.next.LastRunAt = we.Tier, until, end
+	ir.write = writeComplete
+	return ir
 }
 
 // remove unschedules the claimed entry of a source no longer watched, only under its

@@ -126,8 +126,12 @@ func (r *Runner) logReport(rep CycleReport) {
 		log.LogAttrs(ctx, slog.LevelWarn, "rota: probe failed", slog.Any("error", rep.ProbeErr))
 	}
 	for _, it := range rep.Items {
-		if it.Err == nil || it.Status == StatusLate || it.Status == StatusReleased || rep.isFlushErr(it.Err) {
-			continue // late and released items are counted in the cycle's line
+		switch it.Status {
+		case StatusLate, StatusReleased, StatusDuplicate, StatusPaused:
+			continue // counted in the cycle's line; a pause has a line of its own
+		}
+		if it.Err == nil || rep.isFlushErr(it.Err) {
+			continue
 		}
 		e := it.Item.Claim.Entry
 		log.LogAttrs(ctx, slog.LevelWarn, "rota: item failed",
@@ -152,6 +156,8 @@ func (r *Runner) logReport(rep CycleReport) {
 		slog.Int("lost_claims", rep.LostClaims),
 		slog.Int("released", rep.Released),
 		slog.Int("late", rep.Late),
+		slog.Int("duplicates", rep.Duplicates),
+		slog.Int("paused", rep.Paused),
 		slog.Int("shed", len(rep.Shed)),
 		slog.Int("unrouted", len(rep.Unrouted)),
 		slog.Int("dispatch_lost_claims", dispatchLostClaims(rep.Lanes)),

@@ -75,6 +75,7 @@ func TestObserverGetsTheCycleReport(t *testing.T) {
 	pipe.results["n1"], pipe.results["a1"] = hit, hit
 	pipe.errs["n2"] = errBoom
 
+	w.b.Retry = everyMinute // n2 is dispatched again in every cycle
 	first, second := &cycleRecorder{}, &cycleRecorder{}
 	r := w.runner(t, bridge.RunnerConfig{Workers: 1, Clock: clk, Observer: bridge.Observers(first, nil, second)})
 	var returned []bridge.CycleReport

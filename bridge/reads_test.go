@@ -84,12 +84,12 @@ func TestRunnerReadsACycleInOneGetMany(t *testing.T) {
 	}
 
 	next := t0.Add(cadence.TierHot.Base)
-	starts := idx.n("CheckClaims")
+	starts := idx.n("StartClaims")
 	if _, err := w.b.RunDueItem(context.Background(), claim(t, idx, "u0", "s00", next), next); err != nil {
 		t.Fatal(err)
 	}
 	gets, batches = wl.reads()
-	if n := idx.n("CheckClaims") - starts; n != 1 || gets != 0 || len(batches) != 2 {
+	if n := idx.n("StartClaims") - starts; n != 1 || gets != 0 || len(batches) != 2 {
 		t.Errorf("RunDueItem made %d claim starts, %d Gets and %d more GetManys; want one start and one GetMany", n, gets, len(batches)-1)
 	}
 }
@@ -170,7 +170,7 @@ func TestRunnerRetriesEveryItemWhenGetManyFails(t *testing.T) {
 		t.Fatalf("Cycle = %v, %v with %d runs; want every item failed unrun", itemLines(rep), err, pipe.ncalls())
 	}
 	for i := range 30 {
-		if e := get(t, w.idx, fmt.Sprintf("u%d", i%4), fmt.Sprintf("s%02d", i)); !e.DueAt.Equal(t0.Add(bridge.DefaultRetryDelay)) {
+		if e := get(t, w.idx, fmt.Sprintf("u%d", i%4), fmt.Sprintf("s%02d", i)); !e.DueAt.Equal(t0.Add(bridge.DefaultRetry.Base)) {
 			t.Fatalf("s%02d not retried: %+v", i, e)
 		}
 	}
@@ -202,7 +202,7 @@ func TestRunnerNeverRunsAnItemWithAnotherTenantsEntry(t *testing.T) {
 		}
 	}
 	for _, k := range []duework.Key{{UserID: "u1", WorkKey: "a"}, {UserID: "u2", WorkKey: "b"}} {
-		if e := get(t, w.idx, k.UserID, k.WorkKey); !e.DueAt.Equal(t0.Add(bridge.DefaultRetryDelay)) {
+		if e := get(t, w.idx, k.UserID, k.WorkKey); !e.DueAt.Equal(t0.Add(bridge.DefaultRetry.Base)) {
 			t.Errorf("%v not retried: %+v", k, e)
 		}
 	}

@@ -22,9 +22,13 @@ type CycleReport struct {
 	// of theirs was written. Claims lost to another dispatcher at dispatch time are in
 	// Lanes instead.
 	LostClaims int
-	// Released counts items handed back unstarted because ctx ended, Late those handed
-	// back because their claim ended, or was about to, before a worker was free.
+	// Released counts items handed back unstarted because ctx ended or their tenant was
+	// paused, Late those handed back because their claim ended, or was about to, before a
+	// worker was free.
 	Released, Late int
+	// Duplicates counts items not run because another copy had started their claim
+	// (StatusDuplicate), Paused the runs that paused their tenant (StatusPaused).
+	Duplicates, Paused int
 	// Shed names the users who had due work this cycle and did not get all of it
 	// dispatched; their work stays due.
 	Shed []string
@@ -73,8 +77,9 @@ type ItemReport struct {
 	// stays); zero when nothing was written or the entry was removed.
 	Next duework.Entry
 	// Err is the item's error: why it failed (StatusError), lost its claim
-	// (StatusLostClaim), or was not started (StatusLate wraps ErrClaimEnded,
-	// StatusReleased the cause).
+	// (StatusLostClaim), was not started (StatusLate wraps ErrClaimEnded, StatusReleased
+	// the cause, StatusDuplicate duework.ErrClaimStarted) or paused its tenant
+	// (StatusPaused wraps the *Pushback).
 	Err error
 	// Written is true when the item's outcome is in the index: its completion, its
 	// removal or its hand-back. When false, the item's claim was no longer current or the

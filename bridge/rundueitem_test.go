@@ -129,19 +129,27 @@ func TestRunDueItemResolvesWithinTheItemsTenant(t *testing.T) {
 	}
 }
 
-func TestRunDueItemPipelineErrorRetriesWithStreakUnchanged(t *testing.T) {
+// TestRunDueItemPipelineErrorBacksOff: a failed run's entry comes due after the Retry
+// policy's interval for its ErrorStreak, counted from the run's end, the ErrorStreak one
+// more and the MissStreak unchanged.
+func TestRunDueItemPipelineErrorBacksOff(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		delay time.Duration
-		want  time.Duration
+		name        string
+		retry       cadence.Policy
+		errorStreak int // before the run
+		want        time.Duration
 	}{
-		{"default retry delay", 0, bridge.DefaultRetryDelay},
-		{"own retry delay", 7 * time.Minute, 7 * time.Minute},
+		{"first failure, default retry", nil, 0, bridge.DefaultRetry.Base},
+		{"fourth failure, default retry", nil, 3, 8 * time.Minute},
+		{"past the default's most", nil, 40, bridge.DefaultRetry.Max},
+		{"own retry policy", cadence.Backoff{Base: 7 * time.Minute, Max: time.Hour, Factor: 2}, 2, 28 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture()
-			f.b.RetryDelay = tc.delay
+			f.b.Retry = tc.retry
 			before := f.dueEntry(t, "a", "cold", 4)
+			before.ErrorStreak = tc.errorStreak
+			schedule(t, f.idx, before)
 			f.pipe.errs["a"] = errBoom
 			now := t0.Add(time.Minute)
 			res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", now), now)
@@ -152,7 +160,7 @@ func TestRunDueItemPipelineErrorRetriesWithStreakUnchanged(t *testing.T) {
 				t.Errorf("error %q does not name the entry", err)
 			}
 			want := before
-			want.DueAt = now.Add(tc.want)
+			want.DueAt, want.LastRunAt, want.ErrorStreak = now.Add(tc.want), now, tc.errorStreak+1
 			got := get(t, f.idx, "u1", "a")
 			sameAfterRun(t, want, got)
 			// The claim ended, so the retry is dispatched when it comes due.
@@ -170,7 +178,7 @@ func TestRunDueItemPipelinePanicIsRetried(t *testing.T) {
 		t.Fatalf("err = %v, want ErrPipelinePanic with the panic value", err)
 	}
 	want := before
-	want.DueAt = t0.Add(bridge.DefaultRetryDelay)
+	want.DueAt, want.LastRunAt, want.ErrorStreak = t0.Add(bridge.DefaultRetry.Base), t0, 1
 	sameAfterRun(t, want, get(t, f.idx, "u1", "a"))
 }
 
@@ -187,13 +195,13 @@ func TestRunDueItemCancelledPipelineStillRecordsTheRetry(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	want := before
-	want.DueAt = t0.Add(bridge.DefaultRetryDelay)
+	want.DueAt, want.LastRunAt, want.ErrorStreak = t0.Add(bridge.DefaultRetry.Base), t0, 1
 	sameAfterRun(t, want, get(t, f.idx, "u1", "a"))
 }
 
 func TestRunDueItemUnknownTierIsRetriedNotLost(t *testing.T) {
 	f := newFixture()
-	f.b.RetryDelay = 3 * time.Minute
+	f.b.Retry = cadence.Backoff{Base: 3 * time.Minute, Max: time.Hour, Factor: 2}
 	before := f.dueEntry(t, "a", "nightly", 2)
 	f.pipe.results["a"] = hit
 	res, err := f.b.RunDueItem(context.Background(), claim(t, f.idx, "u1", "a", t0), t0)
@@ -207,7 +215,7 @@ func TestRunDueItemUnknownTierIsRetriedNotLost(t *testing.T) {
 		t.Errorf("pipeline ran although its result could not be applied")
 	}
 	want := before
-	want.DueAt = t0.Add(3 * time.Minute)
+	want.DueAt, want.LastRunAt, want.ErrorStreak = t0.Add(3*time.Minute), t0, 1
 	sameAfterRun(t, want, get(t, f.idx, "u1", "a"))
 }
 

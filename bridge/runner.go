@@ -293,6 +293,10 @@ func (r *Runner) finish(c *cycle) CycleReport {
 			rep.Released++
 		case StatusLate:
 			rep.Late++
+		case StatusDuplicate:
+			rep.Duplicates++
+		case StatusPaused:
+			rep.Paused++
 		}
 	}
 	r.logReport(rep)

@@ -210,7 +210,7 @@ func TestCycleReportsEveryOutcome(t *testing.T) {
 		t.Errorf("hit not advanced from the cycle's now: %+v", e)
 	}
 	logs := w.logs.String()
-	for _, s := range []string{"level=INFO msg=\"rota: cycle\"", "dispatched=6 hits=2 misses=1 removed=1 errors=2 lost_claims=0 released=0 late=0 shed=1 unrouted=1",
+	for _, s := range []string{"level=INFO msg=\"rota: cycle\"", "dispatched=6 hits=2 misses=1 removed=1 errors=2 lost_claims=0 released=0 late=0 duplicates=0 paused=0 shed=1 unrouted=1",
 		"level=WARN msg=\"rota: item failed\" user=alice work_key=broken lane=pro status=error", "level=WARN msg=\"rota: user unrouted\" user=carol"} {
 		if !strings.Contains(logs, s) {
 			t.Errorf("logs lack %q:\n%s", s, logs)

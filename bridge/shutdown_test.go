@@ -111,7 +111,7 @@ func TestRunShutdownTimeoutCancelsItems(t *testing.T) {
 	if !errors.Is(err, bridge.ErrShutdownTimeout) {
 		t.Fatalf("Run = %v, want ErrShutdownTimeout", err)
 	}
-	if e := get(t, s.w.idx, "u1", "a"); !e.DueAt.Equal(t0.Add(bridge.DefaultRetryDelay)) {
+	if e := get(t, s.w.idx, "u1", "a"); !e.DueAt.Equal(t0.Add(bridge.DefaultRetry.Base)) {
 		t.Fatalf("the cancelled item's retry was not written: %+v", e)
 	}
 	if logs := s.w.logs.String(); !strings.Contains(logs, "shutdown timeout") || !strings.Contains(logs, `level=WARN msg="rota: runner stopped"`) {
@@ -208,7 +208,7 @@ func TestCycleStopsLikeRun(t *testing.T) {
 	if rep.Released != 1 || rep.Errors != 1 || !errors.Is(rep.Err(), bridge.ErrShutdownTimeout) {
 		t.Fatalf("Cycle = %v, %v; want b released and a cut off by the shutdown timeout", itemLines(rep), rep.Err())
 	}
-	if e := get(t, w.idx, "u1", "a"); !e.DueAt.Equal(t0.Add(bridge.DefaultRetryDelay)) {
+	if e := get(t, w.idx, "u1", "a"); !e.DueAt.Equal(t0.Add(bridge.DefaultRetry.Base)) {
 		t.Errorf("a after the shutdown timeout: %+v", e)
 	}
 	if e := get(t, w.idx, "u1", "b"); !e.DueAt.Equal(t0) {

@@ -62,7 +62,7 @@ func (w *Worker) startClaims(ctx context.Context, jobs []*job) {
 	for k, j := range jobs {
 		claims[k] = duework.Unclaim{Tenant: j.tc, Claim: j.item.Claim}
 	}
-	errs, err := w.b.Index.CheckClaims(ctx, claims)
+	errs, err := w.b.Index.StartClaims(ctx, claims)
 	if err == nil && len(errs) != len(claims) {
 		err = fmt.Errorf("Index.StartClaims returned %d outcomes for %d claims", len(errs), len(claims))
 	}

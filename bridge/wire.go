@@ -36,11 +36,16 @@ type wireEntry struct {
 	DueAt      wireTime `json:"due_at"`
 	LastRunAt  wireTime `json:"last_run_at"`
 	MissStreak int      `json:"miss_streak"`
+	// ErrorStreak is left out when 0, so that such an item reads as it did before the
+	// field existed, in both directions of a rolling upgrade.
+	ErrorStreak int `json:"error_streak,omitempty"`
 }
 
 var (
 	wireItemKeys  = []string{"v", "lane", "token", "until", "entry"}
 	wireEntryKeys = []string{"user_id", "work_key", "tier", "due_at", "last_run_at", "miss_streak"}
+	// wireEntryOptional are the entry's keys that may be missing, meaning 0.
+	wireEntryOptional = []string{"error_streak"}
 )
 
 // wireTime is a time as the wire holds it: the string of wireTimeLayout, or the number 0
@@ -84,14 +89,15 @@ func EncodeItem(item dispatch.Item) ([]byte, error) {
 	return json.Marshal(wireItem{
 		V: wireVersion, Lane: string(item.Lane), Token: strconv.FormatUint(c.Token, 10), Until: wireTime{c.Until},
 		Entry: wireEntry{UserID: e.UserID, WorkKey: e.WorkKey, Tier: e.Tier, DueAt: wireTime{e.DueAt},
-			LastRunAt: wireTime{e.LastRunAt}, MissStreak: e.MissStreak},
+			LastRunAt: wireTime{e.LastRunAt}, MissStreak: e.MissStreak, ErrorStreak: e.ErrorStreak},
 	})
 }
 
 // DecodeItem reads an item EncodeItem wrote. The item equals the encoded one field by
 // field, its times in UTC and equal under time.Time.Equal. It refuses, wrapping
 // duework.ErrInvalid and saying why, anything else: malformed or truncated JSON, a version
-// other than 1, a missing or unknown field (names match exactly), anything but
+// other than 1, a missing or unknown field (names match exactly; error_streak alone may be
+// missing, meaning 0), anything but
 // white space after the object, a time or token not in the wire's form, a zero Until, an
 // entry that fails duework.Entry.Validate and a lane that is not a valid name.
 //
@@ -135,7 +141,7 @@ func decodeItem(b []byte) (dispatch.Item, error) {
 	e := w.Entry
 	item := dispatch.Item{Lane: dispatch.Lane(w.Lane), Claim: duework.Claim{Token: token, Until: w.Until.Time,
 		Entry: duework.Entry{UserID: e.UserID, WorkKey: e.WorkKey, Tier: e.Tier, DueAt: e.DueAt.Time,
-			LastRunAt: e.LastRunAt.Time, MissStreak: e.MissStreak}}}
+			LastRunAt: e.LastRunAt.Time, MissStreak: e.MissStreak, ErrorStreak: e.ErrorStreak}}}
 	return item, checkWireItem(item)
 }
 
@@ -167,19 +173,21 @@ func checkWireItem(item dispatch.Item) error {
 // object holding exactly subWant: encoding/json alone would match keys regardless of
 // case.
 func exactKeys(obj map[string]json.RawMessage, what string, want []string, sub string, subWant []string) error {
-	if err := sameKeys(what, obj, want); err != nil {
+	if err := sameKeys(what, obj, want, nil); err != nil {
 		return err
 	}
 	var inner map[string]json.RawMessage
 	if err := json.Unmarshal(obj[sub], &inner); err != nil || inner == nil {
 		return fmt.Errorf("%s must be an object", sub)
 	}
-	return sameKeys(sub, inner, subWant)
+	return sameKeys(sub, inner, subWant, wireEntryOptional)
 }
 
-func sameKeys(what string, obj map[string]json.RawMessage, want []string) error {
+// sameKeys checks that obj holds every key of want, and no key that is neither in want
+// nor in optional.
+func sameKeys(what string, obj map[string]json.RawMessage, want, optional []string) error {
 	for k := range obj {
-		if !slices.Contains(want, k) {
+		if !slices.Contains(want, k) && !slices.Contains(optional, k) {
 			return fmt.Errorf("%s has an unknown field %q", what, k)
 		}
 	}

@@ -132,7 +132,7 @@ func validItem(t *rapid.T) dispatch.Item {
 		return time.Unix(sec, int64(rapid.IntRange(0, 999999999).Draw(t, label+" nanos"))).In(time.FixedZone("z", rapid.IntRange(-12, 12).Draw(t, label+" zone")*3600))
 	}
 	e := duework.Entry{UserID: id.Draw(t, "user"), WorkKey: id.Draw(t, "work key"), DueAt: when("due"),
-		MissStreak: rapid.IntRange(0, duework.MaxMissStreak).Draw(t, "streak")}
+		MissStreak: rapid.IntRange(0, duework.MaxMissStreak).Draw(t, "streak"), ErrorStreak: rapid.IntRange(0, duework.MaxMissStreak).Draw(t, "error streak")}
 	if e.DueAt.IsZero() {
 		e.DueAt = e.DueAt.Add(1)
 	}
@@ -203,4 +203,28 @@ func FuzzDecodeItem(f *testing.F) {
 			t.Fatalf("DecodeItem(%q) = %+v; re-encoded as %s it decodes to %+v, %v", b, item, enc, again, err)
 		}
 	})
+}
+
+// TestWireErrorStreak: an entry's ErrorStreak travels as error_streak, left out when 0 so
+// that such an item reads as before the field existed; an item without it decodes with
+// ErrorStreak 0, and a bad one is refused.
+func TestWireErrorStreak(t *testing.T) {
+	failing := wireItem
+	failing.Claim.Entry.ErrorStreak = 3
+	b, err := bridge.EncodeItem(failing)
+	if err != nil || !strings.Contains(string(b), `"miss_streak":3,"error_streak":3}`) {
+		t.Fatalf("EncodeItem of a failing entry = %s, %v; want error_streak after miss_streak", b, err)
+	}
+	if got, err := bridge.DecodeItem(b); err != nil || !equalItems(got, failing) {
+		t.Fatalf("DecodeItem(%s) = %+v, %v; want %+v", b, got, err, failing)
+	}
+	if strings.Contains(wireForm, "error_streak") {
+		t.Fatalf("a zero ErrorStreak is written: %s", wireForm)
+	}
+	for _, bad := range []string{`"error_streak":-1`, `"error_streak":"1"`, `"error_streak":1.5`, `"Error_Streak":1`} {
+		form := strings.Replace(wireForm, `"miss_streak":3`, `"miss_streak":3,`+bad, 1)
+		if _, err := bridge.DecodeItem([]byte(form)); !errors.Is(err, duework.ErrInvalid) {
+			t.Errorf("DecodeItem with %s = %v, want ErrInvalid", bad, err)
+		}
+	}
 }

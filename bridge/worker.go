@@ -46,7 +46,9 @@ type Worker struct {
 	idleClosed bool
 	kill       context.Context // ends the items and writes of Do when a Stop runs out of time
 	killFn     context.CancelCauseFunc
-	drops      *lograte.Limiter // the lines about items Do did not run
+	drops      *lograte.Limiter     // the lines about items Do did not run
+	paused     map[string]time.Time // tenants a Pushback paused, until when on the items' time line
+	pauseSig   chan struct{}        // closed, and replaced, when a pause is recorded
 }
 
 // NewWorker returns a Worker that runs items through b. It refuses a nil or incomplete
@@ -62,7 +64,8 @@ func NewWorker(b *Bridge, cfg WorkerConfig) (*Worker, error) {
 
 // newWorker returns a Worker with cfg, its defaults already applied.
 func newWorker(b *Bridge, cfg WorkerConfig) *Worker {
-	w := &Worker{b: b, cfg: cfg, sem: make(chan struct{}, cfg.Workers), stopping: make(chan struct{}), idle: make(chan struct{})}
+	w := &Worker{b: b, cfg: cfg, sem: make(chan struct{}, cfg.Workers), stopping: make(chan struct{}), idle: make(chan struct{}),
+		paused: map[string]time.Time{}, pauseSig: make(chan struct{})}
 	w.kill, w.killFn = context.WithCancelCause(context.Background())
 	w.starts.w, w.writes.w = w, w
 	w.drops = lograte.New(cfg.Logger, dropLogEvery, cfg.Clock.Now)
@@ -213,11 +216,44 @@ func (w *Worker) enter(wait context.Context, j *job) bool {
 		w.queue(j, lateRun(j, left, false))
 		return false
 	}
-	if err := w.acquire(wait); err != nil {
+	if err := w.acquire(wait, j); err != nil {
 		w.queue(j, releasedRun(j, err))
 		return false
 	}
 	return true
+}
+
+// errTenantPaused is why an item that waited for a worker was handed back: a Pushback of
+// its tenant on this Worker paused it.
+var errTenantPaused = errors.New("bridge: its tenant was paused by a pushback")
+
+// pauseHere records that userID is paused until until, on the items' time line: none of
+// its items starts on this Worker before then, and those waiting for a worker are handed
+// back at once. now, the pushback's instant, also clears the pauses that have ended.
+func (w *Worker) pauseHere(userID string, now, until time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for u, t := range w.paused {
+		if !t.After(now) {
+			delete(w.paused, u)
+		}
+	}
+	if until.After(w.paused[userID]) {
+		w.paused[userID] = until
+	}
+	close(w.pauseSig)
+	w.pauseSig = make(chan struct{})
+}
+
+// pausedHere returns a non-nil error when j's tenant is paused on this Worker at j's time.
+func (w *Worker) pausedHere(j *job) error {
+	w.mu.Lock()
+	until, ok := w.paused[j.tc.UserID()]
+	w.mu.Unlock()
+	if ok && j.span.current().Before(until) {
+		return fmt.Errorf("%w until %v", errTenantPaused, until)
+	}
+	return nil
 }
 
 // start runs j on the worker it holds, frees the worker and queues j's write.
@@ -234,10 +270,15 @@ func (w *Worker) runHeld(j *job) itemRun {
 	if left := claimLeft(c, j.span.current(), j.margin); left <= 0 {
 		return lateRun(j, left, false)
 	}
+	if err := w.pausedHere(j); err != nil {
+		return releasedRun(j, err)
+	}
 	w.starts.start(j)
 	switch err := j.startErr; {
 	case err == nil:
 		return w.runStarted(j)
+	case errors.Is(err, duework.ErrClaimStarted):
+		return itemRun{status: StatusDuplicate, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
 	case errors.Is(err, duework.ErrClaimLost):
 		return itemRun{status: StatusLostClaim, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
 	default:
@@ -284,18 +325,28 @@ func (w *Worker) admit(n int) bool {
 	return true
 }
 
-// acquire takes a worker, or returns why it could not: wait ended, or Stop was called.
-func (w *Worker) acquire(wait context.Context) error {
-	if wait.Err() != nil {
-		return context.Cause(wait)
-	}
-	select {
-	case w.sem <- struct{}{}:
-		return nil
-	case <-wait.Done():
-		return context.Cause(wait)
-	case <-w.stopping:
-		return ErrWorkerStopped
+// acquire takes a worker for j, or returns why it could not: wait ended, Stop was
+// called, or a Pushback paused j's tenant.
+func (w *Worker) acquire(wait context.Context, j *job) error {
+	for {
+		if wait.Err() != nil {
+			return context.Cause(wait)
+		}
+		if err := w.pausedHere(j); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		sig := w.pauseSig
+		w.mu.Unlock()
+		select {
+		case w.sem <- struct{}{}:
+			return nil
+		case <-wait.Done():
+			return context.Cause(wait)
+		case <-w.stopping:
+			return ErrWorkerStopped
+		case <-sig: // a tenant was paused: perhaps j's
+		}
 	}
 }
 
@@ -321,6 +372,7 @@ func (w *Worker) queue(j *job, ir itemRun) {
 
 // settle hands j's final outcome to its owner.
 func (w *Worker) settle(j *job) {
+	w.noteStreak(j)
 	j.owner.settled(j)
 	w.mu.Lock()
 	w.active--
@@ -361,6 +413,25 @@ func (w *Worker) Stop(ctx context.Context) error {
 		err := fmt.Errorf("bridge: Worker.Stop: items cancelled and writes cut short (%w): %w", context.Cause(ctx), ErrShutdownTimeout)
 		w.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rota: worker stopped", slog.Any("error", err))
 		return err
+	}
+}
+
+// noteStreak logs a source whose failures j's written outcome brought to
+// AlarmAfterErrors, once per run of failures, and a source that succeeded after one.
+func (w *Worker) noteStreak(j *job) {
+	n := w.cfg.AlarmAfterErrors
+	if n < 0 || !j.ir.written {
+		return
+	}
+	e := j.item.Claim.Entry
+	ctx := context.WithoutCancel(j.write)
+	switch st := j.ir.status; {
+	case st == StatusError && j.ir.next.ErrorStreak == n && e.ErrorStreak < n:
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: source failing", slog.String("user_id", e.UserID),
+			slog.String("work_key", e.WorkKey), slog.Int("error_streak", n), slog.Time("next_due", j.ir.next.DueAt), slog.Any("error", j.ir.err))
+	case (st == StatusHit || st == StatusMiss) && e.ErrorStreak >= n:
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: source recovered", slog.String("user_id", e.UserID),
+			slog.String("work_key", e.WorkKey), slog.Int("error_streak", e.ErrorStreak))
 	}
 }
 

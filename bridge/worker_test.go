@@ -147,11 +147,11 @@ func (g *gatedIndex) gate(n int) {
 	}
 }
 
-func (g *gatedIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	if g.method == "CheckClaims" {
+func (g *gatedIndex) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	if g.method == "StartClaims" {
 		g.gate(len(claims))
 	}
-	return g.countingIndex.CheckClaims(ctx, claims)
+	return g.countingIndex.StartClaims(ctx, claims)
 }
 
 // TestWorkerChecksItemsThatArriveTogetherInOneCall: while one claim start is in flight,
@@ -159,7 +159,7 @@ func (g *gatedIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) 
 // entries are read in one GetMany.
 func TestWorkerChecksItemsThatArriveTogetherInOneCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		idx := &gatedIndex{countingIndex: newCountingIndex(), method: "CheckClaims", release: make(chan struct{})}
+		idx := &gatedIndex{countingIndex: newCountingIndex(), method: "StartClaims", release: make(chan struct{})}
 		pipe := newStub()
 		w := newWorld(t, worldConfig{idx: idx, pipe: pipe})
 		for i := range 20 {
@@ -183,7 +183,7 @@ func TestWorkerChecksItemsThatArriveTogetherInOneCall(t *testing.T) {
 			}
 		}
 		if got := fmt.Sprint(idx.sizes); got != "[1 19]" {
-			t.Errorf("CheckClaims of %s, want [1 19]", got)
+			t.Errorf("StartClaims of %s, want [1 19]", got)
 		}
 		if gets, batches := wl.reads(); gets != 0 || fmt.Sprint(batches) != "[1 19]" {
 			t.Errorf("%d Gets and GetManys of %v, want GetManys of [1 19]", gets, batches)
