@@ -132,7 +132,7 @@ func wire(ctx context.Context) (*deployment, error) {
 		}
 		var entries []tenancy.WatchlistEntry
 		for _, s := range t.sources {
-			entries = append(entries, tenancy.WatchlistEntry{UserID: t.user, Slug: s, Tier: cadence.NameHot})
+			entries = append(entries, tenancy.WatchlistEntry{UserID: t.user, Slug: s, Tier: "hot"})
 		}
 		// Watched one base interval before the start: every source comes due by then.
 		if _, err := b.Watch(ctx, tc, entries, start.Add(-cadence.TierHot.Base)); err != nil {
