@@ -450,8 +450,7 @@ var (
 
 const (
 	_ time.Duration = dispatch.DefaultMaxClockSkew
-	_ time.Duration = dispatch.DefaultHoldFor    // code's choice: the other defaults are named too
-	_ time.Duration = dispatch.DefaultRetryAfter // (the same)
+	_ time.Duration = dispatch.DefaultHoldFor // code's choice: the other defaults are named too
 )
 
 // Code's choice: a Config that breaks a rule is refused with ErrInvalidConfig.
@@ -944,7 +943,7 @@ var (
 // Actions without a Dispatcher (checked at run time below). `*Inspector` is an
 // `http.Handler` the host mounts behind its own authentication, and also a
 // `dispatch.Observer`, a `bridge.Observer` and a `maintenance.Observer`. Code's choice:
-// New's errors wrap ErrInvalidConfig, and History's default is DefaultHistory.
+// New's errors wrap ErrInvalidConfig, and History's default keeps 60 reports.
 var (
 	_ func(inspect.Config) (*inspect.Inspector, error) = inspect.New
 	_                                                  = inspect.Config{
@@ -961,8 +960,6 @@ var (
 	_ maintenance.Observer = (*inspect.Inspector)(nil)
 	_ error                = inspect.ErrInvalidConfig
 )
-
-const _ int = inspect.DefaultHistory
 
 // ---------------------------------------------------------------------------------------
 // Value-level promises
@@ -1254,9 +1251,6 @@ func TestContractLimits(t *testing.T) {
 func TestContractDefaults(t *testing.T) {
 	if bridge.DefaultClaimMargin != 5*time.Second {
 		t.Errorf("DefaultClaimMargin = %v, want 5s", bridge.DefaultClaimMargin)
-	}
-	if inspect.DefaultHistory != 60 {
-		t.Errorf("inspect.DefaultHistory = %d, want 60", inspect.DefaultHistory)
 	}
 	laneFor := func(context.Context, string) (dispatch.Lane, error) { return "free", nil }
 	lanes := func(burst int) []dispatch.LaneCapacity {

@@ -28,7 +28,7 @@
 //     and one key per tenant per cycle (each cycle serves every tenant once, so nothing
 //     read is left over); a round dispatches at its now until a cycle hands out nothing,
 //     and completes the items as the bridge's Runner does: one Index.CompleteMany per
-//     bridge.DefaultFlushItems (100) completions and one for the rest of each cycle. That
+//     100 (100) completions and one for the rest of each cycle. That
 //     is the whole fair cycle — Ready, Select, Claim, CompleteMany — not just a
 //     priority queue.
 //   - workqueue: k8s.io/client-go/util/workqueue's typed delaying queue

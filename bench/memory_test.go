@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/tenancy"
@@ -62,7 +61,7 @@ type drainer interface {
 // rotaHarness runs the work on duework.Memory and a dispatch.Dispatcher: one lane whose
 // cycles take up to rotaBatch keys, at most rotaPerUser per user; a round dispatches at the
 // round's now until a cycle hands out nothing, and completes the items as the bridge's
-// Runner does: one Index.CompleteMany per bridge.DefaultFlushItems completions, and one
+// Runner does: one Index.CompleteMany per 100 completions, and one
 // for the rest at the end of each cycle.
 type rotaHarness struct {
 	w    drainWork
@@ -80,7 +79,7 @@ const (
 
 func newRotaHarness(w drainWork) (*rotaHarness, error) {
 	h := &rotaHarness{w: w, idx: duework.NewMemory(), now: t0, tcs: make([]tenancy.Context, w.users),
-		done: make([]duework.Done, 0, bridge.DefaultFlushItems)}
+		done: make([]duework.Done, 0, 100)}
 	for u := range h.tcs {
 		tc, err := tenancy.NewContext(fmt.Sprintf("user%05d", u))
 		if err != nil {

@@ -41,7 +41,7 @@ func rotaPool(tb testing.TB) *pgxpool.Pool {
 
 // completeAll completes every item with its next due time next(item) as the bridge's
 // Runner writes completions: pgConns workers take the items, each adding its completion
-// to a shared batch; once bridge.DefaultFlushItems wait, one Index.CompleteMany writes
+// to a shared batch; once 100 wait, one Index.CompleteMany writes
 // them while the workers go on adding, and what came meanwhile goes in the next call, one
 // call in flight at a time; the rest is written when the items run out.
 func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, tcs map[string]tenancy.Context, next func(duework.Entry) duework.Entry) error {
@@ -57,7 +57,7 @@ func completeAll(ctx context.Context, idx duework.Index, items []dispatch.Item, 
 	// must be held. The write goes on with what comes meanwhile while that is due.
 	var startWrite func()
 	startWrite = func() {
-		if writing || len(batch) == 0 || (len(batch) < bridge.DefaultFlushItems && !ended) {
+		if writing || len(batch) == 0 || (len(batch) < 100 && !ended) {
 			return
 		}
 		writing = true

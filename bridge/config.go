@@ -28,12 +28,12 @@ const (
 	// nothing is due, and more than a hundred a second buy no promptness that
 	// Runner.Wake and draining do not.
 	minCycleInterval = 10 * time.Millisecond
-	// DefaultWorkers is how many pipelines run at once. Pipelines usually wait on the
+	// defaultWorkers is how many pipelines run at once. Pipelines usually wait on the
 	// network, so this is not tied to the number of CPUs.
-	DefaultWorkers = 8
-	// DefaultFlushItems is how many completions the Runner gathers before it writes them
+	defaultWorkers = 8
+	// defaultFlushItems is how many completions the Runner gathers before it writes them
 	// in one Index.CompleteMany.
-	DefaultFlushItems = 100
+	defaultFlushItems = 100
 	// defaultFlushInterval is the longest a completion waits for its batch to be written,
 	// unless a write of its cycle is in flight then: it goes in the next.
 	defaultFlushInterval = 100 * time.Millisecond
@@ -63,12 +63,12 @@ type RunnerConfig struct {
 	// means 10 ms; it must lie in [10 ms, Interval].
 	MinInterval time.Duration
 	// Workers bounds how many items run at once, across all cycles of the Runner; zero
-	// means DefaultWorkers.
+	// means 8.
 	Workers int
 	// FlushItems and FlushInterval batch completions: a cycle writes them in one
 	// Index.CompleteMany once FlushItems are waiting, FlushInterval after the first one
 	// waits, and when its last item ends — or, while its previous call is in flight, all
-	// together right after it. Zero means DefaultFlushItems and 100 ms.
+	// together right after it. Zero means 100 items and 100 ms.
 	FlushItems    int
 	FlushInterval time.Duration
 	// ClaimMargin is the margin of the claim rule for the Runner's items (see
@@ -100,8 +100,8 @@ type RunnerConfig struct {
 func (c RunnerConfig) withDefaults() RunnerConfig {
 	orDefault(&c.Interval, defaultInterval)
 	orDefault(&c.MinInterval, defaultMinInterval)
-	orDefault(&c.Workers, DefaultWorkers)
-	orDefault(&c.FlushItems, DefaultFlushItems)
+	orDefault(&c.Workers, defaultWorkers)
+	orDefault(&c.FlushItems, defaultFlushItems)
 	orDefault(&c.FlushInterval, defaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
@@ -177,12 +177,12 @@ func (c RunnerConfig) worker(dc dispatch.Config) (WorkerConfig, error) {
 
 // WorkerConfig holds a Worker's knobs; the zero value means the Runner's defaults.
 type WorkerConfig struct {
-	// Workers bounds how many items run at once; zero means DefaultWorkers.
+	// Workers bounds how many items run at once; zero means 8.
 	Workers int
 	// FlushItems and FlushInterval batch completions as RunnerConfig's do: the Worker
 	// writes them in one Index.CompleteMany once FlushItems are waiting, FlushInterval
 	// after the first one waits, and whenever no item is left running. Zero means
-	// DefaultFlushItems and 100 ms.
+	// 100 items and 100 ms.
 	FlushItems    int
 	FlushInterval time.Duration
 	// ClaimMargin is the margin of the claim rule, the one setting for it: an item may
@@ -210,8 +210,8 @@ type WorkerConfig struct {
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
-	orDefault(&c.Workers, DefaultWorkers)
-	orDefault(&c.FlushItems, DefaultFlushItems)
+	orDefault(&c.Workers, defaultWorkers)
+	orDefault(&c.FlushItems, defaultFlushItems)
 	orDefault(&c.FlushInterval, defaultFlushInterval)
 	orDefault(&c.ClaimMargin, DefaultClaimMargin)
 	orDefault(&c.MaxClockSkew, dispatch.DefaultMaxClockSkew)

@@ -275,14 +275,14 @@ func TestRunnerDefaultWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		probe := &concurrencyProbe{hold: time.Second}
 		w := newWorld(t, worldConfig{pipe: probe})
-		for i := range 3 * bridge.DefaultWorkers {
+		for i := range 3 * 8 {
 			w.add(t, "u", tenancy.PlanFree, fmt.Sprintf("s%d", i), "hot", t0)
 		}
 		if _, err := w.runner(t, bridge.RunnerConfig{}).Cycle(context.Background(), t0); err != nil {
 			t.Fatal(err)
 		}
-		if peak := probe.peak.Load(); peak != bridge.DefaultWorkers {
-			t.Fatalf("peak = %d, want DefaultWorkers = %d", peak, bridge.DefaultWorkers)
+		if peak := probe.peak.Load(); peak != 8 {
+			t.Fatalf("peak = %d, want defaultWorkers = %d", peak, 8)
 		}
 	})
 }

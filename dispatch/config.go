@@ -53,8 +53,8 @@ type LimitsFor func(ctx context.Context, userID string) (duework.Limits, error)
 const (
 	// DefaultHoldFor is the HoldFor of a zero Config.HoldFor.
 	DefaultHoldFor = 10 * time.Second
-	// DefaultRetryAfter is the RetryAfter of a zero Config.RetryAfter.
-	DefaultRetryAfter = time.Minute
+	// defaultRetryAfter is the RetryAfter of a zero Config.RetryAfter.
+	defaultRetryAfter = time.Minute
 	// DefaultMaxClockSkew is the MaxClockSkew of a zero Config.MaxClockSkew.
 	DefaultMaxClockSkew = time.Second
 )
@@ -97,7 +97,7 @@ type Config struct {
 	// DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
 	// RetryAfter is how long a user whose lane could not be resolved waits before it is
-	// tried again; it must be longer than HoldFor. Zero means DefaultRetryAfter.
+	// tried again; it must be longer than HoldFor. Zero means one minute.
 	RetryAfter time.Duration
 	// RouteLimit is the most users one cycle routes: new users, and users of lanes that
 	// Lanes no longer names. When both kinds wait, new users get at most half, rounded up,
@@ -118,7 +118,7 @@ func (c Config) withDefaults() Config {
 		c.HoldFor = DefaultHoldFor
 	}
 	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
+		c.RetryAfter = defaultRetryAfter
 	}
 	if c.MaxClockSkew == 0 {
 		c.MaxClockSkew = DefaultMaxClockSkew

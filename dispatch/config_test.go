@@ -128,9 +128,9 @@ func TestNewAppliesDefaultsAndCopiesLanes(t *testing.T) {
 	if d.lanes[0].Lane != "pro" {
 		t.Errorf("dispatcher lanes %+v changed with the Config's", d.lanes)
 	}
-	if d.holdFor != DefaultHoldFor || d.retryAfter != DefaultRetryAfter || d.routeLimit != cfg.GlobalBatchLimit {
+	if d.holdFor != DefaultHoldFor || d.retryAfter != defaultRetryAfter || d.routeLimit != cfg.GlobalBatchLimit {
 		t.Errorf("zero HoldFor, RetryAfter, RouteLimit became %v, %v, %d; want %v, %v, %d",
-			d.holdFor, d.retryAfter, d.routeLimit, DefaultHoldFor, DefaultRetryAfter, cfg.GlobalBatchLimit)
+			d.holdFor, d.retryAfter, d.routeLimit, DefaultHoldFor, defaultRetryAfter, cfg.GlobalBatchLimit)
 	}
 	if got := d.Config().MaxClockSkew; got != DefaultMaxClockSkew {
 		t.Errorf("zero MaxClockSkew became %v, want %v", got, DefaultMaxClockSkew)
@@ -181,7 +181,7 @@ func FuzzNewConfig(f *testing.F) {
 			hold = DefaultHoldFor
 		}
 		if retry == 0 {
-			retry = DefaultRetryAfter
+			retry = defaultRetryAfter
 		}
 		if maxSkew == 0 {
 			maxSkew = DefaultMaxClockSkew

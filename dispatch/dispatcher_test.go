@@ -511,7 +511,7 @@ func TestDispatchSplitsRouteLimitBetweenNewAndStaleUsers(t *testing.T) {
 				if cl.op == "Ready" && cl.query.Group != "free" {
 					asked[cl.query.Group] = cl.query.Users
 					read += len(cl.users)
-					if cl.query.PerUser != 1 || cl.query.Hold != DefaultRetryAfter {
+					if cl.query.PerUser != 1 || cl.query.Hold != defaultRetryAfter {
 						t.Errorf("routing read %+v, want PerUser 1 and Hold RetryAfter", cl.query)
 					}
 				}

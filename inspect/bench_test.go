@@ -75,8 +75,8 @@ func newBenchFixture(b *testing.B, n int) *benchFixture {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for c := range inspect.DefaultHistory {
-		at := now.Add(time.Duration(c-inspect.DefaultHistory) * time.Second)
+	for c := range 60 {
+		at := now.Add(time.Duration(c-60) * time.Second)
 		var lrs []dispatch.LaneReport
 		for _, lc := range lanes {
 			lrs = append(lrs, dispatch.LaneReport{Lane: lc.Lane, Users: 500, Dispatched: 500, Shed: 20, WaitingSince: at.Add(-time.Minute), OldestDue: at.Add(-time.Hour)})

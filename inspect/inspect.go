@@ -16,9 +16,9 @@ import (
 	"github.com/rotaworks/rota/maintenance"
 )
 
-// DefaultHistory is the number of cycle reports and poll reports an Inspector keeps when
+// defaultHistory is the number of cycle reports and poll reports an Inspector keeps when
 // Config.History is zero.
-const DefaultHistory = 60
+const defaultHistory = 60
 
 // The bounds of Config and of the pages' query parameters.
 const (
@@ -56,7 +56,7 @@ type Config struct {
 	// called.
 	Logger *slog.Logger
 	// History is how many cycle reports, and how many poll reports, the Inspector keeps
-	// (DefaultHistory when zero), at most 10,000.
+	// (60 when zero), at most 10,000.
 	History int
 	// Actions turns on the two POST actions and the pages' forms for them. Off, the
 	// default, the Inspector is read-only and every action is refused with 403.
@@ -72,7 +72,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.History == 0 {
-		c.History = DefaultHistory
+		c.History = defaultHistory
 	}
 	return c
 }
@@ -102,7 +102,7 @@ func (c Config) validate() error {
 		bad("Dispatcher", "not be nil when Actions is set", "nil")
 	}
 	if c.History < 0 || c.History > maxHistory {
-		bad("History", fmt.Sprintf("be in [0, %d] (0: DefaultHistory)", maxHistory), c.History)
+		bad("History", fmt.Sprintf("be in [0, %d] (0: defaultHistory)", maxHistory), c.History)
 	}
 	return errors.Join(errs...)
 }

@@ -54,8 +54,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Errorf("New with History -1 = %v, want ErrInvalidConfig", err)
 	}
 	i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes})
-	if err != nil || len(i.cycles.buf) != DefaultHistory || i.actions || i.log == nil || i.clock == nil {
-		t.Errorf("New with defaults = %+v, %v; want History %d, read-only, a logger and a clock", i, err, DefaultHistory)
+	if err != nil || len(i.cycles.buf) != defaultHistory || i.actions || i.log == nil || i.clock == nil {
+		t.Errorf("New with defaults = %+v, %v; want History %d, read-only, a logger and a clock", i, err, defaultHistory)
 	}
 }
 

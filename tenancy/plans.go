@@ -24,13 +24,7 @@ const PlanFree PlanID = "free"
 // that can be written, for a PlanID that is not Valid.
 var ErrInvalidPlan = errors.New("tenancy: invalid plan")
 
-// Valid reports whether p is a valid plan name: one that [ValidateID] accepts. It costs one
-// pass over p.
-func (p PlanID) Valid() bool {
-	return vocab.ValidName(string(p))
-}
-
-// Check returns nil for a Valid plan, and otherwise an error wrapping [ErrInvalidPlan] that
+// Check returns nil for a valid plan name, one that [ValidateID] accepts, and otherwise an error wrapping [ErrInvalidPlan] that
 // says what is wrong with it, as ValidateID's does for an ID. Implementations of SetPlan
 // call it before they write, so that every one refuses exactly what the in-memory one
 // refuses, in the same words.

@@ -75,7 +75,7 @@ func main() {
 	flag.StringVar(&cfg.holder, "holder", defaultHolder(), "this replica's name on the maintenance lease; replicas sharing -db need distinct ones")
 	flag.IntVar(&cfg.tenants, "tenants", 20, "demo tenants to add at start-up, three sources each")
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between two dispatch cycles")
-	flag.IntVar(&cfg.workers, "workers", bridge.DefaultWorkers, "items run at once")
+	flag.IntVar(&cfg.workers, "workers", 8, "items run at once")
 	flag.StringVar(&cfg.httpAddr, "http", "", "serve the inspector's pages on this address, such as localhost:8080; empty serves none")
 	flag.BoolVar(&cfg.actions, "actions", false, "let the inspector's pages make an entry due now and re-route a tenant (with -http)")
 	runFor := flag.Duration("for", 0, "stop after this long; 0 runs until SIGINT or SIGTERM")

@@ -59,7 +59,7 @@ func main() {
 	flag.StringVar(&cfg.stream, "stream", rotanats.DefaultStream, "JetStream stream name")
 	flag.StringVar(&cfg.subject, "subject", rotanats.DefaultSubject, "the lane subjects' prefix")
 	flag.IntVar(&cfg.tenants, "tenants", 20, "demo tenants the dispatcher adds at start-up, three sources each")
-	flag.IntVar(&cfg.slots, "slots", bridge.DefaultWorkers, "items a worker runs at once")
+	flag.IntVar(&cfg.slots, "slots", 8, "items a worker runs at once")
 	flag.DurationVar(&cfg.claimFor, "claim", time.Minute, "how long a dispatched item stays claimed")
 	flag.Parse()
 

@@ -433,7 +433,7 @@ func (f *fake) SetPlans(ctx context.Context, plans map[string]tenancy.PlanID) er
 	users := slices.Sorted(maps.Keys(plans))
 	for _, u := range users {
 		err := tenancy.ValidateID("user ID", u)
-		if err == nil && !plans[u].Valid() {
+		if err == nil && plans[u].Check() != nil {
 			err = fmt.Errorf("%w: tenant %q: %q", tenancy.ErrInvalidPlan, u, plans[u])
 		}
 		if err != nil {
@@ -463,7 +463,7 @@ func (f *fake) SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID
 	if err := f.check(ctx, tc); err != nil {
 		return err
 	}
-	if !p.Valid() && f.bug != "anyPlan" {
+	if p.Check() != nil && f.bug != "anyPlan" {
 		return fmt.Errorf("%w: %q", tenancy.ErrInvalidPlan, p)
 	}
 	switch f.bug {

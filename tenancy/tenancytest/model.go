@@ -211,7 +211,7 @@ func entModel(s *suite[*entSubject]) {
 				u, p := genUser.Draw(t, "user"), genPlan.Draw(t, "plan")
 				err := x.SetPlan(bg, tenant(t, u), p)
 				switch {
-				case !p.Valid():
+				case p.Check() != nil:
 					if !errors.Is(err, tenancy.ErrInvalidPlan) {
 						modelFail(t, s.rule, "SetPlan(%s, %q) = %v, want ErrInvalidPlan", u, p, err)
 					}
