@@ -80,9 +80,9 @@ func RunHandler(r *bridge.Runner) func(context.Context, events.EventBridgeEvent)
 // (see Reserve), or its claim's margin, whichever comes first; an item still waiting for a
 // slot then is handed back unstarted. A message that does not decode, an item whose claim
 // has ended, a late one, a forged one and a copy of an item another copy started (the
-// index's claim start decides, not the receive count) are done with: logged through
-// slog.Default, not run, and not named in the response, since delivering them again would
-// run nothing. A message named in the response comes back after the queue's visibility
+// index's claim start decides, not the receive count) are done with: logged (the first two
+// through slog.Default, the others by w), not run, and not named in the response, since
+// delivering them again would run nothing. A message named in the response comes back after the queue's visibility
 // timeout; its claim, if still current, runs it then unless a copy started.
 func WorkerHandler(w *bridge.Worker) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	if w == nil {
@@ -121,21 +121,13 @@ func handle(ctx context.Context, w *bridge.Worker, logger *slog.Logger, m events
 	now := time.Now()
 	if !now.Before(item.Claim.Until) {
 		logger.LogAttrs(lctx, slog.LevelInfo, "rota: message dropped", append(msg, slog.String("reason", "claim ended"),
-			slog.String("user", item.Claim.Entry.UserID), slog.String("entry", item.Claim.Entry.WorkKey), slog.Time("claim_until", item.Claim.Until))...)
+			slog.String("user_id", item.Claim.Entry.UserID), slog.String("work_key", item.Claim.Entry.WorkKey), slog.Time("claim_until", item.Claim.Until))...)
 		return false
 	}
-	rep := w.Do(ctx, item, now)
+	rep := w.Do(ctx, item, now) // it logs the items it does not run
 	switch rep.Status {
 	case bridge.StatusHit, bridge.StatusMiss, bridge.StatusError, bridge.StatusRemoved, bridge.StatusReleased:
 		return !rep.Written
-	case bridge.StatusLostClaim:
-		if rep.Result == nil {
-			logger.LogAttrs(lctx, slog.LevelWarn, "rota: message dropped", append(msg, slog.String("reason", "claim not current"),
-				slog.String("user", item.Claim.Entry.UserID), slog.String("entry", item.Claim.Entry.WorkKey), slog.Any("error", rep.Err))...)
-		}
-	default:
-		logger.LogAttrs(lctx, slog.LevelInfo, "rota: message dropped", append(msg, slog.String("reason", rep.Status.String()),
-			slog.String("user", item.Claim.Entry.UserID), slog.String("entry", item.Claim.Entry.WorkKey), slog.Any("error", rep.Err))...)
 	}
-	return false
+	return false // late, lost, or a copy another copy started: delivering it again runs nothing
 }

@@ -22,7 +22,12 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-const margin = time.Second
+// margin is the Workers' claim margin, and skew the clock skew the Dispatcher and the
+// Workers allow.
+const (
+	margin = time.Second
+	skew   = 100 * time.Millisecond
+)
 
 // world is an in-memory deployment: an index and a watchlist shared by the functions, a
 // pipeline that records its runs, and a Dispatcher with one lane.
@@ -91,7 +96,7 @@ func newWorld(t *testing.T, idx duework.Index) *world {
 	}
 	w := &world{t: t, idx: idx, mem: mem, wl: tenancy.NewMemoryWatchlist(), runs: &runs{active: map[string]bool{}, fail: map[string]bool{}}}
 	lanes := []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 10, PerCycleLimit: 100}}
-	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 100, ClaimFor: time.Minute, MaxClockSkew: 100 * time.Millisecond,
+	d, err := dispatch.New(idx, dispatch.Config{Lanes: lanes, GlobalBatchLimit: 100, ClaimFor: time.Minute, MaxClockSkew: skew,
 		LaneFor: func(context.Context, string) (dispatch.Lane, error) { return "free", nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -151,8 +156,8 @@ func (w *world) state(user, key string) (time.Time, duework.Entry) {
 func (w *world) worker(workers int) *bridge.Worker {
 	w.t.Helper()
 	tiers := cadence.NewRegistry()
-	bw, err := bridge.NewWorker(&bridge.Bridge{Index: w.idx, Watchlist: w.wl, Pipeline: w.runs, Tiers: tiers, ClaimMargin: margin},
-		bridge.WorkerConfig{Workers: workers, ClaimMargin: margin, FlushInterval: 20 * time.Millisecond, Logger: discard})
+	bw, err := bridge.NewWorker(&bridge.Bridge{Index: w.idx, Watchlist: w.wl, Pipeline: w.runs, Tiers: tiers},
+		bridge.WorkerConfig{Workers: workers, ClaimMargin: margin, MaxClockSkew: skew, FlushInterval: 20 * time.Millisecond})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -230,8 +235,8 @@ func TestWorkerHandlerRunsAndDrops(t *testing.T) {
 	}
 	for _, want := range []string{"message_id=garbled queue=arn:aws:sqs:us-east-1:1:rota-free reason=garbled",
 		`message_id=ended queue=arn:aws:sqs:us-east-1:1:rota-free reason="claim ended"`,
-		`message_id=forged queue=arn:aws:sqs:us-east-1:1:rota-free reason="claim not current"`,
-		`message_id=late queue=arn:aws:sqs:us-east-1:1:rota-free reason=late`} {
+		`level=WARN msg="rota: item not run, its claim is not current" user_id=ana work_key=s2`,
+		`level=INFO msg="rota: item not run, its claim was ending" user_id=ana work_key=s3`} {
 		if !strings.Contains(logs(), want) {
 			t.Errorf("no line with %s:\n%s", want, logs())
 		}

@@ -43,7 +43,7 @@ func newBenchBed(b *testing.B) *benchBed {
 	for i := range benchUsers {
 		plan := tenancy.PlanFree
 		if i%4 == 0 {
-			plan = tenancy.PlanPro
+			plan = "pro"
 		}
 		bed.s.watch(fmt.Sprintf("user%02d", i), plan, benchSources)
 	}
@@ -87,7 +87,7 @@ func (bed *benchBed) waitAll(b *testing.B) {
 // dispatchConfig is the benchmark's Dispatcher configuration.
 func (bed *benchBed) dispatchConfig(b *testing.B, claimFor time.Duration) dispatch.Config {
 	laneFor, err := bridge.PlanLanes(bed.s.plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free tier", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+		tenancy.PlanFree: "free tier", "plus": "paid", "pro": "paid",
 	}, benchLanes)
 	if err != nil {
 		b.Fatal(err)
@@ -135,8 +135,8 @@ func BenchmarkWorkersThroughSQS(b *testing.B) {
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	bws := make([]*bridge.Worker, benchProcs)
 	for i := range benchProcs {
-		br := &bridge.Bridge{Index: bed.s.idx, Watchlist: bed.s.wl, Pipeline: bed.pipe, Tiers: bed.s.tiers, ClaimMargin: time.Second}
-		bws[i], err = bridge.NewWorker(br, bridge.WorkerConfig{Workers: benchSlots, ClaimMargin: time.Second, Logger: quiet})
+		br := &bridge.Bridge{Index: bed.s.idx, Watchlist: bed.s.wl, Pipeline: bed.pipe, Tiers: bed.s.tiers}
+		bws[i], err = bridge.NewWorker(br, bridge.WorkerConfig{Workers: benchSlots, ClaimMargin: 2 * time.Second, Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
 		}

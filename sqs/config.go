@@ -155,8 +155,8 @@ func settle(dc dispatch.Config, cfg Config) (settings, error) {
 		seen[lc.Lane] = i
 		s.lanes = append(s.lanes, lc.Lane)
 	}
-	if dc.ClaimFor < dispatch.MinClaimFor {
-		bad("ClaimFor", fmt.Sprintf("be at least %v", dispatch.MinClaimFor), dc.ClaimFor)
+	if dc.ClaimFor <= 0 {
+		bad("ClaimFor", "be positive", dc.ClaimFor)
 	}
 	if dc.MaxClockSkew < 0 {
 		bad("MaxClockSkew", "not be negative", dc.MaxClockSkew)

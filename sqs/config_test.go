@@ -143,7 +143,7 @@ func TestConfigRefuses(t *testing.T) {
 			c, dispatch.Config{Lanes: []dispatch.LaneCapacity{{Lane: "pro"}, {Lane: "pro"}}, ClaimFor: time.Minute}, Config{}},
 		{"empty lane", "dispatch.Config.Lanes[0].Lane must be a valid lane name",
 			c, dispatch.Config{Lanes: []dispatch.LaneCapacity{{Lane: ""}}, ClaimFor: time.Minute}, Config{}},
-		{"short claim", "dispatch.Config.ClaimFor must be at least 1s", c, dispatch.Config{Lanes: dc.Lanes, ClaimFor: time.Millisecond}, Config{}},
+		{"no claim", "dispatch.Config.ClaimFor must be positive", c, dispatch.Config{Lanes: dc.Lanes}, Config{}},
 		{"negative skew", "dispatch.Config.MaxClockSkew", c, dispatch.Config{Lanes: dc.Lanes, ClaimFor: time.Minute, MaxClockSkew: -1}, Config{}},
 		{"bad prefix", "Config.Prefix", c, dc, Config{Prefix: "rota."}},
 		{"long prefix", "Config.Prefix", c, dc, Config{Prefix: strings.Repeat("p", MaxPrefix+1)}},

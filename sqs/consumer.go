@@ -82,10 +82,10 @@ type source struct {
 // For each message Run decodes the item and calls Worker.Do, with the time of its arrival
 // as the item's start, then deletes the message once Do has returned, whatever the outcome:
 // what Do did not write stays claimed in the index until its claim ends, so nothing is
-// lost. A message that does not decode, and one whose claim has ended, is deleted unrun;
-// a forged item, or one whose claim is no longer current, is not run by Do and is deleted.
-// Each such drop is logged, at most one line a few seconds per queue and kind, with the
-// count of those not logged.
+// lost. A message that does not decode, and one whose claim has ended, is deleted unrun,
+// and logged: at most one line a few seconds per queue and kind, with the count of those
+// not logged. A forged item, or one whose claim is no longer current, is not run by Do,
+// which logs it, and is deleted.
 //
 // When ctx ends, Run stops receiving (a receive under way finishes, within WaitTime),
 // makes the messages it received but did not hand to Do visible again at once, and
@@ -283,18 +283,14 @@ func (c *Consumer) handle(ctx context.Context, src source, m message) {
 		return
 	case !m.received.Before(m.item.Claim.Until):
 		c.logs.log(ctx, slog.LevelInfo, src.name+" ended", "rota: message dropped", q, slog.String("reason", "claim ended"),
-			slog.String("user", m.item.Claim.Entry.UserID), slog.String("entry", m.item.Claim.Entry.WorkKey),
+			slog.String("user_id", m.item.Claim.Entry.UserID), slog.String("work_key", m.item.Claim.Entry.WorkKey),
 			slog.Time("claim_until", m.item.Claim.Until), slog.Int("receives", m.receives))
 		return
 	case m.receives > 1:
 		c.logs.log(ctx, slog.LevelInfo, src.name+" again", "rota: message redelivered", q, slog.Int("receives", m.receives),
 			slog.Time("claim_until", m.item.Claim.Until))
 	}
-	rep := c.w.Do(ctx, m.item, c.s.Clock.Now())
-	if rep.Status == bridge.StatusLostClaim && rep.Result == nil {
-		c.logs.log(ctx, slog.LevelWarn, src.name+" lost", "rota: message dropped", q, slog.String("reason", "claim not current"),
-			slog.String("user", m.item.Claim.Entry.UserID), slog.String("entry", m.item.Claim.Entry.WorkKey), slog.Any("error", rep.Err))
-	}
+	c.w.Do(ctx, m.item, c.s.Clock.Now()) // it logs the items it does not run
 }
 
 // scan lists the queues under Prefix now and every ScanEvery until ctx ends, and starts

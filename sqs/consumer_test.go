@@ -32,7 +32,7 @@ func waitEmpty(t *testing.T, name string) {
 // and garbage. It logs nothing at Error.
 func TestConsumerRunsAndDrops(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", tenancy.PlanPro, 4)
+	s.watch("ana", "pro", 4)
 	dc := s.dispatchConfig(time.Minute)
 	cfg := fresh(t, rotasqs.Config{WaitTime: time.Second})
 	sink := newSink(t, dc, cfg)
@@ -62,8 +62,8 @@ func TestConsumerRunsAndDrops(t *testing.T) {
 	}
 	logs := w.logs.String()
 	for _, want := range []string{
-		`level=INFO msg="rota: message dropped" queue=` + cfg.QueueName("paid") + ` reason="claim ended" user=ana entry=s001`,
-		`level=WARN msg="rota: message dropped" queue=` + cfg.QueueName("paid") + ` reason="claim not current" user=ana entry=s002`,
+		`level=INFO msg="rota: message dropped" queue=` + cfg.QueueName("paid") + ` reason="claim ended" user_id=ana work_key=s001`,
+		`level=WARN msg="rota: item not run, its claim is not current" user_id=ana work_key=s002`,
 	} {
 		if strings.Count(logs, want) != 1 {
 			t.Errorf("want one line %s:\n%s", want, logs)
@@ -83,7 +83,7 @@ func TestConsumerRunsAndDrops(t *testing.T) {
 // read as a lane's.
 func TestConsumerDrainsStrayQueues(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", tenancy.PlanPro, 1)
+	s.watch("ana", "pro", 1)
 	dc := s.dispatchConfig(time.Minute)
 	cfg := fresh(t, rotasqs.Config{WaitTime: time.Second, ScanEvery: 100 * time.Millisecond})
 	gone := cfg
@@ -153,7 +153,7 @@ func (r *visibilityRecorder) ChangeMessageVisibilityBatch(ctx context.Context, i
 // creates has that visibility timeout for receivers that set none.
 func TestConsumerSetsVisibilityFromTheClaim(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", tenancy.PlanPro, 2)
+	s.watch("ana", "pro", 2)
 	dc := s.dispatchConfig(time.Minute) // MaxClockSkew 50 ms: 62 s
 	cfg := fresh(t, rotasqs.Config{WaitTime: time.Second, Logger: quiet})
 	sink := newSink(t, dc, cfg)
@@ -207,12 +207,12 @@ func TestConsumerSetsVisibilityFromTheClaim(t *testing.T) {
 // newBareWorker returns a Worker over s whose pipeline calls run and finds nothing new.
 func newBareWorker(t *testing.T, s *store, run func(ctx context.Context)) *bridge.Worker {
 	t.Helper()
-	b := &bridge.Bridge{Index: s.idx, Watchlist: s.wl, Tiers: s.tiers, ClaimMargin: workerMargin,
+	b := &bridge.Bridge{Index: s.idx, Watchlist: s.wl, Tiers: s.tiers,
 		Pipeline: bridge.PipelineFunc(func(ctx context.Context, _ tenancy.Context, _ tenancy.WatchlistEntry) (bridge.Result, error) {
 			run(ctx)
 			return bridge.Result{}, nil
 		})}
-	w, err := bridge.NewWorker(b, bridge.WorkerConfig{ClaimMargin: workerMargin, FlushInterval: 20 * time.Millisecond, Logger: quiet})
+	w, err := bridge.NewWorker(b, bridge.WorkerConfig{ClaimMargin: workerMargin, MaxClockSkew: testSkew, FlushInterval: 20 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,12 +218,12 @@ func (s *store) watch(user string, plan tenancy.PlanID, n int) {
 func (s *store) dispatchConfig(claimFor time.Duration) dispatch.Config {
 	s.t.Helper()
 	laneFor, err := bridge.PlanLanes(s.plans, map[tenancy.PlanID]dispatch.Lane{
-		tenancy.PlanFree: "free tier", tenancy.PlanPlus: "paid", tenancy.PlanPro: "paid",
+		tenancy.PlanFree: "free tier", "plus": "paid", "pro": "paid",
 	}, testLanes)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return dispatch.Config{Lanes: testLanes, GlobalBatchLimit: 30, LaneFor: laneFor, ClaimFor: claimFor, MaxClockSkew: 50 * time.Millisecond}
+	return dispatch.Config{Lanes: testLanes, GlobalBatchLimit: 30, LaneFor: laneFor, ClaimFor: claimFor, MaxClockSkew: testSkew}
 }
 
 // dispatcher returns a Dispatcher over the store's index with dc.
@@ -410,8 +410,12 @@ func jain(xs []int) float64 {
 	return sum * sum / (float64(len(xs)) * sq)
 }
 
-// workerMargin is the claim margin of the tests' Workers: the claims last seconds.
-const workerMargin = 500 * time.Millisecond
+// workerMargin is the claim margin of the tests' Workers, and testSkew the clock skew
+// the tests' dispatchers and Workers allow: the claims last seconds.
+const (
+	workerMargin = 500 * time.Millisecond
+	testSkew     = 50 * time.Millisecond
+)
 
 // worker is one worker process: an SQS client and an index of its own, both of which it
 // can lose (dead), a bridge.Worker and a Consumer.
@@ -431,10 +435,10 @@ func startWorker(t testing.TB, s *store, dc dispatch.Config, cfg rotasqs.Config,
 	t.Helper()
 	w := &worker{id: id, dead: &atomic.Bool{}, logs: &syncBuffer{}, done: make(chan error, 1)}
 	logger := slog.New(slog.NewTextHandler(w.logs, nil))
-	b := &bridge.Bridge{Index: &mortalIndex{Index: s.idx, dead: w.dead}, Watchlist: s.wl, Pipeline: runs.pipeline(id, hold), Tiers: s.tiers,
-		ClaimMargin: workerMargin}
+	b := &bridge.Bridge{Index: &mortalIndex{Index: s.idx, dead: w.dead}, Watchlist: s.wl, Pipeline: runs.pipeline(id, hold), Tiers: s.tiers}
 	var err error
-	w.bw, err = bridge.NewWorker(b, bridge.WorkerConfig{Workers: 4, ClaimMargin: workerMargin, FlushInterval: 20 * time.Millisecond, Logger: logger})
+	w.bw, err = bridge.NewWorker(b, bridge.WorkerConfig{Workers: 4, ClaimMargin: workerMargin, MaxClockSkew: testSkew,
+		FlushInterval: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,11 +482,27 @@ type mortalIndex struct {
 	dead *atomic.Bool
 }
 
+// claimStarter is the Index's claim check, by either of the names it has had.
+type claimStarter interface {
+	StartClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error)
+}
+
+type claimChecker interface {
+	CheckClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error)
+}
+
+func (m *mortalIndex) StartClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error) {
+	if m.dead.Load() {
+		return nil, errDead
+	}
+	return m.Index.(claimStarter).StartClaims(ctx, cs)
+}
+
 func (m *mortalIndex) CheckClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error) {
 	if m.dead.Load() {
 		return nil, errDead
 	}
-	return m.Index.CheckClaims(ctx, cs)
+	return m.Index.(claimChecker).CheckClaims(ctx, cs)
 }
 
 func (m *mortalIndex) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {

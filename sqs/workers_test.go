@@ -133,7 +133,7 @@ func TestWorkersThroughSQS(t *testing.T) {
 	const paid, free, noisySources = 10, 20, 150
 	s := newStore(t)
 	for i := range paid {
-		s.watch(fmt.Sprintf("paid%02d", i), tenancy.PlanPro, 2)
+		s.watch(fmt.Sprintf("paid%02d", i), "pro", 2)
 	}
 	for i := range free {
 		s.watch(fmt.Sprintf("free%02d", i), tenancy.PlanFree, 2)
@@ -228,7 +228,7 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 	requireSQS(t)
 	s := newStore(t)
 	for i := range 5 {
-		s.watch(fmt.Sprintf("paid%02d", i), tenancy.PlanPro, 2)
+		s.watch(fmt.Sprintf("paid%02d", i), "pro", 2)
 	}
 	for i := range 10 {
 		s.watch(fmt.Sprintf("free%02d", i), tenancy.PlanFree, 2)
@@ -338,7 +338,7 @@ func TestWorkerKilledAndStalled(t *testing.T) {
 // once, and both messages are deleted.
 func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", tenancy.PlanPro, 1)
+	s.watch("ana", "pro", 1)
 	dc := s.dispatchConfig(30 * time.Second)
 	cfg := fresh(t, rotasqs.Config{InHand: 1, WaitTime: time.Second})
 	sink := newSink(t, dc, cfg)
