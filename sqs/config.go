@@ -92,9 +92,9 @@ type Config struct {
 	// Clock is where a Consumer reads the time an item starts and a message's claim is
 	// judged; nil means the real clock.
 	Clock Clock
-	// Logger receives one line per failed call and, at most one a few seconds per queue
-	// and kind, the messages dropped unrun; nil means slog.Default() at the time NewSink
-	// or NewConsumer is called.
+	// Logger receives a Consumer's lines about failed calls and messages dropped unrun,
+	// at most one every ten seconds per queue and kind, and a Sink's about items it could
+	// not send; nil means slog.Default() at the time NewSink or NewConsumer is called.
 	Logger *slog.Logger
 }
 

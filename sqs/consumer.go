@@ -16,7 +16,12 @@ import (
 
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/internal/lograte"
 )
+
+// logEvery is the least time between two lines of one kind about one queue: a flood of
+// bad messages costs a line every few seconds.
+const logEvery = 10 * time.Second
 
 // callTimeout bounds each SQS call a Consumer makes besides its receives, which take up to
 // WaitTime more.
@@ -31,7 +36,7 @@ type Consumer struct {
 	w      *bridge.Worker
 	s      settings
 	queues *queues
-	logs   *limiter
+	logs   *lograte.Limiter
 
 	mu     sync.Mutex
 	strays map[string]bool // the queues under Prefix that are no lane's, by name, being drained
@@ -56,7 +61,7 @@ func NewConsumer(client Client, w *bridge.Worker, dc dispatch.Config, cfg Config
 	}
 	c := &Consumer{client: client, w: w, s: s, strays: map[string]bool{}, warned: map[string]bool{}}
 	c.queues = newQueues(client, &c.s)
-	c.logs = newLimiter(c.s.Logger, c.s.Clock)
+	c.logs = lograte.New(c.s.Logger, logEvery, c.s.Clock.Now)
 	return c, nil
 }
 
@@ -83,8 +88,8 @@ type source struct {
 // as the item's start, then deletes the message once Do has returned, whatever the outcome:
 // what Do did not write stays claimed in the index until its claim ends, so nothing is
 // lost. A message that does not decode, and one whose claim has ended, is deleted unrun,
-// and logged: at most one line a few seconds per queue and kind, with the count of those
-// not logged. A forged item, or one whose claim is no longer current, is not run by Do,
+// and logged: at most one line every ten seconds per queue and kind, with the count of
+// those held back. A forged item, or one whose claim is no longer current, is not run by Do,
 // which logs it, and is deleted.
 //
 // When ctx ends, Run stops receiving (a receive under way finishes, within WaitTime),
@@ -104,7 +109,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { c.scan(ctx, &wg) })
 	wg.Wait()
-	c.logs.flush(context.WithoutCancel(ctx))
 	return nil
 }
 
@@ -132,7 +136,7 @@ func (c *Consumer) consume(ctx context.Context, src source) {
 			if src.stray && gone(err) {
 				return
 			}
-			c.logs.log(run, slog.LevelWarn, src.name, "rota: receive failed", slog.String("queue", src.name), slog.Any("error", err))
+			c.logs.Log(run, src.name+" receive", slog.LevelWarn, "rota: receive failed", slog.String("queue", src.name), slog.Any("error", err))
 			c.queues.forget(src.name, err)
 			pause(ctx, c.s.WaitTime)
 			continue
@@ -268,7 +272,7 @@ func (c *Consumer) changeVisibility(ctx context.Context, src source, url string,
 		err = fmt.Errorf("%d of %d entries failed, the first %s: %s", len(out.Failed), len(entries), aws.ToString(f.Code), aws.ToString(f.Message))
 	}
 	if err != nil {
-		c.logs.log(ctx, slog.LevelWarn, src.name+" visibility", "rota: visibility change failed", slog.String("queue", src.name),
+		c.logs.Log(ctx, src.name+" visibility", slog.LevelWarn, "rota: visibility change failed", slog.String("queue", src.name),
 			slog.Int("messages", len(entries)), slog.Any("error", err))
 	}
 }
@@ -278,16 +282,16 @@ func (c *Consumer) handle(ctx context.Context, src source, m message) {
 	q := slog.String("queue", src.name)
 	switch {
 	case m.err != nil:
-		c.logs.log(ctx, slog.LevelWarn, src.name+" garbled", "rota: message dropped", q, slog.String("reason", "garbled"),
+		c.logs.Log(ctx, src.name+" garbled", slog.LevelWarn, "rota: message dropped", q, slog.String("reason", "garbled"),
 			slog.String("message_id", m.id), slog.Any("error", m.err))
 		return
 	case !m.received.Before(m.item.Claim.Until):
-		c.logs.log(ctx, slog.LevelInfo, src.name+" ended", "rota: message dropped", q, slog.String("reason", "claim ended"),
+		c.logs.Log(ctx, src.name+" ended", slog.LevelInfo, "rota: message dropped", q, slog.String("reason", "claim ended"),
 			slog.String("user_id", m.item.Claim.Entry.UserID), slog.String("work_key", m.item.Claim.Entry.WorkKey),
 			slog.Time("claim_until", m.item.Claim.Until), slog.Int("receives", m.receives))
 		return
 	case m.receives > 1:
-		c.logs.log(ctx, slog.LevelInfo, src.name+" again", "rota: message redelivered", q, slog.Int("receives", m.receives),
+		c.logs.Log(ctx, src.name+" again", slog.LevelInfo, "rota: message redelivered", q, slog.Int("receives", m.receives),
 			slog.Time("claim_until", m.item.Claim.Until))
 	}
 	c.w.Do(ctx, m.item, c.s.Clock.Now()) // it logs the items it does not run
@@ -303,7 +307,7 @@ func (c *Consumer) scan(ctx context.Context, wg *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		urls, err := c.list(ctx)
 		if err != nil && ctx.Err() == nil {
-			c.logs.log(ctx, slog.LevelWarn, "list", "rota: queue listing failed", slog.String("prefix", c.s.Prefix), slog.Any("error", err))
+			c.logs.Log(ctx, "list", slog.LevelWarn, "rota: queue listing failed", slog.String("prefix", c.s.Prefix), slog.Any("error", err))
 		}
 		for _, u := range urls {
 			name := path.Base(u)

@@ -100,7 +100,7 @@ func (d *deleter) delete(receipts []string) {
 		entries = again
 	}
 	if len(entries) > 0 && err != nil {
-		c.logs.log(ctx, slog.LevelWarn, d.src.name+" delete", "rota: delete failed", slog.String("queue", d.src.name),
+		c.logs.Log(ctx, d.src.name+" delete", slog.LevelWarn, "rota: delete failed", slog.String("queue", d.src.name),
 			slog.Int("messages", len(entries)), slog.Any("error", err))
 	}
 }
