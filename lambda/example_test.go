@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rotaworks/rota/bridge"
-	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	rotalambda "github.com/rotaworks/rota/lambda"
@@ -57,7 +56,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := b.Watch(ctx, tc, []tenancy.WatchlistEntry{{UserID: "ana", Slug: "jobs-board", Tier: cadence.NameHot}}, time.Now().Add(-time.Hour)); err != nil {
+	if _, err := b.Watch(ctx, tc, []tenancy.WatchlistEntry{{UserID: "ana", Slug: "jobs-board", Tier: "hot"}}, time.Now().Add(-time.Hour)); err != nil {
 		panic(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)

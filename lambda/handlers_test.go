@@ -116,8 +116,8 @@ func (w *world) watch(user string, slugs ...string) {
 	var due []duework.Entry
 	now := time.Now()
 	for _, s := range slugs {
-		es = append(es, tenancy.WatchlistEntry{UserID: user, Slug: s, Tier: cadence.NameHot, AddedAt: now})
-		due = append(due, duework.Entry{UserID: user, WorkKey: s, Tier: cadence.NameHot, DueAt: now})
+		es = append(es, tenancy.WatchlistEntry{UserID: user, Slug: s, Tier: "hot", AddedAt: now})
+		due = append(due, duework.Entry{UserID: user, WorkKey: s, Tier: "hot", DueAt: now})
 	}
 	if err := w.wl.AddMany(context.Background(), tc, es); err != nil {
 		w.t.Fatal(err)
@@ -218,9 +218,9 @@ func TestWorkerHandlerRunsAndDrops(t *testing.T) {
 		record(t, "good", w.claimed("ana", "s0", now.Add(time.Minute))),
 		{MessageId: "garbled", Body: `{"v":1`, EventSourceARN: "arn:aws:sqs:us-east-1:1:rota-free"},
 		record(t, "ended", dispatch.Item{Lane: "free", Claim: duework.Claim{Token: 7, Until: now.Add(-time.Second),
-			Entry: duework.Entry{UserID: "ana", WorkKey: "s1", Tier: cadence.NameHot, DueAt: now}}}),
+			Entry: duework.Entry{UserID: "ana", WorkKey: "s1", Tier: "hot", DueAt: now}}}),
 		record(t, "forged", dispatch.Item{Lane: "free", Claim: duework.Claim{Token: 42, Until: now.Add(time.Minute),
-			Entry: duework.Entry{UserID: "ana", WorkKey: "s2", Tier: cadence.NameHot, DueAt: now}}}),
+			Entry: duework.Entry{UserID: "ana", WorkKey: "s2", Tier: "hot", DueAt: now}}}),
 		record(t, "late", w.claimed("ana", "s3", now.Add(margin/2))),
 	}}
 	resp, err := rotalambda.WorkerHandler(w.worker(4))(context.Background(), ev)
