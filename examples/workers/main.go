@@ -8,9 +8,11 @@
 //	go run ./examples/workers -role worker -db postgres://localhost/app &
 //
 // Both roles build the same dispatch.Config, from which the queue takes its lanes and
-// ClaimFor. The dispatcher adds a few demo tenants with their sources and plans
-// (-tenants), syncs their watch lists and feeds a rotanats.Sink through a bridge.Feeder
-// until SIGINT or SIGTERM. Each worker runs a rotanats.Consumer over a bridge.Worker on a
+// ClaimFor, and the same plan tables: each plan has a lane, flow-control limits and a
+// cadence tier (bridge.PlanLanes, PlanLimits, PlanTiers). The dispatcher seeds a few demo
+// tenants — their plans with one SetPlans, their sources with one Bridge.WatchAll
+// (-tenants) — and feeds a rotanats.Sink through a bridge.Feeder until SIGINT or SIGTERM;
+// with -http it also serves the operator's pages (package inspect). Each worker runs a rotanats.Consumer over a bridge.Worker on a
 // NATS connection of its own; on SIGINT or SIGTERM it stops pulling, hands back what
 // waits for a slot, finishes and acknowledges what runs, writes its last completions and
 // exits 0. Stop the dispatcher first: what is still queued when the last worker stops
@@ -20,8 +22,8 @@
 // Kill a worker (kill -9) and nothing is lost: its items' claims end, the messages it
 // held come back to the others and are dropped unrun, and the dispatcher claims the
 // entries again. Stop every worker and the dispatcher stops claiming once the lanes are
-// full. Sources are on a "dev" tier (due 2 seconds after a hit, backing off to 20), and
-// the pipeline stands in for a real one: it waits 5 to 50 ms and finds something new one
+// full. Sources are on "dev" tiers (due 2 seconds after a hit for the paid plans, 4 for
+// the free one, backing off tenfold), and the pipeline stands in for a real one: it waits 5 to 50 ms and finds something new one
 // time in four. Logs go to stderr through log/slog; each worker's last line counts its
 // runs.
 package main
@@ -33,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -45,6 +48,8 @@ import (
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/inspect"
 	rotanats "github.com/rotaworks/rota/nats"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/tenancy"
@@ -61,6 +66,7 @@ func main() {
 	flag.IntVar(&cfg.tenants, "tenants", 20, "demo tenants the dispatcher adds at start-up, three sources each")
 	flag.IntVar(&cfg.slots, "slots", 8, "items a worker runs at once")
 	flag.DurationVar(&cfg.claimFor, "claim", time.Minute, "how long a dispatched item stays claimed")
+	flag.StringVar(&cfg.httpAddr, "http", "", "the dispatcher serves the operator's pages on this address, such as localhost:8080")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", cfg.role, "pid", os.Getpid())
@@ -77,26 +83,27 @@ func main() {
 type config struct {
 	role, dbURL, schema string
 	natsURL, stream     string
-	subject             string
+	subject, httpAddr   string
 	tenants, slots      int
 	claimFor            time.Duration
 }
 
-// The lanes and the plans that map to them.
+// The plans: each maps to a lane, flow-control limits and a cadence tier. Both roles
+// build the same tables.
 var (
 	lanes = []dispatch.LaneCapacity{ // highest priority first
 		{Lane: "pro", PerUserLimit: 10, PerCycleLimit: 200},
 		{Lane: "plus", PerUserLimit: 5, PerCycleLimit: 100},
 		{Lane: "free", PerUserLimit: 2, PerCycleLimit: 100, MinShare: 20},
 	}
-	planLanes = map[tenancy.PlanID]dispatch.Lane{"pro": "pro", "plus": "plus", tenancy.PlanFree: "free"}
+	planLanes  = map[tenancy.PlanID]dispatch.Lane{"pro": "pro", "plus": "plus", tenancy.PlanFree: "free"}
+	planLimits = map[tenancy.PlanID]duework.Limits{"pro": {Weight: 4}, "plus": {Weight: 2}, tenancy.PlanFree: {MaxInFlight: 2}}
+	planTiers  = map[tenancy.PlanID]string{"pro": "dev", "plus": "dev", tenancy.PlanFree: "dev-slow"}
 )
 
-// devTier is the "dev" tier: seconds, so that a short run shows work.
-var devTier = cadence.Backoff{Base: 2 * time.Second, Max: 20 * time.Second, Factor: 2}
-
 // run connects to PostgreSQL and NATS and plays cfg.role until ctx ends: the dispatcher
-// feeds the queue, a worker runs what it takes from it.
+// feeds the queue (and serves the operator's page with -http), a worker runs what it
+// takes from the queue.
 func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.role != "dispatcher" && cfg.role != "worker" {
 		return fmt.Errorf("workers: -role must be dispatcher or worker, got %q", cfg.role)
@@ -114,81 +121,73 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("workers: connect to NATS at %s: %w", cfg.natsURL, err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	js, errJS := jetstream.New(nc)
 	tiers := cadence.NewRegistry()
-	if err := tiers.Register("dev", devTier); err != nil {
-		return err
-	}
-	laneFor, err := bridge.PlanLanes(st.Entitlements, planLanes, lanes)
-	if err != nil {
-		return err
-	}
+	errTiers := errors.Join(tiers.Register("dev", cadence.Backoff{Base: 2 * time.Second, Max: 20 * time.Second, Factor: 2}),
+		tiers.Register("dev-slow", cadence.Backoff{Base: 4 * time.Second, Max: 40 * time.Second, Factor: 2}))
+	laneFor, errLanes := bridge.PlanLanes(st.Entitlements, planLanes, lanes)
+	limitsFor, errLimits := bridge.PlanLimits(st.Entitlements, planLimits)
+	tierFor, errTierFor := bridge.PlanTiers(st.Entitlements, planTiers, tiers)
 	// Both roles build the Dispatcher's configuration: the queue takes its lanes and ClaimFor.
-	dc := dispatch.Config{Lanes: lanes, GlobalBatchLimit: 300, LaneFor: laneFor, ClaimFor: cfg.claimFor}
+	dc := dispatch.Config{Lanes: lanes, GlobalBatchLimit: 300, LaneFor: laneFor, LimitsFor: limitsFor, ClaimFor: cfg.claimFor}
 	q := rotanats.Config{Stream: cfg.stream, Subject: cfg.subject, Logger: logger}
-	b := &bridge.Bridge{Index: st.Index, Watchlist: st.Watchlist, Tiers: tiers}
-	if cfg.role == "dispatcher" {
-		if err := addDemoTenants(ctx, b, st.Entitlements, cfg.tenants, logger); err != nil {
-			return err
-		}
-		d, err := dispatch.New(st.Index, dc)
-		if err != nil {
-			return err
-		}
-		sink, err := rotanats.NewSink(js, d, q)
-		if err != nil {
-			return err
-		}
-		feeder, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 100 * time.Millisecond, Logger: logger})
-		if err != nil {
-			return err
-		}
-		return feeder.Run(ctx)
+	b := &bridge.Bridge{Index: st.Index, Watchlist: st.Watchlist, Pipeline: bridge.PipelineFunc(poll), Tiers: tiers, TierFor: tierFor}
+	if err := errors.Join(errJS, errTiers, errLanes, errLimits, errTierFor); err != nil {
+		return err
 	}
-	var runs atomic.Int64
-	b.Pipeline = bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
-		runs.Add(1)
-		return poll(ctx, tc, e)
-	})
-	w, err := bridge.NewWorker(b, bridge.WorkerConfig{Workers: cfg.slots, Logger: logger})
+	if cfg.role == "worker" {
+		var runs atomic.Int64 // for the last log line
+		b.Pipeline = bridge.PipelineFunc(func(ctx context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
+			runs.Add(1)
+			return poll(ctx, tc, e)
+		})
+		w, errW := bridge.NewWorker(b, bridge.WorkerConfig{Workers: cfg.slots, Logger: logger})
+		c, errC := rotanats.NewConsumer(js, w, dc, q)
+		if err := errors.Join(errW, errC); err != nil {
+			return err
+		}
+		err := c.Run(ctx) // until ctx ends, then the Worker's stop within ShutdownTimeout
+		logger.Info("workers: stopped", "runs", runs.Load())
+		return err
+	}
+	if err := addDemoTenants(ctx, b, st.Entitlements, cfg.tenants, logger); err != nil {
+		return err
+	}
+	d, err := dispatch.New(st.Index, dc)
 	if err != nil {
 		return err
 	}
-	c, err := rotanats.NewConsumer(js, w, dc, q)
-	if err != nil {
+	sink, errSink := rotanats.NewSink(js, d, q)
+	feeder, errFeeder := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 100 * time.Millisecond, Logger: logger})
+	insp, errInsp := inspect.New(inspect.Config{Index: st.Index, Lanes: lanes, Dispatcher: d, StateStore: st.StateStore, Logger: logger})
+	if err := errors.Join(errSink, errFeeder, errInsp); err != nil {
 		return err
 	}
-	if err := c.Run(ctx); err != nil { // until ctx ends, then the Worker's stop within ShutdownTimeout
-		return err
+	runs := []func(context.Context) error{feeder.Run}
+	if cfg.httpAddr != "" {
+		runs = append(runs, bridge.Serve(&http.Server{Addr: cfg.httpAddr, Handler: insp, ReadHeaderTimeout: 10 * time.Second}, nil))
 	}
-	logger.Info("workers: stopped", "runs", runs.Load())
-	return nil
+	return bridge.RunAll(ctx, runs...)
 }
 
 // addDemoTenants puts tenant-01 … tenant-NN on the pro, plus and free plans in turn, each
-// watching three sources on the dev tier, and schedules their work. Adding is idempotent.
+// watching three sources, their tier their plan's: one SetPlans, one WatchAll. Adding is
+// idempotent.
 func addDemoTenants(ctx context.Context, b *bridge.Bridge, plans *postgres.Entitlements, n int, logger *slog.Logger) error {
-	ps := []tenancy.PlanID{"pro", "plus", tenancy.PlanFree}
-	now := time.Now().UTC()
+	ps, seed := []tenancy.PlanID{"pro", "plus", tenancy.PlanFree}, map[string]tenancy.PlanID{}
+	var sources []tenancy.WatchlistEntry
 	for i := range n {
 		user := fmt.Sprintf("tenant-%02d", i+1)
-		tc, err := tenancy.NewContext(user)
-		if err != nil {
-			return err
-		}
-		if err := plans.SetPlan(ctx, tc, ps[i%len(ps)]); err != nil {
-			return fmt.Errorf("workers: plan of %s: %w", user, err)
-		}
-		var es []tenancy.WatchlistEntry
+		seed[user] = ps[i%len(ps)]
 		for _, slug := range []string{"jobs", "news", "blog"} {
-			es = append(es, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "dev", AddedAt: now})
+			sources = append(sources, tenancy.WatchlistEntry{UserID: user, Slug: slug})
 		}
-		if _, err := b.Watch(ctx, tc, es, now); err != nil {
-			return fmt.Errorf("workers: watch %s: %w", user, err)
-		}
+	}
+	if err := plans.SetPlans(ctx, seed); err != nil {
+		return fmt.Errorf("workers: plans: %w", err)
+	}
+	if _, err := b.WatchAll(ctx, sources, time.Now()); err != nil {
+		return fmt.Errorf("workers: watch: %w", err)
 	}
 	logger.Info("workers: demo tenants added", "tenants", n)
 	return nil
