@@ -136,10 +136,10 @@ type stores struct {
 }
 
 // planStore is the Entitlements the daemon also writes its demo tenants' plans to; the
-// memory and the PostgreSQL Entitlements both have SetPlan.
+// memory and the PostgreSQL Entitlements both have SetPlans.
 type planStore interface {
 	tenancy.Entitlements
-	SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID) error
+	SetPlans(ctx context.Context, plans map[string]tenancy.PlanID) error
 }
 
 // The lanes, the plans that map to them and their limits; every replica must configure
@@ -200,7 +200,15 @@ func serve(ctx context.Context, cfg config, st stores, logger *slog.Logger) erro
 		return fmt.Errorf("daemon: sync: %w", err)
 	}
 	listen := func(ctx context.Context) error { return st.listen(ctx, runner.Wake) }
-	return bridge.RunAll(ctx, runner.Run, sched.Run, listen, serveInspector(cfg, insp, logger))
+	pages, err := serveInspector(cfg, insp, logger)
+	if err != nil {
+		return err
+	}
+	runs := []func(context.Context) error{runner.Run, sched.Run, listen}
+	if pages != nil {
+		runs = append(runs, pages)
+	}
+	return bridge.RunAll(ctx, runs...)
 }
 
 // now is the time on cfg's clock.
@@ -240,23 +248,22 @@ func demoTenant(i int) string { return fmt.Sprintf("tenant-%02d", i+1) }
 var demoSources = []string{"jobs", "news", "blog"}
 
 // addDemoTenants gives the demo tenants their plans and watches their sources on the dev
-// tier through b. Adding is idempotent, so replicas may all do it.
+// tier through b: one SetPlans and one WatchAll. Adding is idempotent, so replicas may all
+// do it.
 func addDemoTenants(ctx context.Context, cfg config, b *bridge.Bridge, plans planStore) error {
+	seed := map[string]tenancy.PlanID{}
+	var sources []tenancy.WatchlistEntry
 	for i := range cfg.tenants {
-		tc, err := tenancy.NewContext(demoTenant(i))
-		if err != nil {
-			return err
+		seed[demoTenant(i)] = demoPlans[i%len(demoPlans)]
+		for _, slug := range demoSources {
+			sources = append(sources, tenancy.WatchlistEntry{UserID: demoTenant(i), Slug: slug, Tier: "dev"})
 		}
-		if err := plans.SetPlan(ctx, tc, demoPlans[i%len(demoPlans)]); err != nil {
-			return fmt.Errorf("daemon: plan of %s: %w", tc.UserID(), err)
-		}
-		entries := make([]tenancy.WatchlistEntry, len(demoSources))
-		for j, slug := range demoSources {
-			entries[j] = tenancy.WatchlistEntry{UserID: tc.UserID(), Slug: slug, Tier: "dev"}
-		}
-		if _, err := b.Watch(ctx, tc, entries, cfg.now()); err != nil {
-			return fmt.Errorf("daemon: watch: %w", err)
-		}
+	}
+	if err := plans.SetPlans(ctx, seed); err != nil {
+		return fmt.Errorf("daemon: plans: %w", err)
+	}
+	if _, err := b.WatchAll(ctx, sources, cfg.now()); err != nil {
+		return fmt.Errorf("daemon: watch: %w", err)
 	}
 	return nil
 }
