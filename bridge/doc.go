@@ -107,9 +107,7 @@
 // then, and it costs a dispatch nothing — moves the entry to the pause's end with its
 // streaks unchanged ([StatusPaused]) and hands back the tenant's items it holds that have
 // not started ([StatusReleased]). A Warn line "rota: tenant paused" names the tenant, the
-// pause's end and the reason. Limits are enforced when items are claimed, and a pool of
-// workers starts them later, so starts can bunch: set a tenant's Limits below its
-// upstream's own (80 % of it, say) and let Pushback catch the rest.
+// pause's end and the reason.
 //
 // A Worker, and so a Runner, writes completions in batches with Index.CompleteMany and
 // hand-backs with Index.Unclaim, one call in flight at a time: a call starts once
