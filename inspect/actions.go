@@ -52,7 +52,7 @@ func (i *Inspector) dueNow(ctx context.Context, now time.Time, userID, workKey s
 			fmt.Errorf("entry %q is claimed until %s: it runs now; try again once its claim ends", workKey, res.ClaimedUntil.Format(time.RFC3339)))
 	}
 	if skew := i.d.Config().MaxClockSkew; !es.Entry.DueAt.After(now.Add(skew)) {
-		e := entryOf(es, now)
+		e := i.entryOf(es, now)
 		res.Entry, res.Outcome = &e, outcomeAlreadyDue
 		res.Message = fmt.Sprintf("entry %q is already due, since %s: nothing to do; it runs at the tenant's next turn in its lane", workKey, e.DueAt.Format(time.RFC3339))
 		if es.Entry.DueAt.After(now) {
@@ -65,7 +65,7 @@ func (i *Inspector) dueNow(ctx context.Context, now time.Time, userID, workKey s
 	if err := i.idx.Schedule(ctx, tc, next); err != nil {
 		return i.failed(ctx, res, err)
 	}
-	e := entryOf(duework.EntryState{Entry: next}, now)
+	e := i.entryOf(duework.EntryState{Entry: next}, now)
 	res.Entry, res.Outcome = &e, outcomeScheduled
 	res.Message = fmt.Sprintf("entry %q is due now (it was due at %s), miss streak %d kept", workKey, utc(es.Entry.DueAt).Format(time.RFC3339), next.MissStreak)
 	return http.StatusOK, res
@@ -78,12 +78,9 @@ func (i *Inspector) reroute(ctx context.Context, now time.Time, userID string) (
 	if err := tenancy.ValidateID("tenant ID", userID); err != nil {
 		return refused(res, http.StatusBadRequest, outcomeInvalid, err)
 	}
-	before, err := i.idx.User(ctx, userID, now)
-	switch {
-	case errors.Is(err, duework.ErrNotFound):
-		return refused(res, http.StatusNotFound, outcomeNotFound, fmt.Errorf("the index has no tenant %q", userID))
-	case err != nil:
-		return i.failed(ctx, res, err)
+	before, status, out := i.actionUser(ctx, now, res)
+	if status != 0 {
+		return status, out
 	}
 	if err := i.d.Reroute(ctx, userID); err != nil {
 		return i.failed(ctx, res, err)
@@ -119,6 +116,9 @@ func (i *Inspector) logAction(r *http.Request, status int, res actionJSON) {
 		slog.Int("status", status), slog.String("remote", r.RemoteAddr)}
 	if res.WorkKey != "" {
 		attrs = append(attrs, slog.String("work_key", res.WorkKey))
+	}
+	if !res.PausedUntil.IsZero() {
+		attrs = append(attrs, slog.Time("paused_until", res.PausedUntil), slog.String("pause_reason", res.PauseReason))
 	}
 	if res.Error != "" {
 		level = slog.LevelWarn

@@ -12,11 +12,11 @@ import (
 // The alarm history's bounds.
 const (
 	// alarmLogSize is how many alarm events the Inspector keeps, raised and recovered,
-	// noisy-neighbour and late-work alike, in a ring of their own: the cycle ring's
-	// History does not bound them.
+	// noisy-neighbour, late-work and failing-source alike, in a ring of their own: the
+	// cycle ring's History does not bound them.
 	alarmLogSize = 500
-	// maxLateTracked is how many tenants (and lanes) the Inspector follows the alarms of;
-	// past it, the one whose latest alarm event is oldest is forgotten.
+	// maxLateTracked is how many tenants (and lanes, and sources) the Inspector follows
+	// the alarms of; past it, the one whose latest alarm event is oldest is forgotten.
 	maxLateTracked = 1000
 	// maxLateShown is how many raised late-work alarms the overview lists.
 	maxLateShown = 50
@@ -30,12 +30,14 @@ const (
 
 // alarmEvent is one alarm raised or recovered, as the alarm log keeps it.
 type alarmEvent struct {
-	at     time.Time // the cycle that reported it
-	kind   string    // alarmNoisy or alarmLate
-	raised bool      // raised, else recovered
-	lane   dispatch.Lane
-	userID string        // the tenant of a late-work alarm
-	wait   time.Duration // a raised noisy-neighbour alarm's wait, a late-work alarm's lateness
+	at      time.Time // the cycle that reported it
+	kind    string    // alarmNoisy or alarmLate
+	raised  bool      // raised, else recovered
+	lane    dispatch.Lane
+	userID  string        // the tenant of a late-work alarm or a failing source
+	workKey string        // a failing source's
+	wait    time.Duration // a raised noisy-neighbour alarm's wait, a late-work alarm's lateness
+	streak  int           // a raised failing source's ErrorStreak
 }
 
 // alarmRecord is one lane's raised noisy-neighbour alarm.
@@ -151,9 +153,10 @@ func (i *Inspector) observeAlarms(rep bridge.CycleReport) {
 
 // alarmState is what the pages show of the alarms: the raised ones and the log.
 type alarmState struct {
-	noisy []alarmRecord // raised, by lane
-	late  []lateRecord  // raised, oldest raise first
-	log   []alarmEvent  // newest cycle first
+	noisy   []alarmRecord   // raised, by lane
+	late    []lateRecord    // raised, oldest raise first
+	failing []failingRecord // failing sources, oldest since first
+	log     []alarmEvent    // newest cycle first
 }
 
 // alarms returns the alarm state; i.mu is held.
@@ -163,7 +166,8 @@ func (i *Inspector) alarms() alarmState {
 		late: i.late.raised(func(a, b lateRecord) int {
 			return cmp.Or(a.raisedAt.Compare(b.raisedAt), cmp.Compare(a.userID, b.userID))
 		}),
-		log: i.alarmLog.all(),
+		failing: i.failing.raised(failingOrder),
+		log:     i.alarmLog.all(),
 	}
 	// Newest cycle first; one cycle's events in the order its report gives them.
 	slices.SortStableFunc(s.log, func(a, b alarmEvent) int { return b.at.Compare(a.at) })

@@ -33,6 +33,7 @@ func (i *Inspector) routes() http.Handler {
 		} else {
 			mux.HandleFunc("GET "+p+"/tenants/{$}", i.findTenant)
 		}
+		mux.HandleFunc("GET "+p+"/paused", i.view(api, i.servePaused))
 		mux.HandleFunc("GET "+p+"/maintenance", i.view(api, i.serveMaintenance))
 		mux.HandleFunc(p+"/", i.notFound(api))
 	}
@@ -50,10 +51,13 @@ func (i *Inspector) routes() http.Handler {
 			checked.ServeHTTP(w, r)
 		})
 	}
-	mux.Handle("POST /api/tenants/{id}/entries/{key}/due-now", guard(true, i.apiDueNow))
-	mux.Handle("POST /api/tenants/{id}/reroute", guard(true, i.apiReroute))
-	mux.Handle("POST /actions/due-now", guard(false, i.formAction))
-	mux.Handle("POST /actions/reroute", guard(false, i.formAction))
+	mux.Handle("POST /api/tenants/{id}/entries/{key}/due-now", guard(true, i.apiAction("due-now")))
+	for _, action := range []string{"reroute", "pause", "resume"} {
+		mux.Handle("POST /api/tenants/{id}/"+action, guard(true, i.apiAction(action)))
+	}
+	for _, action := range []string{"due-now", "reroute", "pause", "resume"} {
+		mux.Handle("POST /actions/"+action, guard(false, i.formAction(action)))
+	}
 	return mux
 }
 
@@ -202,43 +206,54 @@ func limitParam(r *http.Request) (int, error) {
 	return n, nil
 }
 
-func (i *Inspector) apiDueNow(w http.ResponseWriter, r *http.Request) {
-	status, res := i.dueNow(r.Context(), i.clock.Now(), r.PathValue("id"), r.PathValue("key"))
-	i.logAction(r, status, res)
-	writeJSON(w, status, res)
+// act carries out one action on the tenant id (and, for due-now, its entry key); the
+// pause action reads its duration from the request's parameter for.
+func (i *Inspector) act(r *http.Request, action, id, key string) (int, actionJSON) {
+	ctx, now := r.Context(), i.clock.Now()
+	switch action {
+	case "due-now":
+		return i.dueNow(ctx, now, id, key)
+	case "pause":
+		return i.pause(ctx, now, id, r.FormValue("for"))
+	case "resume":
+		return i.resume(ctx, now, id)
+	default:
+		return i.reroute(ctx, now, id)
+	}
 }
 
-func (i *Inspector) apiReroute(w http.ResponseWriter, r *http.Request) {
-	status, res := i.reroute(r.Context(), i.clock.Now(), r.PathValue("id"))
-	i.logAction(r, status, res)
-	writeJSON(w, status, res)
-}
-
-// maxFormBytes bounds a form's body: two IDs of at most tenancy.MaxIDLength bytes, encoded.
+// maxFormBytes bounds a request's body: two IDs of at most tenancy.MaxIDLength bytes and a
+// duration, encoded.
 const maxFormBytes = 4 << 10
+
+// apiAction serves an action's JSON POST, with the tenant and work key in the path.
+func (i *Inspector) apiAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		status, res := i.act(r, action, r.PathValue("id"), r.PathValue("key"))
+		i.logAction(r, status, res)
+		writeJSON(w, status, res)
+	}
+}
 
 // formAction serves the HTML forms' POSTs, with the tenant and work key as form fields:
 // it answers 303 to the tenant's page, which says how the action ended.
-func (i *Inspector) formAction(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	id, key := r.PostFormValue("tenant"), r.PostFormValue("key")
-	var status int
-	var res actionJSON
-	if strings.HasSuffix(r.URL.Path, "/due-now") {
-		status, res = i.dueNow(r.Context(), i.clock.Now(), id, key)
-	} else {
-		status, res = i.reroute(r.Context(), i.clock.Now(), id)
-	}
-	i.logAction(r, status, res)
-	switch status {
-	case http.StatusOK, http.StatusNotFound, http.StatusConflict:
-		q := url.Values{"done": {res.Outcome}}
-		if key != "" {
-			q.Set("key", key)
+func (i *Inspector) formAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		id, key := r.PostFormValue("tenant"), r.PostFormValue("key")
+		status, res := i.act(r, action, id, key)
+		i.logAction(r, status, res)
+		switch status {
+		case http.StatusOK, http.StatusNotFound, http.StatusConflict:
+			q := url.Values{"done": {res.Outcome}}
+			if key != "" {
+				q.Set("key", key)
+			}
+			http.Redirect(w, r, addQuery(tenantHref("../", id), q), http.StatusSeeOther)
+		default:
+			i.answer(w, r, false, status, res.Error) // withheld already, if it had to be
 		}
-		http.Redirect(w, r, addQuery(tenantHref("../", id), q), http.StatusSeeOther)
-	default:
-		i.answer(w, r, false, status, res.Error) // withheld already, if it had to be
 	}
 }
 

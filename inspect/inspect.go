@@ -58,9 +58,16 @@ type Config struct {
 	// History is how many cycle reports, and how many poll reports, the Inspector keeps
 	// (60 when zero), at most 10,000.
 	History int
-	// Actions turns on the two POST actions and the pages' forms for them. Off, the
-	// default, the Inspector is read-only and every action is refused with 403.
+	// Actions turns on the POST actions (due-now, reroute, pause and resume) and the
+	// pages' forms for them. Off, the default, the Inspector is read-only and every action
+	// is refused with 403.
 	Actions bool
+	// AlarmAfterErrors is the ErrorStreak at which the Inspector counts a source as
+	// failing: the overview lists it and the tenant page marks its entry. Set it to the
+	// Runner's RunnerConfig.AlarmAfterErrors, so that the pages agree with the Runner's
+	// "rota: source failing" lines. Zero means bridge.DefaultAlarmAfterErrors; a negative
+	// value turns failing sources off.
+	AlarmAfterErrors int
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -73,6 +80,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.History == 0 {
 		c.History = defaultHistory
+	}
+	if c.AlarmAfterErrors == 0 {
+		c.AlarmAfterErrors = bridge.DefaultAlarmAfterErrors
 	}
 	return c
 }
@@ -112,21 +122,26 @@ func (c Config) validate() error {
 // and a maintenance.Observer. Mount it behind the host's own authentication. It is safe for
 // concurrent use.
 type Inspector struct {
-	idx     duework.Index
-	lanes   []dispatch.LaneCapacity
-	d       *dispatch.Dispatcher
-	store   maintenance.StateStore
-	clock   interface{ Now() time.Time }
-	log     *slog.Logger
-	actions bool
-	handler http.Handler
+	idx       duework.Index
+	lanes     []dispatch.LaneCapacity
+	d         *dispatch.Dispatcher
+	store     maintenance.StateStore
+	clock     interface{ Now() time.Time }
+	log       *slog.Logger
+	actions   bool
+	alarmErrs int // Config.AlarmAfterErrors, negative when off
+	handler   http.Handler
 
-	mu       sync.Mutex
-	cycles   ring[cycleRecord]
-	polls    ring[pollRecord]
-	noisy    episodes[dispatch.Lane, alarmRecord] // raised noisy-neighbour alarms
-	late     episodes[string, lateRecord]         // raised late-work alarms, by tenant
-	alarmLog ring[alarmEvent]
+	mu      sync.Mutex
+	cycles  ring[cycleRecord]
+	polls   ring[pollRecord]
+	noisy   episodes[dispatch.Lane, alarmRecord] // raised noisy-neighbour alarms
+	late    episodes[string, lateRecord]         // raised late-work alarms, by tenant
+	failing episodes[sourceKey, failingRecord]   // failing sources
+	// failExpiry is no later than the earliest forgetAt of the failing sources; zero when
+	// there are none.
+	failExpiry time.Time
+	alarmLog   ring[alarmEvent]
 }
 
 var (
@@ -145,18 +160,20 @@ func New(cfg Config) (*Inspector, error) {
 		return nil, err
 	}
 	i := &Inspector{
-		idx:      cfg.Index,
-		lanes:    slices.Clone(cfg.Lanes),
-		d:        cfg.Dispatcher,
-		store:    cfg.StateStore,
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		actions:  cfg.Actions,
-		cycles:   newRing[cycleRecord](cfg.History),
-		polls:    newRing[pollRecord](cfg.History),
-		noisy:    newEpisodes[dispatch.Lane, alarmRecord](maxLateTracked),
-		late:     newEpisodes[string, lateRecord](maxLateTracked),
-		alarmLog: newRing[alarmEvent](alarmLogSize),
+		idx:       cfg.Index,
+		lanes:     slices.Clone(cfg.Lanes),
+		d:         cfg.Dispatcher,
+		store:     cfg.StateStore,
+		clock:     cfg.Clock,
+		log:       cfg.Logger,
+		actions:   cfg.Actions,
+		alarmErrs: cfg.AlarmAfterErrors,
+		cycles:    newRing[cycleRecord](cfg.History),
+		polls:     newRing[pollRecord](cfg.History),
+		noisy:     newEpisodes[dispatch.Lane, alarmRecord](maxLateTracked),
+		late:      newEpisodes[string, lateRecord](maxLateTracked),
+		failing:   newEpisodes[sourceKey, failingRecord](maxLateTracked),
+		alarmLog:  newRing[alarmEvent](alarmLogSize),
 	}
 	i.handler = i.routes()
 	return i, nil

@@ -250,7 +250,7 @@ func TestDocNamesEveryJSONField(t *testing.T) {
 	for _, v := range []any{overviewJSON{}, laneJSON{}, laneCycleJSON{}, alarmJSON{}, alarmEventJSON{}, overdueJSON{}, userItemsJSON{},
 		capacityJSON{}, groupWaitJSON{}, unroutedJSON{}, cycleJSON{}, postureJSON{}, laneViewJSON{}, laneUserJSON{}, limitsJSON{},
 		tenantJSON{}, entryJSON{}, maintenanceJSON{}, gaugeJSON{}, waiterJSON{}, taskJSON{}, pollJSON{}, deferralJSON{},
-		actionJSON{}, errorJSON{}} {
+		actionJSON{}, errorJSON{}, pausedJSON{}, pausedViewJSON{}, failingJSON{}} {
 		rt := reflect.TypeOf(v)
 		for k := range rt.NumField() {
 			f := rt.Field(k)

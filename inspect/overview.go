@@ -11,17 +11,24 @@ import (
 	"github.com/rotaworks/rota/duework"
 )
 
-// overview builds the overview at now: per lane one Index.Ready of one user, and the
-// records; the maintenance posture from one StateStore.Load. Lanes come worst first.
+// overview builds the overview at now: per lane one Index.Ready of one user, one
+// Index.Paused of maxPausedShown+1 users, and the records; the maintenance posture from one
+// StateStore.Load. Lanes come worst first.
 func (i *Inspector) overview(ctx context.Context, now time.Time) overviewJSON {
 	cycles, polls, alarms := i.snapshot()
 	raised := map[dispatch.Lane]alarmRecord{}
 	for _, a := range alarms.noisy {
 		raised[a.lane] = a
 	}
+	failing := failingOf(alarms.failing, now)
 	v := overviewJSON{Now: utc(now), Lanes: make([]laneJSON, 0, len(i.lanes)), UnroutedUsers: []unroutedJSON{},
 		Alarms: []alarmJSON{}, LateAlarms: []lateAlarmJSON{}, LateAlarmCount: len(alarms.late),
-		AlarmLog: alarmLogOf(alarms.log), Cycles: len(cycles), Actions: i.actions}
+		FailingSources: failing[:min(len(failing), maxFailingShown)], FailingSourceCount: len(failing),
+		AlarmAfterErrors: i.alarmErrs, AlarmLog: alarmLogOf(alarms.log), Cycles: len(cycles), Actions: i.actions}
+	var err error
+	if v.Paused, v.PausedNext, err = i.paused(ctx, now, "", maxPausedShown); err != nil {
+		v.PausedError = i.withhold(ctx, slog.LevelError, "reading the paused tenants", err)
+	}
 	for k := range i.lanes {
 		v.Lanes = append(v.Lanes, i.laneSummary(ctx, now, k, cycles, raised))
 	}
@@ -126,7 +133,7 @@ func (i *Inspector) groupWait(ctx context.Context, group string, now time.Time) 
 func cycleOf(c cycleRecord) *cycleJSON {
 	j := &cycleJSON{At: utc(c.now), Source: "dispatch", Dispatched: c.dispatched, Shed: c.shed, Unrouted: c.unroutedN,
 		Hits: c.hits, Misses: c.misses, Removed: c.removed, Errors: c.errors, LostClaims: c.lostClaims,
-		Released: c.released, Expired: c.expired, DispatchSeconds: seconds(c.dispatchDur), DurationSeconds: seconds(c.dur), Error: c.err}
+		Released: c.released, Expired: c.expired, Paused: c.paused, Duplicates: c.duplicates, DispatchSeconds: seconds(c.dispatchDur), DurationSeconds: seconds(c.dur), Error: c.err}
 	if c.fromBridge {
 		j.Source = "bridge"
 	}
@@ -140,13 +147,16 @@ func cycleOf(c cycleRecord) *cycleJSON {
 func alarmLogOf(events []alarmEvent) []alarmEventJSON {
 	out := make([]alarmEventJSON, 0, len(events))
 	for _, e := range events {
-		j := alarmEventJSON{At: utc(e.at), Alarm: e.kind, Event: "recovered", Lane: string(e.lane), UserID: e.userID}
+		j := alarmEventJSON{At: utc(e.at), Alarm: e.kind, Event: "recovered", Lane: string(e.lane), UserID: e.userID, WorkKey: e.workKey}
 		if e.raised {
 			j.Event = "raised"
-			if e.kind == alarmNoisy {
+			switch e.kind {
+			case alarmNoisy:
 				j.WaitSeconds = seconds(e.wait)
-			} else {
+			case alarmLate:
 				j.LateSeconds = seconds(e.wait)
+			case alarmFailing:
+				j.ErrorStreak = e.streak
 			}
 		}
 		out = append(out, j)

@@ -64,6 +64,7 @@ type cycleRecord struct {
 	shed       int
 	// The counts only a bridge report has.
 	hits, misses, removed, errors, lostClaims, released, expired int
+	paused, duplicates                                           int
 	err                                                          string
 	dispatchDur, dur                                             time.Duration
 }
@@ -105,7 +106,8 @@ func (i *Inspector) ObserveDispatch(info dispatch.CycleInfo) {
 }
 
 // ObserveCycle records one Runner cycle (bridge.Observer), in place of the dispatch report
-// of the same cycle if it was told one, and raises and ends the lanes' alarms.
+// of the same cycle if it was told one, raises and ends the alarms, and lists and drops
+// the failing sources its items show.
 func (i *Inspector) ObserveCycle(rep bridge.CycleReport) {
 	rec := cycleRecord{
 		now:         rep.Now,
@@ -121,16 +123,21 @@ func (i *Inspector) ObserveCycle(rep bridge.CycleReport) {
 		lostClaims:  rep.LostClaims,
 		released:    rep.Released,
 		expired:     rep.Late,
+		paused:      rep.Paused,
+		duplicates:  rep.Duplicates,
 		dispatchDur: rep.DispatchDuration,
 		dur:         rep.Duration,
 	}
 	rec.unrouted, rec.unroutedN = i.copyUnrouted(rep.Unrouted)
+	ref := ""
 	if err := rep.Err(); err != nil {
-		rec.err = i.withhold(context.Background(), slog.LevelWarn, "the cycle", err)
+		ref = i.logWithheld(context.Background(), slog.LevelWarn, "the cycle", err)
+		rec.err = refText("the cycle", ref)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.observeAlarms(rep)
+	i.observeFailing(rep.Now, rep.Items, ref)
 	for k := i.cycles.n - 1; k >= 0; k-- {
 		if c := i.cycles.at(k); !c.fromBridge && c.now.Equal(rec.now) {
 			*c = rec

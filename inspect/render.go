@@ -42,13 +42,20 @@ var templates = func() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"dur": humanSeconds, "ts": timestamp, "laneHref": laneHref, "tenantHref": tenantHref,
 		"chart": chartHTML, "wideChart": wideChartHTML, "lastCycle": lastCycle, "limits": limitsText, "flash": flashText, "pageHref": pageHref,
+		"rooted": func(root string, v any) rooted { return rooted{Root: root, V: v} },
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"overview", "lane", "tenant", "maintenance", "error"} {
+	for _, name := range []string{"overview", "lane", "tenant", "paused", "maintenance", "error"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return out
 }()
+
+// rooted hands a shared template its data V and the page's Root, for its links.
+type rooted struct {
+	Root string
+	V    any
+}
 
 // pageData is what the layout renders.
 type pageData struct {
@@ -236,6 +243,14 @@ func flashText(q url.Values) string {
 		return fmt.Sprintf("Refused: the tenant has no entry %q.", key)
 	case outcomeRerouted:
 		return "Tenant re-routed: its lane and limits were resolved again."
+	case outcomePaused:
+		return "Tenant paused: no dispatcher serves it before its pause ends; runs under way run on."
+	case outcomeAlreadyPaused:
+		return "A pause that ends later stands, and was kept: a pause is never shortened. Resume the tenant first to pause it for less."
+	case outcomeResumed:
+		return "Tenant resumed: it is served at its next turn in its lane. An entry whose run was pushed back stays due at the pause's end unless made due now."
+	case outcomeNotPaused:
+		return "The tenant was not paused: nothing changed."
 	}
 	return ""
 }

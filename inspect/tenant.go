@@ -25,6 +25,7 @@ func (i *Inspector) tenantView(ctx context.Context, now time.Time, userID, after
 	}
 	v := tenantJSON{Now: utc(now), UserID: userID, Group: st.Group, Limits: limitsOf(st.Limits),
 		LastServed: utc(st.LastServed), Turn: utc(st.Turn), HeldUntil: utc(st.HeldUntil), InFlight: st.InFlight,
+		PausedUntil: utc(st.PausedUntil), PauseReason: st.PauseReason, PauseLeft: since(st.PausedUntil, now),
 		After: after, Entries: make([]entryJSON, 0, min(len(es), limit)), Actions: i.actions}
 	if i.laneIndex(st.Group) >= 0 {
 		v.Lane = st.Group
@@ -40,7 +41,7 @@ func (i *Inspector) tenantView(ctx context.Context, now time.Time, userID, after
 		v.Next = es[limit-1].Entry.WorkKey
 	}
 	for _, e := range es {
-		v.Entries = append(v.Entries, entryOf(e, now))
+		v.Entries = append(v.Entries, i.entryOf(e, now))
 	}
 	v.UnroutedReason = i.unroutedReason(userID)
 	if a, ok := i.lateAlarmOf(userID); ok {

@@ -103,6 +103,8 @@ type cycleJSON struct {
 	LostClaims      int       `json:"lost_claims"`
 	Released        int       `json:"released"`
 	Expired         int       `json:"expired"`
+	Paused          int       `json:"paused"`
+	Duplicates      int       `json:"duplicates"`
 	DispatchSeconds float64   `json:"dispatch_seconds"`
 	DurationSeconds float64   `json:"duration_seconds"`
 	Error           string    `json:"error,omitempty"`
@@ -114,8 +116,28 @@ type alarmEventJSON struct {
 	Event       string    `json:"event"`
 	Lane        string    `json:"lane"`
 	UserID      string    `json:"user_id,omitempty"`
+	WorkKey     string    `json:"work_key,omitempty"`
 	WaitSeconds float64   `json:"wait_seconds,omitempty"`
 	LateSeconds float64   `json:"late_seconds,omitempty"`
+	ErrorStreak int       `json:"error_streak,omitempty"`
+}
+
+type pausedJSON struct {
+	UserID      string    `json:"user_id"`
+	Reason      string    `json:"reason"`
+	Until       time.Time `json:"until"`
+	LeftSeconds float64   `json:"left_seconds"`
+}
+
+type failingJSON struct {
+	Lane        string    `json:"lane"`
+	UserID      string    `json:"user_id"`
+	WorkKey     string    `json:"work_key"`
+	ErrorStreak int       `json:"error_streak"`
+	Since       time.Time `json:"since"`
+	LastRunAt   time.Time `json:"last_run_at"`
+	NextDue     time.Time `json:"next_due"`
+	Error       string    `json:"error,omitempty"`
 }
 
 type postureJSON struct {
@@ -128,19 +150,33 @@ type postureJSON struct {
 }
 
 type overviewJSON struct {
-	Now            time.Time        `json:"now"`
-	Lanes          []laneJSON       `json:"lanes"`
-	UnroutedGroup  groupWaitJSON    `json:"unrouted_group"`
-	UnroutedUsers  []unroutedJSON   `json:"unrouted_users"`
-	UnroutedCount  int              `json:"unrouted_count"`
-	Alarms         []alarmJSON      `json:"alarms"`
-	LateAlarms     []lateAlarmJSON  `json:"late_alarms"`
-	LateAlarmCount int              `json:"late_alarm_count"`
-	AlarmLog       []alarmEventJSON `json:"alarm_log"`
-	LastCycle      *cycleJSON       `json:"last_cycle,omitempty"`
-	Cycles         int              `json:"cycles_kept"`
-	Maintenance    *postureJSON     `json:"maintenance,omitempty"`
-	Actions        bool             `json:"actions"`
+	Now                time.Time        `json:"now"`
+	Lanes              []laneJSON       `json:"lanes"`
+	UnroutedGroup      groupWaitJSON    `json:"unrouted_group"`
+	UnroutedUsers      []unroutedJSON   `json:"unrouted_users"`
+	UnroutedCount      int              `json:"unrouted_count"`
+	Alarms             []alarmJSON      `json:"alarms"`
+	LateAlarms         []lateAlarmJSON  `json:"late_alarms"`
+	LateAlarmCount     int              `json:"late_alarm_count"`
+	Paused             []pausedJSON     `json:"paused"`
+	PausedNext         string           `json:"paused_next,omitempty"`
+	PausedError        string           `json:"paused_error,omitempty"`
+	FailingSources     []failingJSON    `json:"failing_sources"`
+	FailingSourceCount int              `json:"failing_source_count"`
+	AlarmAfterErrors   int              `json:"alarm_after_errors"`
+	AlarmLog           []alarmEventJSON `json:"alarm_log"`
+	LastCycle          *cycleJSON       `json:"last_cycle,omitempty"`
+	Cycles             int              `json:"cycles_kept"`
+	Maintenance        *postureJSON     `json:"maintenance,omitempty"`
+	Actions            bool             `json:"actions"`
+}
+
+type pausedViewJSON struct {
+	Now     time.Time    `json:"now"`
+	Paused  []pausedJSON `json:"paused"`
+	After   string       `json:"after,omitempty"`
+	Next    string       `json:"next,omitempty"`
+	Actions bool         `json:"actions"`
 }
 
 type laneUserJSON struct {
@@ -171,6 +207,8 @@ type entryJSON struct {
 	DueAt        time.Time `json:"due_at"`
 	LastRunAt    time.Time `json:"last_run_at,omitzero"`
 	MissStreak   int       `json:"miss_streak"`
+	ErrorStreak  int       `json:"error_streak"`
+	Failing      bool      `json:"failing"`
 	ClaimedUntil time.Time `json:"claimed_until,omitzero"`
 	Status       string    `json:"status"`
 	LateSeconds  float64   `json:"late_seconds"`
@@ -186,6 +224,9 @@ type tenantJSON struct {
 	Turn           time.Time      `json:"turn,omitzero"`
 	HeldUntil      time.Time      `json:"held_until,omitzero"`
 	InFlight       int            `json:"in_flight"`
+	PausedUntil    time.Time      `json:"paused_until,omitzero"`
+	PauseReason    string         `json:"pause_reason,omitempty"`
+	PauseLeft      float64        `json:"pause_left_seconds"`
 	AtInFlightCap  bool           `json:"at_in_flight_cap"`
 	Ready          bool           `json:"ready"`
 	WaitedSeconds  float64        `json:"waited_seconds"`
@@ -274,6 +315,8 @@ type actionJSON struct {
 	Group        string      `json:"group,omitempty"`
 	Limits       *limitsJSON `json:"limits,omitempty"`
 	ClaimedUntil time.Time   `json:"claimed_until,omitzero"`
+	PausedUntil  time.Time   `json:"paused_until,omitzero"`
+	PauseReason  string      `json:"pause_reason,omitempty"`
 	Error        string      `json:"error,omitempty"`
 }
 
@@ -332,10 +375,11 @@ const (
 )
 
 // entryOf is es as the tenant page shows it at now.
-func entryOf(es duework.EntryState, now time.Time) entryJSON {
+func (i *Inspector) entryOf(es duework.EntryState, now time.Time) entryJSON {
 	e := es.Entry
 	j := entryJSON{WorkKey: e.WorkKey, Tier: e.Tier, DueAt: utc(e.DueAt), LastRunAt: utc(e.LastRunAt),
-		MissStreak: e.MissStreak, ClaimedUntil: utc(es.ClaimedUntil), Status: statusScheduled}
+		MissStreak: e.MissStreak, ErrorStreak: e.ErrorStreak, Failing: i.failingStreak(e.ErrorStreak),
+		ClaimedUntil: utc(es.ClaimedUntil), Status: statusScheduled}
 	switch {
 	case es.ClaimedUntil.After(now):
 		j.Status = statusClaimed

@@ -29,9 +29,20 @@ func (e *storeError) Unwrap() error { return e.err }
 // its place: what failed and the reference. Every error text the Inspector keeps from its
 // pages is in its log this way, once.
 func (i *Inspector) withhold(ctx context.Context, level slog.Level, what string, err error) string {
+	return refText(what, i.logWithheld(ctx, level, what, err))
+}
+
+// logWithheld logs err at level under a new reference, which it returns.
+func (i *Inspector) logWithheld(ctx context.Context, level slog.Level, what string, err error) string {
 	ref := newRef()
 	i.log.LogAttrs(context.WithoutCancel(ctx), level, "inspect: error withheld from the page",
 		slog.String("what", what), slog.String("ref", ref), slog.Any("error", err))
+	return ref
+}
+
+// refText is what a page shows in place of an error logged under ref: what failed and
+// the reference.
+func refText(what, ref string) string {
 	return fmt.Sprintf("%s failed; the log has the error under ref %s", what, ref)
 }
 

@@ -147,14 +147,22 @@ func actionsOff(f *fixture) {
 	defer srv.Close()
 	f.srv, srv = srv, f.srv
 	defer func() { f.srv = srv }()
-	f.postJSON(dueNowPath("acme", "later"), nil, 403, nil)
-	f.postJSON("/api/tenants/acme/reroute", nil, 403, nil)
-	form := f.postForm("/actions/due-now", url.Values{"tenant": {"acme"}, "key": {"later"}}, nil)
-	if form.status != 403 {
-		f.errorf("the due-now form answered %d with Actions off, want 403", form.status)
+	f.pauseUser("acme", at(600), "upstream-429")
+	for _, path := range []string{dueNowPath("acme", "later"), "/api/tenants/acme/reroute", pausePath("acme", "1h"), resumePath("acme")} {
+		f.postJSON(path, nil, 403, nil)
+	}
+	for _, form := range []url.Values{{"tenant": {"acme"}, "key": {"later"}}, {"tenant": {"acme"}, "for": {"1h"}}, {"tenant": {"acme"}}} {
+		for _, action := range []string{"due-now", "pause", "resume"} {
+			if r := f.postForm("/actions/"+action, form, nil); r.status != 403 {
+				f.errorf("the %s form answered %d with Actions off, want 403", action, r.status)
+			}
+		}
 	}
 	if got := f.get("acme", "later"); !got.DueAt.Equal(later.DueAt) {
 		f.errorf("a refused due-now moved the entry to %v", got.DueAt)
+	}
+	if st := f.user("acme", t0); !st.PausedUntil.Equal(at(600)) || st.PauseReason != "upstream-429" {
+		f.errorf("a refused pause or resume changed the pause to %v %q", st.PausedUntil, st.PauseReason)
 	}
 	if page := f.getHTML("/tenants/acme", 200); strings.Contains(page, `method="post"`) {
 		f.errorf("the read-only tenant page has a form:\n%s", page)
@@ -166,14 +174,23 @@ func actionsOff(f *fixture) {
 
 func crossOrigin(f *fixture) {
 	f.schedule(later)
+	f.pauseUser("acme", at(600), "upstream-429")
 	for _, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}} {
-		f.postJSON(dueNowPath("acme", "later"), h, 403, nil)
-		if r := f.postForm("/actions/due-now", url.Values{"tenant": {"acme"}, "key": {"later"}}, h); r.status != 403 {
-			f.errorf("a cross-origin form POST with %v answered %d, want 403", h, r.status)
+		for _, path := range []string{dueNowPath("acme", "later"), pausePath("acme", "24h"), resumePath("acme")} {
+			f.postJSON(path, h, 403, nil)
+		}
+		for _, action := range []string{"due-now", "pause", "resume"} {
+			form := url.Values{"tenant": {"acme"}, "key": {"later"}, "for": {"24h"}}
+			if r := f.postForm("/actions/"+action, form, h); r.status != 403 {
+				f.errorf("a cross-origin %s form POST with %v answered %d, want 403", action, h, r.status)
+			}
 		}
 	}
 	if got := f.get("acme", "later"); !got.DueAt.Equal(later.DueAt) {
 		f.errorf("a cross-origin POST moved the entry to %v", got.DueAt)
+	}
+	if st := f.user("acme", t0); !st.PausedUntil.Equal(at(600)) || st.PauseReason != "upstream-429" {
+		f.errorf("a cross-origin POST changed the pause to %v %q", st.PausedUntil, st.PauseReason)
 	}
 	f.postJSON(dueNowPath("acme", "later"), map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": f.srv.URL}, 200, nil)
 }

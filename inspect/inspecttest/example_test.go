@@ -25,6 +25,6 @@ func ExampleRules() {
 		}
 	}
 	// Output:
-	// 22 rules, from OverviewWorstLaneFirst to NextTurnAtCap
+	// 28 rules, from OverviewWorstLaneFirst to FailingSources
 	// DueNowClaimed: due-now refuses a claimed entry with 409 and writes nothing
 }

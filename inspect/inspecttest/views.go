@@ -37,6 +37,12 @@ var rules = []rule{
 	{"AlarmHistory", "the alarm log keeps noisy-neighbour and late-work alarms, raised and recovered, in a ring of its own that outlives the cycles kept; raised late-work alarms are listed until they recover", alarmHistory},
 	{"RatePrecision", "a duration is shown at its precision: a rate of one per 200 ms reads so", ratePrecision},
 	{"NextTurnAtCap", "a tenant at its in-flight cap is shown as served again when one of its runs completes, its Turn being when it would be otherwise", nextTurnAtCap},
+	{"TenantPause", "the tenant page shows the tenant's pause, until when and why, as Index.User reads it, and none once it has ended", tenantPause},
+	{"ErrorStreaks", "the tenant page shows each entry's error streak, and marks failing those at or over AlarmAfterErrors", errorStreaks},
+	{"PauseResume", "pause pauses the tenant in the index for the duration asked, with the reason operator, so no dispatcher serves it, never shortening a longer pause; resume ends it; bad input is refused with 400 and an unknown tenant with 404, writing nothing", pauseResume},
+	{"PauseForms", "the pages' pause and resume forms carry out the actions and answer 303 to the tenant's page, which says how they ended", pauseForms},
+	{"PausedPaging", "the overview lists the first tenants paused now in tenant ID order, and /paused pages through them all with ?after=&limit= and next, leaving out ended pauses", pausedPaging},
+	{"FailingSources", "the overview lists the sources whose written ErrorStreak reached AlarmAfterErrors in the Runner's reports, with their error withheld, until a later report shows them succeed or removed, or their next run is a retry interval overdue; the alarm log says when", failingSources},
 }
 
 // backlog schedules n free tenants (free-1 … free-n), each with one entry due minutes ago,

@@ -56,6 +56,27 @@ func (b *brokenIndex) Schedule(ctx context.Context, tc tenancy.Context, e duewor
 	return b.Index.Schedule(ctx, tc, e)
 }
 
+func (b *brokenIndex) Paused(ctx context.Context, now time.Time, after string, limit int) ([]duework.UserPause, error) {
+	if b.broken.Load() {
+		return nil, errBroken
+	}
+	return b.Index.Paused(ctx, now, after, limit)
+}
+
+func (b *brokenIndex) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
+	if b.broken.Load() {
+		return errBroken
+	}
+	return b.Index.Pause(ctx, tc, until, reason)
+}
+
+func (b *brokenIndex) Resume(ctx context.Context, tc tenancy.Context) error {
+	if b.broken.Load() {
+		return errBroken
+	}
+	return b.Index.Resume(ctx, tc)
+}
+
 // brokenStateStore fails Load once broken is set.
 type brokenStateStore struct {
 	maintenance.StateStore
@@ -123,6 +144,7 @@ func storeErrorsWithheld(f *fixture) {
 	}
 	f.checkWithheld("the last cycle's error", v.LastCycle.Error)
 	f.checkWithheld("the maintenance posture's error", v.Maintenance.Error)
+	f.checkWithheld("the paused tenants' error", v.PausedError)
 	f.checkPageWithheld("/", 200)
 
 	var e errorJSON
@@ -133,6 +155,10 @@ func storeErrorsWithheld(f *fixture) {
 	f.getJSON("/api/lanes/free", 500, &e)
 	f.checkWithheld("the lane page's error", e.Error)
 	f.checkPageWithheld("/lanes/free", 500)
+	e = errorJSON{}
+	f.getJSON("/api/paused", 500, &e)
+	f.checkWithheld("the paused page's error", e.Error)
+	f.checkPageWithheld("/paused", 500)
 
 	var m maintenanceJSON
 	f.getJSON("/api/maintenance", 200, &m)
@@ -143,7 +169,7 @@ func storeErrorsWithheld(f *fixture) {
 	f.checkWithheld("the last poll's error", m.LastPoll.Error)
 	f.checkPageWithheld("/maintenance", 200)
 
-	for _, path := range []string{dueNowPath("acme", "feed"), "/api/tenants/acme/reroute"} {
+	for _, path := range []string{dueNowPath("acme", "feed"), "/api/tenants/acme/reroute", pausePath("acme", "1h"), resumePath("acme")} {
 		var res actionJSON
 		f.postJSON(path, nil, 500, &res)
 		if res.Outcome != "failed" {
