@@ -2,7 +2,9 @@ package inspect_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -24,10 +26,12 @@ var benchPages = []struct{ name, path string }{
 	{"lane", "/lanes/free"},
 	{"tenant", "/tenants/user-7"},
 	{"maintenance", "/maintenance"},
+	{"paused", "/paused"},
 }
 
 // benchFixture is an Inspector over a memory index of n users, every one of them ready
-// in one of two lanes, with a full ring of reports and a few maintenance tasks.
+// in one of two lanes but the first 60 and one in a hundred after them, which are paused,
+// with a full ring of reports (naming 60 failing sources) and a few maintenance tasks.
 type benchFixture struct {
 	insp *inspect.Inspector
 }
@@ -56,6 +60,11 @@ func newBenchFixture(b *testing.B, n int) *benchFixture {
 				b.Fatal(err)
 			}
 		}
+		if u < 60 || u%100 == 50 {
+			if err := idx.Pause(ctx, tc, now.Add(time.Hour), "upstream-429"); err != nil {
+				b.Fatal(err)
+			}
+		}
 		routes = append(routes, duework.Route{UserID: id, Group: string(lanes[u%2].Lane)})
 		if len(routes) == cap(routes) || u == n-1 {
 			if err := idx.Route(ctx, routes); err != nil {
@@ -71,7 +80,7 @@ func newBenchFixture(b *testing.B, n int) *benchFixture {
 			b.Fatal(err)
 		}
 	}
-	insp, err := inspect.New(inspect.Config{Index: idx, Lanes: lanes, StateStore: store, Clock: fixedClock(now)})
+	insp, err := inspect.New(inspect.Config{Index: idx, Lanes: lanes, StateStore: store, Clock: fixedClock(now), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,7 +90,12 @@ func newBenchFixture(b *testing.B, n int) *benchFixture {
 		for _, lc := range lanes {
 			lrs = append(lrs, dispatch.LaneReport{Lane: lc.Lane, Users: 500, Dispatched: 500, Shed: 20, WaitingSince: at.Add(-time.Minute), OldestDue: at.Add(-time.Hour)})
 		}
-		insp.ObserveCycle(bridge.CycleReport{Now: at, Dispatched: 1000, Lanes: lrs})
+		e := duework.Entry{UserID: "user-" + strconv.Itoa(c), WorkKey: "feed-0", Tier: "hot", DueAt: at, ErrorStreak: 5}
+		next := e
+		next.ErrorStreak, next.LastRunAt, next.DueAt = 6, at, at.Add(time.Hour)
+		failing := bridge.ItemReport{Item: dispatch.Item{Lane: "free", Claim: duework.Claim{Entry: e}}, Status: bridge.StatusError,
+			Written: true, Next: next, Err: errors.New("upstream said 401")}
+		insp.ObserveCycle(bridge.CycleReport{Now: at, Dispatched: 1000, Errors: 1, Lanes: lrs, Items: []bridge.ItemReport{failing}})
 	}
 	runtime.GC() // so that the build's garbage is not collected while a page is timed
 	return &benchFixture{insp: insp}
@@ -96,7 +110,9 @@ func (f *benchFixture) serve(b *testing.B, path string) {
 	}
 }
 
-// BenchmarkInspectorPages times each page at 1,000 and at 1,000,000 users. On the
+// BenchmarkInspectorPages times each page at 1,000 and at 1,000,000 users, of whom the
+// first 60 and one in a hundred after them are paused (the paused page shows 50 at both
+// sizes). On the
 // million-user line, million/thousand is that page's time over its time at a thousand
 // users, both timed in the same loop, one request of each size after the other, so that
 // the machine's load weighs on both alike: a page that costs what it shows stays near 1.

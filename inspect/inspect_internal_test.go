@@ -54,8 +54,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Errorf("New with History -1 = %v, want ErrInvalidConfig", err)
 	}
 	i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes})
-	if err != nil || len(i.cycles.buf) != defaultHistory || i.actions || i.log == nil || i.clock == nil {
-		t.Errorf("New with defaults = %+v, %v; want History %d, read-only, a logger and a clock", i, err, defaultHistory)
+	if err != nil || len(i.cycles.buf) != defaultHistory || i.actions || i.log == nil || i.clock == nil || i.alarmErrs != bridge.DefaultAlarmAfterErrors {
+		t.Errorf("New with defaults = %+v, %v; want History %d, read-only, a logger and a clock, AlarmAfterErrors %d",
+			i, err, defaultHistory, bridge.DefaultAlarmAfterErrors)
 	}
 }
 
@@ -133,12 +134,13 @@ func TestConcurrentUse(t *testing.T) {
 			for k := range 50 {
 				now := t0.Add(time.Duration(g*100+k) * time.Second)
 				i.ObserveDispatch(dispatch.CycleInfo{Now: now})
-				i.ObserveCycle(bridge.CycleReport{Now: now, Alarms: []bridge.WaitAlarm{{Lane: "free"}}, Recovered: []dispatch.Lane{"pro"}})
+				i.ObserveCycle(bridge.CycleReport{Now: now, Alarms: []bridge.WaitAlarm{{Lane: "free"}}, Recovered: []dispatch.Lane{"pro"},
+					Items: []bridge.ItemReport{failed("acme", fmt.Sprint("k", k%7), 4+k%3, now, now.Add(time.Minute))}})
 				i.ObservePoll(maintenance.PollReport{Now: now})
 			}
 		})
 		wg.Go(func() {
-			for _, path := range []string{"/", "/api/", "/lanes/free", "/tenants/acme", "/api/maintenance"} {
+			for _, path := range []string{"/", "/api/", "/lanes/free", "/tenants/acme", "/api/maintenance", "/paused"} {
 				rec := httptest.NewRecorder()
 				i.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 				if rec.Code != http.StatusOK {
@@ -401,4 +403,95 @@ func TestShownReason(t *testing.T) {
 			t.Errorf("shownReason(%v) = %v, want %v", err, got, want)
 		}
 	}
+}
+
+// failed is a written failed run of user's key whose ErrorStreak went from prev to
+// prev+1, ending at end and due again at next.
+func failed(user, key string, prev int, end, next time.Time) bridge.ItemReport {
+	e := duework.Entry{UserID: user, WorkKey: key, Tier: "hot", DueAt: end, ErrorStreak: prev}
+	n := e
+	n.ErrorStreak, n.LastRunAt, n.DueAt = prev+1, end, next
+	return bridge.ItemReport{Item: dispatch.Item{Lane: "free", Claim: duework.Claim{Entry: e}}, Status: bridge.StatusError,
+		Written: true, Next: n, Err: errors.New("boom")}
+}
+
+// A failing source no report tells of again is forgotten, not only hidden, once a later
+// report's now passes its forgetAt; a report before that forgets nothing.
+func TestFailingForgotten(t *testing.T) {
+	i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.ObserveCycle(bridge.CycleReport{Now: t0, Items: []bridge.ItemReport{
+		failed("a", "k", 4, t0, t0.Add(10*time.Minute)), // forgotten after t0+20m
+		failed("b", "k", 9, t0, t0.Add(time.Hour)),      // after t0+2h
+		failed("c", "k", 3, t0, t0.Add(time.Minute)),    // below the threshold: never listed
+	}})
+	if len(i.failing.on) != 2 || !i.failExpiry.Equal(t0.Add(20*time.Minute)) {
+		t.Fatalf("failing %v, expiry %v; want a and b, expiry t0+20m", i.failing.on, i.failExpiry)
+	}
+	i.ObserveCycle(bridge.CycleReport{Now: t0.Add(20 * time.Minute)})
+	if len(i.failing.on) != 2 {
+		t.Errorf("a report at a's forgetAt forgot %v", i.failing.on)
+	}
+	i.ObserveCycle(bridge.CycleReport{Now: t0.Add(21 * time.Minute)})
+	if _, ok := i.failing.on[sourceKey{"a", "k"}]; ok || len(i.failing.on) != 1 || !i.failExpiry.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("after a's forgetAt: failing %v, expiry %v; want b alone, expiry t0+2h", i.failing.on, i.failExpiry)
+	}
+	i.ObserveCycle(bridge.CycleReport{Now: t0.Add(3 * time.Hour)})
+	if len(i.failing.on) != 0 || !i.failExpiry.IsZero() {
+		t.Errorf("after b's forgetAt: failing %v, expiry %v; want none", i.failing.on, i.failExpiry)
+	}
+}
+
+// Config.AlarmAfterErrors sets the streak that makes a source failing; a negative one turns
+// failing sources off.
+func TestFailingThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		alarm, prev int
+		want        bool
+	}{{2, 1, true}, {2, 0, false}, {0, 3, false}, {0, 4, true}, {-1, 50, false}} {
+		i, err := New(Config{Index: duework.NewMemory(), Lanes: testLanes, AlarmAfterErrors: tc.alarm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i.ObserveCycle(bridge.CycleReport{Now: t0, Items: []bridge.ItemReport{failed("a", "k", tc.prev, t0, t0.Add(time.Hour))}})
+		v := i.overview(context.Background(), t0)
+		if got := len(v.FailingSources) == 1; got != tc.want {
+			t.Errorf("AlarmAfterErrors %d, streak %d: failing %v, want %v", tc.alarm, tc.prev+1, got, tc.want)
+		}
+		if e := i.entryOf(duework.EntryState{Entry: duework.Entry{ErrorStreak: tc.prev + 1}}, t0); e.Failing != tc.want {
+			t.Errorf("AlarmAfterErrors %d: an entry at streak %d is failing %v, want %v", tc.alarm, tc.prev+1, e.Failing, tc.want)
+		}
+	}
+}
+
+// The pause action's duration: a Go duration or seconds, from 1s to 30 days.
+func TestParsePauseFor(t *testing.T) {
+	for s, want := range map[string]time.Duration{"1s": time.Second, "90m": 90 * time.Minute, "1h30m": 90 * time.Minute, " 2h ": 2 * time.Hour,
+		"5400": 90 * time.Minute, "1.5": 1500 * time.Millisecond, "720h": maxPause, "2592000": maxPause} {
+		if got, err := parsePauseFor(s); err != nil || got != want {
+			t.Errorf("parsePauseFor(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "0", "-1h", "999ms", "0.9", "720h1s", "2592000.5", "x", "NaN", "+Inf", "-Inf", "1e400", "1 h", "9999999999h"} {
+		if d, err := parsePauseFor(s); err == nil {
+			t.Errorf("parsePauseFor(%q) = %v, want an error", s, d)
+		}
+	}
+}
+
+func FuzzParsePauseFor(f *testing.F) {
+	for _, s := range []string{"1h", "90m", "3600", "1.5", "-1", "NaN", "1e308", "720h0m0.000000001s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parsePauseFor(s)
+		if err == nil && (d < minPause || d > maxPause) {
+			t.Errorf("parsePauseFor(%q) = %v, outside [%v, %v]", s, d, minPause, maxPause)
+		}
+		if err != nil && d != 0 {
+			t.Errorf("parsePauseFor(%q) = %v with error %v", s, d, err)
+		}
+	})
 }

@@ -13,6 +13,8 @@
 // Build one Metrics from the service's MeterProvider and set it wherever a report is made:
 //
 //	m, err := rotaotel.NewMetrics(provider) // e.g. otel.GetMeterProvider() of go.opentelemetry.io/otel
+//	// With a Runner whose AlarmAfterErrors is not the default:
+//	// rotaotel.NewMetrics(provider, rotaotel.WithAlarmAfterErrors(runnerCfg.AlarmAfterErrors))
 //	defer m.Close()
 //	d, err := dispatch.New(idx, dispatch.Config{ /* lanes… */ Observer: m})
 //	r, err := bridge.NewRunner(b, d, bridge.RunnerConfig{Observer: m})
@@ -57,15 +59,39 @@
 // From the Runner (bridge.Observer), one report per cycle, after its last item:
 //
 //	rota.bridge.cycles            counter   {cycle}  outcome=ok|error  Runner cycles (error: the dispatch failed)
-//	rota.bridge.items             counter   {item}   lane, outcome     items ended: outcome is hit, miss, removed, error, lost_claim, released or late
+//	rota.bridge.items             counter   {item}   lane, outcome     items ended: outcome is hit, miss, removed, error, lost_claim, released, late, duplicate or paused
 //	rota.bridge.cycle.duration    histogram s                          dispatch to the last item's end, on the Runner's Clock
 //	rota.bridge.dispatch.duration histogram s                          the cycle's dispatch
 //	rota.bridge.alarms            counter   {alarm}  lane              noisy-neighbour alarms raised, once per episode
 //	rota.bridge.late_alarms       counter   {alarm}  lane              late-work alarms raised, once per tenant and episode
+//	rota.bridge.pauses            counter   {pause}  reason            runs whose pipeline pushed back (bridge.Pushback), pausing their tenant
+//	rota.bridge.failing_sources   gauge     {source}                   sources this process saw fail AlarmAfterErrors times or more in a row
+//	rota.bridge.overrun.duration  histogram s        lane              how long a pipeline ran past its item's claim, one per run that did
 //
-// released items were handed back unstarted at shutdown; late items were handed back
-// because their claim would have ended before a worker was free — a Runner with too few
-// Workers for its batch and ClaimFor. A noisy-neighbour alarm is raised when a lane's wait
+// released items were handed back unstarted at shutdown or because their tenant was
+// paused; late items were handed back because their claim would have ended before a worker
+// was free — a Runner with too few Workers for its batch and ClaimFor; duplicate items were
+// copies not run because another had started (a queue's redelivery); paused items are the
+// runs that pushed back, each also counted in rota.bridge.pauses by the Pushback's Reason,
+// which the host chooses from a fixed set ("upstream-429", say; never a tenant ID).
+//
+// rota.bridge.failing_sources counts the sources whose last run this process's Runner
+// reported left their ErrorStreak at or over the threshold — WithAlarmAfterErrors, set it
+// to the Runner's RunnerConfig.AlarmAfterErrors; bridge.DefaultAlarmAfterErrors, 5, by
+// default — the sources the Runner's "rota: source failing" lines name. A source leaves
+// the count when a later report shows it succeed (a hit or a miss) or removed, or, when no
+// report tells of it again, a whole retry interval (at least a minute) after its next run
+// was due: by then a Runner on another replica ran it, or the host unscheduled it. Each
+// process counts what its own Runner saw, so a fleet's total is about the sum over its
+// replicas; a source that moved between them may count on two for up to one retry
+// interval. Workers that run items outside a Runner (bridge.Worker through a queue) report
+// no cycles, and their sources are not counted. The count's memory is one small record per
+// failing source.
+//
+// rota.bridge.overrun.duration records, per run whose pipeline ignored its context and ran
+// past its claim (bridge.ItemReport.Overrun), how far past: its count is the number of
+// overruns, the figure to alert on, since such a run may overlap the entry's next run
+// elsewhere. A noisy-neighbour alarm is raised when a lane's wait
 // passes the Runner's AlarmAfter, and a late-work alarm when a tenant's work is later than
 // AlarmAfter; the Runner's Warn lines name the lane's crowding users and the late tenants,
 // and the metrics count them by lane only.
@@ -91,8 +117,9 @@
 // # Cardinality
 //
 // No attribute ever holds a tenant ID, a work key or a lease holder's name: the values are
-// lane names, item outcomes, task names, reason codes and postures, all fixed by the
-// host's configuration, so the number of series does not grow with tenants. Who is shed,
-// limited, late or crowding a lane is in the reports (LaneReport.Overdue, the alarms) and
-// in the Runner's log lines, not in the metrics.
+// lane names, item outcomes, task names, reason codes (a Pushback's Reason among them) and
+// postures, all fixed by the host's configuration and code, so the number of series does
+// not grow with tenants. Who is shed, limited, late, paused, failing or crowding a lane is
+// in the reports (LaneReport.Overdue, the alarms, the items) and in the Runner's log lines,
+// not in the metrics.
 package rotaotel

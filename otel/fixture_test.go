@@ -2,6 +2,7 @@ package rotaotel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -23,8 +24,9 @@ type fixture struct {
 }
 
 // newFixture builds it: a noisy pro tenant with ten sources (more than its cap) that its
-// plan lets run one at a time, three quiet free tenants in a lane that serves one a cycle,
-// and a tenant on a plan no lane serves.
+// plan lets run one at a time, whose fourth source's upstream pushes back; three quiet free
+// tenants in a lane that serves one a cycle, the last with a source that has failed four
+// times and fails again; and a tenant on a plan no lane serves.
 func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 	t.Helper()
 	ctx := context.Background()
@@ -32,7 +34,7 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 	wl := tenancy.NewMemoryWatchlist()
 	plans := tenancy.NewMemoryEntitlements()
 	f := &fixture{}
-	add := func(user string, plan tenancy.PlanID, sources int) {
+	add := func(user string, plan tenancy.PlanID, sources, errorStreak int) {
 		f.tenants = append(f.tenants, user)
 		tc, err := tenancy.NewContext(user)
 		if err != nil {
@@ -46,16 +48,17 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 			if err := wl.Add(ctx, tc, tenancy.WatchlistEntry{UserID: user, Slug: slug, Tier: "hot", AddedAt: t0}); err != nil {
 				t.Fatal(err)
 			}
-			if err := idx.Schedule(ctx, tc, duework.Entry{UserID: user, WorkKey: slug, Tier: "hot", DueAt: t0.Add(-time.Duration(sources-i) * time.Second)}); err != nil {
+			e := duework.Entry{UserID: user, WorkKey: slug, Tier: "hot", DueAt: t0.Add(-time.Duration(sources-i) * time.Second), ErrorStreak: errorStreak}
+			if err := idx.Schedule(ctx, tc, e); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	add("noisy-tenant-7", "pro", 10)
-	add("quiet-1", tenancy.PlanFree, 1)
-	add("quiet-2", tenancy.PlanFree, 1)
-	add("quiet-3", tenancy.PlanFree, 1)
-	add("nolane-9", "plus", 1)
+	add("noisy-tenant-7", "pro", 10, 0)
+	add("quiet-1", tenancy.PlanFree, 1, 0)
+	add("quiet-2", tenancy.PlanFree, 1, 0)
+	add("quiet-3", tenancy.PlanFree, 1, bridge.DefaultAlarmAfterErrors-1)
+	add("nolane-9", "plus", 1, 0)
 
 	lanes := []dispatch.LaneCapacity{
 		{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 10},
@@ -74,7 +77,13 @@ func newFixture(t *testing.T, m *rotaotel.Metrics) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipe := bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+	pipe := bridge.PipelineFunc(func(_ context.Context, _ tenancy.Context, we tenancy.WatchlistEntry) (bridge.Result, error) {
+		switch {
+		case we.UserID == "noisy-tenant-7" && we.Slug == "src-03":
+			return bridge.Result{}, &bridge.Pushback{After: time.Hour, Reason: "upstream-429", Err: errors.New("429 Too Many Requests")}
+		case we.UserID == "quiet-3":
+			return bridge.Result{}, errors.New("401 Unauthorized")
+		}
 		return bridge.Result{Outcomes: []bridge.Outcome{{ID: "p", Stage: "scored"}}}, nil
 	})
 	b := &bridge.Bridge{Index: idx, Watchlist: wl, Pipeline: pipe, Tiers: cadence.NewRegistry()}

@@ -38,6 +38,9 @@ const (
 	BridgeDispatchDuration = "rota.bridge.dispatch.duration"
 	BridgeAlarms           = "rota.bridge.alarms"
 	BridgeLateAlarms       = "rota.bridge.late_alarms"
+	BridgePauses           = "rota.bridge.pauses"
+	BridgeFailingSources   = "rota.bridge.failing_sources"
+	BridgeOverrunDuration  = "rota.bridge.overrun.duration"
 
 	MaintenancePolls      = "rota.maintenance.polls"
 	MaintenanceDispatched = "rota.maintenance.dispatched"
@@ -78,8 +81,11 @@ type Metrics struct {
 	dispatchLimited                                  metric.Int64Gauge
 	dispatchWait, dispatchLateness                   metric.Float64Gauge
 	bridgeCycles, bridgeItems, bridgeAlarms          metric.Int64Counter
-	bridgeLateAlarms                                 metric.Int64Counter
+	bridgeLateAlarms, bridgePauses                   metric.Int64Counter
+	bridgeFailing                                    metric.Int64Gauge
 	bridgeCycleDuration, bridgeDispatchDuration      metric.Float64Histogram
+	bridgeOverrun                                    metric.Float64Histogram
+	failing                                          failingSources
 	pollCount, pollDispatched, pollDeferrals, stalls metric.Int64Counter
 	posture, waiters, chainDepth                     metric.Int64Gauge
 	leaseHeld                                        metric.Float64Gauge
@@ -97,15 +103,31 @@ var (
 	_ maintenance.Observer = (*Metrics)(nil)
 )
 
+// Option configures NewMetrics.
+type Option func(*Metrics)
+
+// WithAlarmAfterErrors sets the ErrorStreak at which rota.bridge.failing_sources counts a
+// source: set it to the Runner's RunnerConfig.AlarmAfterErrors. Zero means
+// bridge.DefaultAlarmAfterErrors, the default; a negative n leaves the gauge out.
+func WithAlarmAfterErrors(n int) Option {
+	return func(m *Metrics) { m.failing.after = n }
+}
+
 // NewMetrics creates every instrument on a Meter of mp named ScopeName, or returns the
 // errors of those it could not create, joined. Call Close to unregister the waiter-age
 // callback when the Metrics is no longer used.
-func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
+func NewMetrics(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	if mp == nil {
 		return nil, errors.New("rotaotel: NewMetrics: nil MeterProvider")
 	}
 	meter := mp.Meter(ScopeName)
 	m := &Metrics{}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.failing.after == 0 {
+		m.failing.after = bridge.DefaultAlarmAfterErrors
+	}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -139,11 +161,14 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m.dispatchLimited = gauge(DispatchLimitedUsers, "{user}", "Users read whose own limits (in-flight cap or rate) held back visible work in the last dispatch cycle, by lane.")
 
 	m.bridgeCycles = counter(BridgeCycles, "{cycle}", "Runner cycles, by outcome (ok, error: the dispatch failed).")
-	m.bridgeItems = counter(BridgeItems, "{item}", "Dispatched items the Runner ended, by lane and outcome (hit, miss, removed, error, lost_claim, released, late).")
+	m.bridgeItems = counter(BridgeItems, "{item}", "Dispatched items the Runner ended, by lane and outcome (hit, miss, removed, error, lost_claim, released, late, duplicate, paused).")
 	m.bridgeAlarms = counter(BridgeAlarms, "{alarm}", "Noisy-neighbour alarms raised: a lane kept a user waiting past the Runner's AlarmAfter, once per episode, by lane.")
 	m.bridgeLateAlarms = counter(BridgeLateAlarms, "{alarm}", "Late-work alarms raised: a tenant's work was later than the Runner's AlarmAfter, once per tenant and episode, by lane.")
 	m.bridgeCycleDuration = seconds(BridgeCycleDuration, "Runner cycle duration, dispatch to the last item's end.")
 	m.bridgeDispatchDuration = seconds(BridgeDispatchDuration, "Duration of the dispatch of a Runner cycle.")
+	m.bridgePauses = counter(BridgePauses, "{pause}", "Runs whose pipeline pushed back (bridge.Pushback), pausing their tenant, by the Pushback's reason.")
+	m.bridgeFailing = gauge(BridgeFailingSources, "{source}", "Sources whose last run this process saw left their error streak at or over the alarm threshold.")
+	m.bridgeOverrun = seconds(BridgeOverrunDuration, "How long a pipeline ran past its item's claim, one per run that overran, by lane.")
 
 	m.pollCount = counter(MaintenancePolls, "{poll}", "Maintenance polls, by outcome (ok, error).")
 	m.pollDispatched = counter(MaintenanceDispatched, "{run}", "Maintenance tasks dispatched, by task and class (heavy, off-lease).")
@@ -216,9 +241,10 @@ func since(now, t time.Time) time.Duration {
 }
 
 // ObserveCycle records one Runner cycle: rota.bridge.cycles, rota.bridge.items per lane
-// and outcome, both durations, and rota.bridge.alarms and rota.bridge.late_alarms per
-// lane. It records nothing of the dispatch itself, lateness included: that is
-// ObserveDispatch's, from the Dispatcher's own Observer.
+// and outcome, both durations, rota.bridge.alarms and rota.bridge.late_alarms per lane,
+// rota.bridge.pauses per reason, rota.bridge.overrun.duration per lane and
+// rota.bridge.failing_sources. It records nothing of the dispatch itself, lateness
+// included: that is ObserveDispatch's, from the Dispatcher's own Observer.
 func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
 	ctx := context.Background()
 	m.bridgeCycles.Add(ctx, 1, outcome(rep.DispatchErr != nil))
@@ -240,6 +266,18 @@ func (m *Metrics) ObserveCycle(rep bridge.CycleReport) {
 	}
 	for _, a := range rep.LateAlarms {
 		m.bridgeLateAlarms.Add(ctx, 1, lane(a.Lane))
+	}
+	for _, it := range rep.Items {
+		if it.Overrun > 0 {
+			m.bridgeOverrun.Record(ctx, it.Overrun.Seconds(), lane(it.Item.Lane))
+		}
+		var pb *bridge.Pushback
+		if it.Status == bridge.StatusPaused && errors.As(it.Err, &pb) {
+			m.bridgePauses.Add(ctx, 1, metric.WithAttributes(AttrReason.String(pb.Reason)))
+		}
+	}
+	if n, ok := m.failing.update(rep); ok {
+		m.bridgeFailing.Record(ctx, int64(n))
 	}
 }
 

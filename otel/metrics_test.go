@@ -3,6 +3,7 @@ package rotaotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -174,12 +175,23 @@ func TestBridgeMetrics(t *testing.T) {
 	item := func(lane dispatch.Lane, s bridge.ItemStatus) bridge.ItemReport {
 		return bridge.ItemReport{Item: dispatch.Item{Lane: lane, Claim: duework.Claim{Entry: duework.Entry{UserID: "tenant-a", WorkKey: "k"}}}, Status: s}
 	}
+	paused := func(lane dispatch.Lane, reason string) bridge.ItemReport {
+		it := item(lane, bridge.StatusPaused)
+		it.Err = fmt.Errorf("bridge: tenant-a/k: %w", &bridge.Pushback{After: time.Minute, Reason: reason, Err: errors.New("429")})
+		return it
+	}
+	overran := func(lane dispatch.Lane, d time.Duration) bridge.ItemReport {
+		it := item(lane, bridge.StatusMiss)
+		it.Overrun = d
+		return it
+	}
 	m.ObserveCycle(bridge.CycleReport{
 		Now:        t0,
 		Dispatched: 6,
 		Items: []bridge.ItemReport{item("pro", bridge.StatusHit), item("pro", bridge.StatusMiss), item("pro", bridge.StatusHit),
 			item("free", bridge.StatusError), item("pro", bridge.StatusRemoved), item("free", bridge.StatusLostClaim),
-			item("free", bridge.StatusLate), item("free", bridge.StatusLate)},
+			item("free", bridge.StatusLate), item("free", bridge.StatusLate), item("pro", bridge.StatusDuplicate),
+			paused("pro", "upstream-429"), paused("pro", "upstream-429"), paused("free", "quota"), overran("free", 3*time.Second), overran("pro", time.Second)},
 		Alarms: []bridge.WaitAlarm{
 			{Lane: "free", Wait: 11 * time.Minute, Crowding: []bridge.UserItems{{UserID: "tenant-a", Items: 2}}},
 		},
@@ -196,12 +208,23 @@ func TestBridgeMetrics(t *testing.T) {
 		"rota.bridge.cycles{outcome=ok}":                  2,
 		"rota.bridge.cycles{outcome=error}":               1,
 		"rota.bridge.items{lane=pro,outcome=hit}":         2,
-		"rota.bridge.items{lane=pro,outcome=miss}":        1,
+		"rota.bridge.items{lane=pro,outcome=miss}":        2,
+		"rota.bridge.items{lane=free,outcome=miss}":       1,
 		"rota.bridge.items{lane=pro,outcome=removed}":     1,
 		"rota.bridge.items{lane=free,outcome=error}":      1,
 		"rota.bridge.items{lane=free,outcome=lost_claim}": 1,
 		"rota.bridge.items{lane=free,outcome=released}":   1,
 		"rota.bridge.items{lane=free,outcome=late}":       2,
+		"rota.bridge.items{lane=pro,outcome=duplicate}":   1,
+		"rota.bridge.items{lane=pro,outcome=paused}":      2,
+		"rota.bridge.items{lane=free,outcome=paused}":     1,
+		"rota.bridge.pauses{reason=upstream-429}":         2,
+		"rota.bridge.pauses{reason=quota}":                1,
+		"rota.bridge.overrun.duration{lane=free}":         3,
+		"rota.bridge.overrun.duration{lane=free}/count":   1,
+		"rota.bridge.overrun.duration{lane=pro}":          1,
+		"rota.bridge.overrun.duration{lane=pro}/count":    1,
+		"rota.bridge.failing_sources{}":                   0,
 		"rota.bridge.alarms{lane=free}":                   2,
 		"rota.bridge.alarms{lane=pro}":                    1,
 		"rota.bridge.late_alarms{lane=free}":              2,
@@ -283,7 +306,8 @@ func TestUnitsAndKinds(t *testing.T) {
 	m, reader := newMetrics(t)
 	big := maintenance.Candidate{Task: maintenance.Task{Name: "big"}}
 	m.ObserveDispatch(dispatch.CycleInfo{Batch: dispatch.Batch{Lanes: []dispatch.LaneReport{{Lane: "free"}}}})
-	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit}}, Alarms: []bridge.WaitAlarm{{Lane: "free"}},
+	m.ObserveCycle(bridge.CycleReport{Items: []bridge.ItemReport{{Status: bridge.StatusHit, Overrun: time.Second},
+		{Status: bridge.StatusPaused, Err: &bridge.Pushback{Reason: "r"}}}, Alarms: []bridge.WaitAlarm{{Lane: "free"}},
 		LateAlarms: []bridge.LateAlarm{{Lane: "free"}}})
 	m.ObservePoll(maintenance.PollReport{TurnedDegraded: true, Result: maintenance.PollResult{Winner: &big,
 		Deferred: []maintenance.Deferral{{Task: "x"}},
@@ -308,6 +332,9 @@ func TestUnitsAndKinds(t *testing.T) {
 		rotaotel.BridgeDispatchDuration: "histogram s",
 		rotaotel.BridgeAlarms:           "counter {alarm}",
 		rotaotel.BridgeLateAlarms:       "counter {alarm}",
+		rotaotel.BridgePauses:           "counter {pause}",
+		rotaotel.BridgeFailingSources:   "gauge {source}",
+		rotaotel.BridgeOverrunDuration:  "histogram s",
 		rotaotel.MaintenancePolls:       "counter {poll}",
 		rotaotel.MaintenanceDispatched:  "counter {run}",
 		rotaotel.MaintenanceDeferrals:   "counter {deferral}",
@@ -324,8 +351,8 @@ func TestUnitsAndKinds(t *testing.T) {
 }
 
 // TestNoTenantIDInAttributes wires the Metrics into a real Dispatcher, Runner and
-// Scheduler, runs cycles in which tenants are served, shed, unrouted and named by the
-// noisy-neighbour alarm, and checks that no attribute anywhere holds a tenant ID: only
+// Scheduler, runs cycles in which tenants are served, shed, unrouted, named by the
+// noisy-neighbour alarm, paused by a pushback and named by a failing source, and checks that no attribute anywhere holds a tenant ID: only
 // the documented keys, with lane names, outcomes, task names and reason codes as values.
 func TestNoTenantIDInAttributes(t *testing.T) {
 	m, reader := newMetrics(t)
@@ -362,6 +389,7 @@ func TestNoTenantIDInAttributes(t *testing.T) {
 		}
 	}
 	for _, name := range []string{rotaotel.DispatchItems, rotaotel.DispatchShedUsers, rotaotel.DispatchWait, rotaotel.BridgeItems, rotaotel.BridgeAlarms,
+		rotaotel.BridgePauses, rotaotel.BridgeFailingSources,
 		rotaotel.MaintenanceDispatched, rotaotel.MaintenanceDeferrals, rotaotel.MaintenanceWaiterAge} {
 		if !seen[name] {
 			t.Errorf("the scenario recorded no %s", name)
@@ -370,7 +398,8 @@ func TestNoTenantIDInAttributes(t *testing.T) {
 	// The lateness, the limited users and the late-work alarms name lanes only, though
 	// the reports behind them name the late and limited tenants.
 	v := values(points)
-	for _, k := range []string{"rota.dispatch.lateness{lane=pro}", "rota.dispatch.limited_users{lane=pro}", "rota.bridge.late_alarms{lane=free}"} {
+	for _, k := range []string{"rota.dispatch.lateness{lane=pro}", "rota.dispatch.limited_users{lane=pro}", "rota.bridge.late_alarms{lane=free}",
+		"rota.bridge.items{lane=pro,outcome=paused}", "rota.bridge.pauses{reason=upstream-429}", "rota.bridge.failing_sources{}"} {
 		if v[k] <= 0 {
 			t.Errorf("%s = %v, want it above 0 in this scenario", k, v[k])
 		}
@@ -381,20 +410,98 @@ func TestNoTenantIDInAttributes(t *testing.T) {
 }
 
 // runRota runs cycles of a whole in-memory deployment observed by m and returns the tenant
-// IDs it used: a noisy pro tenant, quiet free tenants (one always left out) and an
-// unrouted one.
+// IDs it used: a noisy pro tenant (paused by a pushback in the last cycle), quiet free
+// tenants (one always left out, one whose source fails) and an unrouted one.
 func runRota(t *testing.T, m *rotaotel.Metrics, cycles int) []string {
 	t.Helper()
 	ctx := context.Background()
 	f := newFixture(t, m)
 	for i := range cycles {
-		rep, err := f.runner.Cycle(ctx, t0.Add(time.Duration(i)*time.Minute))
-		if err != nil {
-			t.Fatal(err)
+		rep, _ := f.runner.Cycle(ctx, t0.Add(time.Duration(i)*time.Minute)) // quiet-3's source fails on purpose
+		if rep.DispatchErr != nil || len(rep.FlushErrs) > 0 {
+			t.Fatal(rep.DispatchErr, rep.FlushErrs)
 		}
 		if i == 1 && len(rep.Alarms) == 0 {
 			t.Fatalf("cycle %d raised no alarm: %+v", i+1, rep)
 		}
 	}
 	return f.tenants
+}
+
+// run is one written item of a Runner's report: user's source ran with status, its
+// ErrorStreak going from prev to next, its run ending at end and its next due at due.
+func run(user string, s bridge.ItemStatus, prev, next int, end, due time.Time) bridge.ItemReport {
+	e := duework.Entry{UserID: user, WorkKey: "feed", Tier: "hot", ErrorStreak: prev}
+	n := e
+	n.ErrorStreak, n.LastRunAt, n.DueAt = next, end, due
+	if s == bridge.StatusRemoved {
+		n = duework.Entry{}
+	}
+	return bridge.ItemReport{Item: dispatch.Item{Lane: "free", Claim: duework.Claim{Entry: e}}, Status: s, Next: n, Written: true}
+}
+
+// rota.bridge.failing_sources counts the sources whose last run this process saw left
+// their ErrorStreak at or over the threshold, until a success or removal drops them or
+// their next run is a whole retry interval overdue.
+func TestFailingSources(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := rotaotel.NewMetrics(mp, rotaotel.WithAlarmAfterErrors(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	unwritten := run("c", bridge.StatusError, 8, 9, at(1), at(60))
+	unwritten.Written = false
+	steps := []struct {
+		what  string
+		now   time.Time
+		items []bridge.ItemReport
+		want  float64
+	}{
+		{"a below the threshold", at(0), []bridge.ItemReport{run("a", bridge.StatusError, 1, 2, at(0), at(1))}, 0},
+		{"a at it, b over it, c not written", at(1), []bridge.ItemReport{run("a", bridge.StatusError, 2, 3, at(1), at(5)),
+			run("b", bridge.StatusError, 6, 7, at(1), at(120)), unwritten}, 2},
+		{"a pushed back: kept, its next run moved", at(6), []bridge.ItemReport{run("a", bridge.StatusPaused, 3, 3, at(6), at(30))}, 2},
+		{"a's first next run long past, its new one not", at(20), nil, 2},
+		{"a succeeded in an earlier cycle, told late", at(5), []bridge.ItemReport{run("a", bridge.StatusHit, 3, 0, at(5), at(10))}, 2},
+		{"b succeeded", at(30), []bridge.ItemReport{run("b", bridge.StatusMiss, 7, 0, at(30), at(35))}, 1},
+		{"a a whole interval overdue: forgotten", at(55), nil, 0},
+		{"d failing", at(60), []bridge.ItemReport{run("d", bridge.StatusError, 4, 5, at(60), at(70))}, 1},
+		{"d removed", at(61), []bridge.ItemReport{run("d", bridge.StatusRemoved, 5, 0, at(61), time.Time{})}, 0},
+		{"e pushed back, not known failing", at(62), []bridge.ItemReport{run("e", bridge.StatusPaused, 9, 9, at(62), at(70))}, 0},
+	}
+	for _, s := range steps {
+		m.ObserveCycle(bridge.CycleReport{Now: s.now, Items: s.items})
+		if got := values(collect(t, reader))["rota.bridge.failing_sources{}"]; got != s.want {
+			t.Errorf("%s: failing_sources %v, want %v", s.what, got, s.want)
+		}
+	}
+
+	// By default the threshold is bridge.DefaultAlarmAfterErrors; negative leaves the
+	// gauge out.
+	for _, tc := range []struct {
+		opts []rotaotel.Option
+		want map[string]float64
+	}{
+		{nil, map[string]float64{"rota.bridge.failing_sources{}": 1}},
+		{[]rotaotel.Option{rotaotel.WithAlarmAfterErrors(-1)}, map[string]float64{}},
+	} {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		m, err := rotaotel.NewMetrics(mp, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ObserveCycle(bridge.CycleReport{Now: t0, Items: []bridge.ItemReport{
+			run("a", bridge.StatusError, bridge.DefaultAlarmAfterErrors-1, bridge.DefaultAlarmAfterErrors, t0, at(10)),
+			run("b", bridge.StatusError, bridge.DefaultAlarmAfterErrors-2, bridge.DefaultAlarmAfterErrors-1, t0, at(10))}})
+		if diff := cmp.Diff(tc.want, only(values(collect(t, reader)), "rota.bridge.failing_sources")); diff != "" {
+			t.Errorf("with %d options (-want +got):\n%s", len(tc.opts), diff)
+		}
+		_ = m.Close()
+		_ = mp.Shutdown(context.Background())
+	}
 }
