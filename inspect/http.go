@@ -217,9 +217,10 @@ func (i *Inspector) act(r *http.Request, action, id, key string) (int, actionJSO
 		return i.pause(ctx, now, id, r.FormValue("for"))
 	case "resume":
 		return i.resume(ctx, now, id)
-	default:
+	case "reroute":
 		return i.reroute(ctx, now, id)
 	}
+	panic("inspect: no action " + action) // routes registers only the four
 }
 
 // maxFormBytes bounds a request's body: two IDs of at most tenancy.MaxIDLength bytes and a
