@@ -65,8 +65,8 @@ type Config struct {
 	// AlarmAfterErrors is the ErrorStreak at which the Inspector counts a source as
 	// failing: the overview lists it and the tenant page marks its entry. Set it to the
 	// Runner's RunnerConfig.AlarmAfterErrors, so that the pages agree with the Runner's
-	// "rota: source failing" lines. Zero means bridge.DefaultAlarmAfterErrors; a negative
-	// value turns failing sources off.
+	// "rota: source failing" lines. Zero means bridge.DefaultAlarmAfterErrors (5); a
+	// negative value turns failing sources off.
 	AlarmAfterErrors int
 }
 
