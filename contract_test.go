@@ -1107,7 +1107,9 @@ func TestContractZeroContextIsErrNoTenant(t *testing.T) {
 // Below every layer sit the internal packages that hold what the packages share — the
 // validation rules (internal/vocab), the Clock (internal/clock) and the rate-limited log
 // line (internal/lograte): any runtime package
-// may import them, and they import nothing of rota, so they join no two layers. Read from
+// may import them, and they import nothing of rota, so they join no two layers.
+// internal/fleettest is test support that the adapters' tests share: it imports only the
+// standard library and the core, and no runtime package or example imports it. Read from
 // the non-test source files with go/build.
 func TestContractLayering(t *testing.T) {
 	const mod = "github.com/rotaworks/rota/"
@@ -1136,6 +1138,19 @@ func TestContractLayering(t *testing.T) {
 			}
 		}
 	}
+	const support = "internal/fleettest"
+	if pkg, err := build.ImportDir(support, 0); err != nil {
+		t.Errorf("%s: %v", support, err)
+	} else {
+		for _, imp := range pkg.Imports {
+			rel, rota := strings.CutPrefix(imp, mod)
+			_, core := may[rel]
+			first, _, _ := strings.Cut(imp, "/")
+			if (rota && !core && !slices.Contains(shared, rel)) || (!rota && strings.Contains(first, ".")) {
+				t.Errorf("%s imports %s; test support imports only the standard library and the core", support, imp)
+			}
+		}
+	}
 	examples, err := filepath.Glob("examples/*")
 	if err != nil {
 		t.Fatal(err)
@@ -1160,6 +1175,8 @@ func TestContractLayering(t *testing.T) {
 		for _, imp := range pkg.Imports {
 			first, _, _ := strings.Cut(imp, "/")
 			switch {
+			case imp == mod+support:
+				t.Errorf("%s imports %s, which is test support", dir, imp)
 			case strings.HasPrefix(imp, mod):
 				rel := strings.TrimPrefix(imp, mod)
 				if allowed, core := may[dir]; core && !slices.Contains(allowed, rel) && !slices.Contains(shared, rel) {

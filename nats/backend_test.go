@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fleettest"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
@@ -17,7 +18,7 @@ type backend struct {
 
 // newBackend returns a fresh migrated schema and the index, watchlist and plans of the
 // test's own pool on it. It skips tb without a server, except under CI.
-func newBackend(tb testing.TB) (*backend, duework.Index, tenancy.Watchlist, planStore) {
+func newBackend(tb testing.TB) (*backend, duework.Index, tenancy.Watchlist, fleettest.Plans) {
 	tb.Helper()
 	be := &backend{schema: pgtest.Schema(tb, "rota_nats")}
 	pool := pgtest.PoolIn(tb, be.schema, 8)

@@ -13,35 +13,9 @@ import (
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fleettest"
 	rotanats "github.com/rotaworks/rota/nats"
 )
-
-// claimed claims user's entry key in the store until until and returns it as an item of
-// lane.
-func (s *store) claimed(t *testing.T, lane dispatch.Lane, user, key string, until time.Time) dispatch.Item {
-	t.Helper()
-	cs, err := s.idx.Claim(context.Background(), []duework.Key{{UserID: user, WorkKey: key}}, time.Now(), until)
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("claim %s/%s: %v, %v", user, key, cs, err)
-	}
-	return dispatch.Item{Lane: lane, Claim: cs[0]}
-}
-
-// claimedUntil reads when user's entry key is claimed until, zero when it is not.
-func (s *store) claimedUntil(t *testing.T, user, key string) (time.Time, duework.Entry) {
-	t.Helper()
-	states, err := s.idx.Entries(context.Background(), user, "", duework.MaxLimit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, st := range states {
-		if st.Entry.WorkKey == key {
-			return st.ClaimedUntil, st.Entry
-		}
-	}
-	t.Fatalf("%s/%s is not scheduled", user, key)
-	return time.Time{}, duework.Entry{}
-}
 
 // A Consumer runs a current item and acknowledges it once its completion is written;
 // hands back unrun an item whose claim ends within the Worker's margin and drops its
@@ -49,16 +23,16 @@ func (s *store) claimedUntil(t *testing.T, user, key string) (time.Time, duework
 // them and no Error line.
 func TestConsumerRunsDropsAndTerminates(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", "pro", 2)
-	dc := s.dispatchConfig(time.Minute) // the Worker's margin: 15 s
+	s.Watch("ana", "pro", 2)
+	dc := s.DispatchConfig(time.Minute) // the Worker's margin: 15 s
 	cfg := freshQueue(t, rotanats.Config{FetchWait: 200 * time.Millisecond})
-	runs := newRunLog(t)
+	runs := fleettest.NewRunLog(t, "worker")
 	w := startWorker(t, s, dc, cfg, 0, runs, nil)
-	sink, js := newSink(t, s.dispatcher(dc.ClaimFor), cfg)
+	sink, js := newSink(t, s.Dispatcher(dc), cfg)
 	ctx := context.Background()
 	now := time.Now()
-	good := s.claimed(t, "paid", "ana", "s000", now.Add(time.Minute))
-	late := s.claimed(t, "paid", "ana", "s001", now.Add(10*time.Second))
+	good := s.Claimed("paid", "ana", "s000", now.Add(time.Minute))
+	late := s.Claimed("paid", "ana", "s001", now.Add(10*time.Second))
 	if err := sink.Send(ctx, "paid", []dispatch.Item{good, late}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,19 +42,19 @@ func TestConsumerRunsDropsAndTerminates(t *testing.T) {
 		}
 	}
 	waitStreamEmpty(t, js, cfg.Stream, 10*time.Second)
-	w.stop(t)
+	w.Stop(t)
 
-	got := runs.all()
-	if len(got) != 1 || got[0].key.WorkKey != "s000" {
+	got := runs.All()
+	if len(got) != 1 || got[0].Key.WorkKey != "s000" {
 		t.Fatalf("runs %+v, want one of s000", got)
 	}
-	if until, e := s.claimedUntil(t, "ana", "s000"); !until.IsZero() || e.LastRunAt.IsZero() {
+	if until, e := s.State("ana", "s000"); !until.IsZero() || e.LastRunAt.IsZero() {
 		t.Errorf("s000 after its run: claimed until %v, last run %v; want unclaimed and run", until, e.LastRunAt)
 	}
-	if until, e := s.claimedUntil(t, "ana", "s001"); !until.IsZero() || !e.LastRunAt.IsZero() {
+	if until, e := s.State("ana", "s001"); !until.IsZero() || !e.LastRunAt.IsZero() {
 		t.Errorf("s001, late: claimed until %v, last run %v; want handed back unrun", until, e.LastRunAt)
 	}
-	logs := w.logs.String()
+	logs := w.Logs.String()
 	if strings.Contains(logs, "level=ERROR") || strings.Count(logs, `level=WARN msg="rota: message terminated, it does not decode"`) != 1 {
 		t.Errorf("want one Warn line for the two messages that do not decode, and no Error line:\n%s", logs)
 	}
@@ -104,9 +78,9 @@ func waitStreamEmpty(tb testing.TB, js jetstream.JetStream, stream string, bound
 // AckWait ClaimFor + AckSlack, MaxAckPending, no delivery limit, the lane's subject.
 func TestConsumerDeclaresLanes(t *testing.T) {
 	s := newStore(t)
-	dc := s.dispatchConfig(30 * time.Second)
+	dc := s.DispatchConfig(30 * time.Second)
 	cfg := freshQueue(t, rotanats.Config{MaxAckPending: 12, FetchWait: 100 * time.Millisecond})
-	w := startWorker(t, s, dc, cfg, 0, newRunLog(t), nil)
+	w := startWorker(t, s, dc, cfg, 0, fleettest.NewRunLog(t, "worker"), nil)
 	_, js := connect(t)
 	ctx := context.Background()
 	for _, lane := range laneNames() {
@@ -125,7 +99,7 @@ func TestConsumerDeclaresLanes(t *testing.T) {
 			t.Errorf("lane %q: consumer config %+v", lane, c)
 		}
 	}
-	w.stop(t)
+	w.Stop(t)
 }
 
 // A worker whose dispatch.Config or Subject disagrees with the stream the dispatcher
@@ -133,9 +107,9 @@ func TestConsumerDeclaresLanes(t *testing.T) {
 // names both values, declares no lane consumer, and has stopped the Worker.
 func TestConsumerRefusesAStreamThatDisagrees(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", "pro", 1)
+	s.Watch("ana", "pro", 1)
 	cfg := freshQueue(t, rotanats.Config{FetchWait: 100 * time.Millisecond})
-	sink, js := newSink(t, s.dispatcher(30*time.Second), cfg)
+	sink, js := newSink(t, s.Dispatcher(s.DispatchConfig(30*time.Second)), cfg)
 	room(t, sink) // declares the stream, with a duplicate window of 30 s
 	ctx := context.Background()
 	for _, tt := range []struct {
@@ -150,12 +124,12 @@ func TestConsumerRefusesAStreamThatDisagrees(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			wcfg := cfg
 			wcfg.Subject = tt.subject
-			w := startWorker(t, s, s.dispatchConfig(tt.claimFor), wcfg, 0, newRunLog(t), nil)
+			w := startWorker(t, s, s.DispatchConfig(tt.claimFor), wcfg, 0, fleettest.NewRunLog(t, "worker"), nil)
 			var err error
 			select {
-			case err = <-w.done:
+			case err = <-w.Done():
 			case <-time.After(10 * time.Second):
-				w.cancel()
+				w.Cancel()
 				t.Fatal("Run still runs after 10 s")
 			}
 			if !errors.Is(err, rotanats.ErrStreamMismatch) {
@@ -171,7 +145,7 @@ func TestConsumerRefusesAStreamThatDisagrees(t *testing.T) {
 					t.Errorf("lane %q: consumer lookup = %v, want none declared", lane, err)
 				}
 			}
-			rep := w.bw.Do(ctx, s.claimed(t, "paid", "ana", "s000", time.Now().Add(time.Minute)), time.Now())
+			rep := w.Bridge.Do(ctx, s.Claimed("paid", "ana", "s000", time.Now().Add(time.Minute)), time.Now())
 			if !errors.Is(rep.Err, bridge.ErrWorkerStopped) {
 				t.Errorf("Do after Run returned: %v, want ErrWorkerStopped", rep.Err)
 			}
@@ -185,20 +159,20 @@ func TestConsumerRefusesAStreamThatDisagrees(t *testing.T) {
 // is logged above Info.
 func TestConsumerStopsCleanly(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", "pro", 6)
-	dc := s.dispatchConfig(time.Minute)
+	s.Watch("ana", "pro", 6)
+	dc := s.DispatchConfig(time.Minute)
 	cfg := freshQueue(t, rotanats.Config{InHand: 4, FetchWait: 100 * time.Millisecond})
-	sink, js := newSink(t, s.dispatcher(dc.ClaimFor), cfg)
+	sink, js := newSink(t, s.Dispatcher(dc), cfg)
 	ctx := context.Background()
 	var items []dispatch.Item
 	for i := range 6 {
-		items = append(items, s.claimed(t, "paid", "ana", fmt.Sprintf("s%03d", i), time.Now().Add(time.Minute)))
+		items = append(items, s.Claimed("paid", "ana", fmt.Sprintf("s%03d", i), time.Now().Add(time.Minute)))
 	}
 	if err := sink.Send(ctx, "paid", items); err != nil {
 		t.Fatal(err)
 	}
 	started, release := make(chan struct{}, 6), make(chan struct{})
-	runs := newRunLog(t)
+	runs := fleettest.NewRunLog(t, "worker")
 	// One slot: the first item runs until released, the three others pulled with it wait.
 	w := startWorkerWith(t, s, dc, cfg, 1, 0, runs, func(context.Context, duework.Key) bool {
 		started <- struct{}{}
@@ -210,15 +184,15 @@ func TestConsumerStopsCleanly(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no item started in 10 s")
 	}
-	w.cancel()
-	for deadline := time.Now().Add(10 * time.Second); w.idx.unclaimed.Load() < 3; time.Sleep(10 * time.Millisecond) {
+	w.Cancel()
+	for deadline := time.Now().Add(10 * time.Second); w.Index.Unclaimed() < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the stop %d items were handed back, want the 3 waiting for a slot", w.idx.unclaimed.Load())
+			t.Fatalf("10 s after the stop %d items were handed back, want the 3 waiting for a slot", w.Index.Unclaimed())
 		}
 	}
 	close(release)
 	select {
-	case err := <-w.done:
+	case err := <-w.Done():
 		if err != nil {
 			t.Errorf("Run = %v, want nil", err)
 		}
@@ -230,7 +204,7 @@ func TestConsumerStopsCleanly(t *testing.T) {
 	}
 	var ran, back, queued []string
 	for _, it := range items {
-		until, e := s.claimedUntil(t, "ana", it.Claim.Entry.WorkKey)
+		until, e := s.State("ana", it.Claim.Entry.WorkKey)
 		switch {
 		case until.IsZero() && !e.LastRunAt.IsZero():
 			ran = append(ran, e.WorkKey)
@@ -240,10 +214,10 @@ func TestConsumerStopsCleanly(t *testing.T) {
 			queued = append(queued, e.WorkKey)
 		}
 	}
-	if len(ran) != 1 || len(back) != 3 || len(queued) != 2 || len(runs.all()) != 1 {
-		t.Errorf("ran %v, handed back %v, still claimed %v, runs %d: want 1, 3, 2 and 1", ran, back, queued, len(runs.all()))
+	if len(ran) != 1 || len(back) != 3 || len(queued) != 2 || len(runs.All()) != 1 {
+		t.Errorf("ran %v, handed back %v, still claimed %v, runs %d: want 1, 3, 2 and 1", ran, back, queued, len(runs.All()))
 	}
-	checkLogs(t, w)
+	fleettest.CheckLogs(t, w)
 }
 
 // A claim runs at most once whatever the broker's settings: a lane consumer whose AckWait
@@ -252,17 +226,17 @@ func TestConsumerStopsCleanly(t *testing.T) {
 // while the first copy runs; the entry is run and written once.
 func TestRedeliveryWhileRunningRunsOnce(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", "pro", 1)
-	dc := s.dispatchConfig(30 * time.Second)
+	s.Watch("ana", "pro", 1)
+	dc := s.DispatchConfig(30 * time.Second)
 	cfg := freshQueue(t, rotanats.Config{FetchWait: 100 * time.Millisecond})
-	runs := newRunLog(t)
+	runs := fleettest.NewRunLog(t, "worker")
 	release := make(chan struct{})
 	hold := func(context.Context, duework.Key) bool {
 		<-release
 		return false
 	}
-	workers := []*worker{startWorker(t, s, dc, cfg, 0, runs, hold), startWorker(t, s, dc, cfg, 1, runs, hold)}
-	sink, js := newSink(t, s.dispatcher(dc.ClaimFor), cfg)
+	workers := []*fleettest.Worker{startWorker(t, s, dc, cfg, 0, runs, hold), startWorker(t, s, dc, cfg, 1, runs, hold)}
+	sink, js := newSink(t, s.Dispatcher(dc), cfg)
 	ctx := context.Background()
 	// Once both workers pull from the lane (they declared its consumer), its AckWait is
 	// cut to a second, far shorter than the claim.
@@ -282,7 +256,7 @@ func TestRedeliveryWhileRunningRunsOnce(t *testing.T) {
 	if _, err := js.UpdateConsumer(ctx, cfg.Stream, short); err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.Send(ctx, "paid", []dispatch.Item{s.claimed(t, "paid", "ana", "s000", time.Now().Add(dc.ClaimFor))}); err != nil {
+	if err := sink.Send(ctx, "paid", []dispatch.Item{s.Claimed("paid", "ana", "s000", time.Now().Add(dc.ClaimFor))}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); streamMsgs(t, js, cfg.Stream) > 0; time.Sleep(20 * time.Millisecond) {
@@ -293,19 +267,19 @@ func TestRedeliveryWhileRunningRunsOnce(t *testing.T) {
 	}
 	close(release)
 	for _, w := range workers {
-		w.stop(t)
+		w.Stop(t)
 	}
-	if got := runs.all(); len(got) != 1 {
+	if got := runs.All(); len(got) != 1 {
 		var by []int
 		for _, r := range got {
-			by = append(by, r.worker)
+			by = append(by, r.Runner)
 		}
 		t.Errorf("%d runs of the item, by workers %v; want 1", len(got), by)
 	}
-	if !strings.Contains(workers[0].logs.String()+workers[1].logs.String(), `msg="rota: message redelivered"`) {
+	if !strings.Contains(workers[0].Logs.String()+workers[1].Logs.String(), `msg="rota: message redelivered"`) {
 		t.Error("no worker was redelivered the message")
 	}
-	if until, e := s.claimedUntil(t, "ana", "s000"); !until.IsZero() || e.MissStreak != 1 {
+	if until, e := s.State("ana", "s000"); !until.IsZero() || e.MissStreak != 1 {
 		t.Errorf("after the stop: claimed until %v, streak %d; want unclaimed and written once", until, e.MissStreak)
 	}
 }

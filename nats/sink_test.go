@@ -16,6 +16,7 @@ import (
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fleettest"
 	rotanats "github.com/rotaworks/rota/nats"
 )
 
@@ -246,7 +247,7 @@ func streamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
 // purged; a lane's messages stay.
 func TestSinkPurgesStraySubjects(t *testing.T) {
 	clk := &manualClock{now: time.Now()}
-	logs := &syncBuffer{}
+	logs := &fleettest.Buffer{}
 	cfg := freshQueue(t, rotanats.Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	s, js := newSink(t, memDispatcher(t, time.Minute, "pro"), cfg)
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fleettest"
 	"github.com/rotaworks/rota/postgres"
 	"github.com/rotaworks/rota/postgres/pgtest"
 	"github.com/rotaworks/rota/tenancy"
@@ -41,7 +42,7 @@ type replicaSet struct {
 	tiers   *cadence.Registry
 	tenants map[string]tenancy.Context
 	sources map[duework.Key]bool
-	runs    *runLog
+	runs    *fleettest.RunLog
 }
 
 func newReplicaSet(t *testing.T) *replicaSet {
@@ -55,7 +56,7 @@ func newReplicaSet(t *testing.T) *replicaSet {
 	if err := s.tiers.Register(fastTier, cadence.Backoff{Base: 200 * time.Millisecond, Max: 200 * time.Millisecond, Factor: 1}); err != nil {
 		t.Fatal(err)
 	}
-	s.runs = newRunLog(t)
+	s.runs = fleettest.NewRunLog(t, "replica")
 	return s
 }
 
@@ -108,7 +109,7 @@ type replica struct {
 // wrap when it is not nil), Watchlist and Entitlements over the shared schema, PlanLanes,
 // a Dispatcher with one lane and a Runner whose pipeline records each run in s.runs,
 // calling hold, when not nil, inside each run.
-func (s *replicaSet) newReplica(id int, cfg bridge.RunnerConfig, wrap func(*postgres.Index) duework.Index, hold func()) *replica {
+func (s *replicaSet) newReplica(id int, cfg bridge.RunnerConfig, wrap func(*postgres.Index) duework.Index, hold fleettest.Hold) *replica {
 	s.t.Helper()
 	pool := pgtest.PoolIn(s.t, s.schema, 4)
 	r := &replica{id: id, logs: &bytes.Buffer{}}
@@ -129,7 +130,7 @@ func (s *replicaSet) newReplica(id int, cfg bridge.RunnerConfig, wrap func(*post
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	r.bridge = &bridge.Bridge{Index: r.idx, Watchlist: postgres.NewWatchlist(pool), Pipeline: s.runs.pipeline(id, hold), Tiers: s.tiers}
+	r.bridge = &bridge.Bridge{Index: r.idx, Watchlist: postgres.NewWatchlist(pool), Pipeline: s.runs.Pipeline(id, hold), Tiers: s.tiers}
 	// The noisy-neighbour alarm is off: on a loaded machine a lane's wait passes ten short
 	// Intervals, and its Warn line would hide one about the stop.
 	cfg.AlarmAfter = -1
@@ -201,7 +202,7 @@ func (s *replicaSet) checkNothingLost() {
 	s.t.Helper()
 	ctx := context.Background()
 	idx := postgres.NewIndex(s.admin)
-	counts := s.runs.perSource()
+	counts := s.runs.Written()
 	for k := range s.sources {
 		e, err := idx.Get(ctx, s.tenants[k.UserID], k.WorkKey)
 		if err != nil {
@@ -212,87 +213,6 @@ func (s *replicaSet) checkNothingLost() {
 			s.t.Errorf("%s/%s: streak %d after %d runs", k.UserID, k.WorkKey, e.MissStreak, counts[k])
 		}
 	}
-}
-
-// runLog records every run of every replica's pipeline: who ran it, which source, when
-// it started and ended. It fails the test at once when a run starts while another run of
-// the same source is under way.
-type runLog struct {
-	t      *testing.T
-	mu     sync.Mutex
-	runs   []pipelineRun
-	active map[duework.Key]int // the replica running each source now
-	want   int                 // when > 0, close allRan once this many sources have run
-	ran    map[duework.Key]bool
-	allRan chan struct{}
-}
-
-type pipelineRun struct {
-	key        duework.Key
-	replica    int
-	start, end time.Time
-}
-
-func newRunLog(t *testing.T) *runLog {
-	return &runLog{t: t, active: map[duework.Key]int{}, ran: map[duework.Key]bool{}, allRan: make(chan struct{})}
-}
-
-// pipeline returns replica's pipeline: it records the run and finds nothing new, so every
-// run is a miss; hold, when not nil, is called while the run is under way.
-func (l *runLog) pipeline(replica int, hold func()) bridge.Pipeline {
-	return bridge.PipelineFunc(func(_ context.Context, tc tenancy.Context, e tenancy.WatchlistEntry) (bridge.Result, error) {
-		k := duework.Key{UserID: tc.UserID(), WorkKey: e.Slug}
-		start := time.Now()
-		l.mu.Lock()
-		if other, ok := l.active[k]; ok {
-			l.t.Errorf("%s/%s: replica %d started it while replica %d was running it", k.UserID, k.WorkKey, replica, other)
-		}
-		l.active[k] = replica
-		l.mu.Unlock()
-		if hold != nil {
-			hold()
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		delete(l.active, k)
-		l.runs = append(l.runs, pipelineRun{key: k, replica: replica, start: start, end: time.Now()})
-		if !l.ran[k] {
-			l.ran[k] = true
-			if len(l.ran) == l.want {
-				close(l.allRan)
-			}
-		}
-		return bridge.Result{}, nil
-	})
-}
-
-// all returns the runs recorded so far.
-func (l *runLog) all() []pipelineRun {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.runs)
-}
-
-func (l *runLog) perSource() map[duework.Key]int {
-	n := map[duework.Key]int{}
-	for _, r := range l.all() {
-		n[r.key]++
-	}
-	return n
-}
-
-// jain is Jain's fairness index of xs: (Σx)² / (n·Σx²), 1 when all are equal and 1/n
-// when one has everything.
-func jain(xs []int) float64 {
-	var sum, sq float64
-	for _, x := range xs {
-		sum += float64(x)
-		sq += float64(x) * float64(x)
-	}
-	if sq == 0 {
-		return 0
-	}
-	return sum * sum / (float64(len(xs)) * sq)
 }
 
 // Two replicas run for a while on the real clock over one schema, thirty quiet tenants
@@ -313,7 +233,7 @@ func TestTwoReplicasShareTheWork(t *testing.T) {
 		s.watch(fmt.Sprintf("quiet%02d", i), 2)
 	}
 	s.watch("noisy", noisySources)
-	s.runs.want = len(s.sources)
+	allRan := s.runs.Ran(len(s.sources))
 
 	cfg := bridge.RunnerConfig{Interval: 20 * time.Millisecond, Workers: 8}
 	a, b := s.newReplica(0, cfg, nil, nil), s.newReplica(1, cfg, nil, nil)
@@ -335,11 +255,11 @@ func TestTwoReplicasShareTheWork(t *testing.T) {
 	for pending := 2; pending > 0; pending-- {
 		select {
 		case <-minimum.C:
-		case <-s.runs.allRan:
+		case <-allRan:
 		case <-bound.C:
 			cancel()
 			wait()
-			t.Fatalf("after a minute %d of %d sources had run", len(s.runs.perSource()), len(s.sources))
+			t.Fatalf("after a minute %d of %d sources had run", len(s.runs.Written()), len(s.sources))
 		}
 	}
 	cancel()
@@ -347,13 +267,13 @@ func TestTwoReplicasShareTheWork(t *testing.T) {
 	s.checkStoppedCleanly(a, b)
 	s.checkNothingLost()
 
-	runs := s.runs.all()
-	checkEachRanAlone(t, s.sources, runs)
+	runs := s.runs.All()
+	s.runs.CheckEachRanAlone(s.sources)
 	perReplica, perQuiet := [2]int{}, make([]int, quiet)
 	for _, r := range runs {
-		perReplica[r.replica]++
+		perReplica[r.Runner]++
 		var i int
-		if _, err := fmt.Sscanf(r.key.UserID, "quiet%02d", &i); err == nil {
+		if _, err := fmt.Sscanf(r.Key.UserID, "quiet%02d", &i); err == nil {
 			perQuiet[i]++
 		}
 	}
@@ -362,34 +282,12 @@ func TestTwoReplicasShareTheWork(t *testing.T) {
 			t.Errorf("replica %d did %d of %d runs, less than a quarter", i, n, len(runs))
 		}
 	}
-	if j := jain(perQuiet); j < 0.9 {
+	if j := fleettest.Jain(perQuiet); j < 0.9 {
 		t.Errorf("Jain's index over the quiet tenants' runs = %.3f, want ≥ 0.9; runs per tenant %v", j, perQuiet)
 	}
 	cycles := checkCycles(t, a, b)
 	t.Logf("%d runs in %d cycles: replica 0 %d, replica 1 %d; runs per quiet tenant %v (Jain %.3f)",
-		len(runs), cycles, perReplica[0], perReplica[1], perQuiet, jain(perQuiet))
-}
-
-// checkEachRanAlone checks that each of sources ran, and that no run of one started
-// before the one before it ended.
-func checkEachRanAlone(t *testing.T, sources map[duework.Key]bool, runs []pipelineRun) {
-	t.Helper()
-	perSource := map[duework.Key][]pipelineRun{}
-	for _, r := range runs {
-		perSource[r.key] = append(perSource[r.key], r)
-	}
-	for k := range sources {
-		rs := perSource[k]
-		if len(rs) == 0 {
-			t.Errorf("%s/%s never ran", k.UserID, k.WorkKey)
-		}
-		slices.SortFunc(rs, func(x, y pipelineRun) int { return x.start.Compare(y.start) })
-		for i := 1; i < len(rs); i++ {
-			if rs[i].start.Before(rs[i-1].end) {
-				t.Errorf("%s/%s: a run by replica %d started before the run by replica %d ended", k.UserID, k.WorkKey, rs[i].replica, rs[i-1].replica)
-			}
-		}
-	}
+		len(runs), cycles, perReplica[0], perReplica[1], perQuiet, fleettest.Jain(perQuiet))
 }
 
 // checkCycles checks the replicas' cycle reports together: no claim ran twice, and in no
@@ -486,9 +384,10 @@ func TestTwoReplicasStopMidCycle(t *testing.T) {
 		reps[i] = s.newReplica(i, cfg, func(x *postgres.Index) duework.Index {
 			holds[i].Index = x
 			return holds[i]
-		}, func() {
+		}, func(context.Context, duework.Key) bool {
 			started[i] <- struct{}{}
 			<-release
+			return false
 		})
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -520,7 +419,7 @@ func TestTwoReplicasStopMidCycle(t *testing.T) {
 			t.Errorf("replica %d ran %d items and released %d; want items in flight and a dispatch under way at the stop", r.id, ran, released)
 		}
 	}
-	if n := len(s.runs.all()); n == 0 || n == len(s.sources) {
+	if n := len(s.runs.All()); n == 0 || n == len(s.sources) {
 		t.Errorf("%d of %d sources ran; want the stop to cut the work short", n, len(s.sources))
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
+	"github.com/rotaworks/rota/internal/fleettest"
 	rotasqs "github.com/rotaworks/rota/sqs"
 	"github.com/rotaworks/rota/tenancy"
 )
@@ -21,7 +22,7 @@ import (
 // at most 10 s.
 func waitEmpty(t *testing.T, name string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "queue "+name+" is not empty", func() bool {
+	fleettest.WaitFor(t, 10*time.Second, "queue "+name+" is not empty", func() bool {
 		v, f, d := depth(t, name)
 		return v+f+d == 0
 	})
@@ -32,13 +33,13 @@ func waitEmpty(t *testing.T, name string) {
 // and garbage. It logs nothing at Error.
 func TestConsumerRunsAndDrops(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", "pro", 4)
-	dc := s.dispatchConfig(time.Minute)
+	s.Watch("ana", "pro", 4)
+	dc := s.DispatchConfig(time.Minute)
 	cfg := fresh(t, rotasqs.Config{WaitTime: time.Second})
 	sink := newSink(t, dc, cfg)
-	runs := newRunLog(t)
+	runs := fleettest.NewRunLog(t, "worker")
 	now := time.Now()
-	good := s.claimed("paid", "ana", "s000", now.Add(time.Minute))
+	good := s.Claimed("paid", "ana", "s000", now.Add(time.Minute))
 	ended := item("paid", "ana", "s001", 7, now.Add(-time.Second))
 	forged := item("paid", "ana", "s002", 42, now.Add(time.Minute))
 	if err := sink.Send(context.Background(), "paid", []dispatch.Item{good, ended, forged}); err != nil {
@@ -47,20 +48,20 @@ func TestConsumerRunsAndDrops(t *testing.T) {
 	sendRaw(t, cfg.QueueName("paid"), "not json", `{"v":1}`, `{"v":9}`)
 	w := startWorker(t, s, dc, cfg, 0, runs, nil)
 	waitEmpty(t, cfg.QueueName("paid"))
-	w.stop(t)
+	w.Stop(t)
 
-	if got := runs.all(); len(got) != 1 || got[0].key.WorkKey != "s000" {
+	if got := runs.All(); len(got) != 1 || got[0].Key.WorkKey != "s000" {
 		t.Fatalf("runs %+v, want one of s000", got)
 	}
-	if until, e := s.state("ana", "s000"); !until.IsZero() || e.LastRunAt.IsZero() {
+	if until, e := s.State("ana", "s000"); !until.IsZero() || e.LastRunAt.IsZero() {
 		t.Errorf("s000 after its run: claimed until %v, last run %v; want unclaimed and run", until, e.LastRunAt)
 	}
 	for _, key := range []string{"s001", "s002"} {
-		if until, e := s.state("ana", key); !until.IsZero() || !e.LastRunAt.IsZero() {
+		if until, e := s.State("ana", key); !until.IsZero() || !e.LastRunAt.IsZero() {
 			t.Errorf("%s: claimed until %v, last run %v; want unclaimed and never run", key, until, e.LastRunAt)
 		}
 	}
-	logs := w.logs.String()
+	logs := w.Logs.String()
 	for _, want := range []string{
 		`level=INFO msg="rota: message dropped" queue=` + cfg.QueueName("paid") + ` reason="claim ended" user_id=ana work_key=s001`,
 		`level=WARN msg="rota: item not run, its claim is not current" user_id=ana work_key=s002`,
@@ -82,14 +83,14 @@ func TestConsumerRunsAndDrops(t *testing.T) {
 // read as a lane's.
 func TestConsumerDrainsStrayQueues(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", "pro", 1)
-	dc := s.dispatchConfig(time.Minute)
+	s.Watch("ana", "pro", 1)
+	dc := s.DispatchConfig(time.Minute)
 	cfg := fresh(t, rotasqs.Config{WaitTime: time.Second, ScanEvery: 100 * time.Millisecond})
 	gone := cfg
 	old := dc
 	old.Lanes = append(old.Lanes, dispatch.LaneCapacity{Lane: "gold", PerUserLimit: 1, PerCycleLimit: 1})
 	oldSink := newSink(t, old, gone)
-	it := s.claimed("gold", "ana", "s000", time.Now().Add(time.Minute))
+	it := s.Claimed("gold", "ana", "s000", time.Now().Add(time.Minute))
 	if err := oldSink.Send(context.Background(), "gold", []dispatch.Item{it}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,16 +105,16 @@ func TestConsumerDrainsStrayQueues(t *testing.T) {
 		MessageGroupId: aws.String("g")}); err != nil {
 		t.Fatal(err)
 	}
-	runs := newRunLog(t)
+	runs := fleettest.NewRunLog(t, "worker")
 	w := startWorker(t, s, dc, cfg, 0, runs, nil)
 	waitEmpty(t, cfg.QueueName("gold"))
-	waitFor(t, 5*time.Second, "s000 did not run", func() bool { return len(runs.all()) == 1 })
+	fleettest.WaitFor(t, 5*time.Second, "s000 did not run", func() bool { return len(runs.All()) == 1 })
 	time.Sleep(300 * time.Millisecond) // three more scans
-	w.stop(t)
+	w.Stop(t)
 	if v, _, _ := depth(t, other); v != 1 {
 		t.Errorf("the queue %s holds %d messages, want its 1 left alone", other, v)
 	}
-	logs := w.logs.String()
+	logs := w.Logs.String()
 	if strings.Count(logs, `msg="rota: queue is not a lane" queue=`+cfg.QueueName("gold")) != 1 || strings.Contains(logs, other) {
 		t.Errorf("want one Warn line for the stray queue, none for %s:\n%s", other, logs)
 	}
@@ -152,13 +153,13 @@ func (r *visibilityRecorder) ChangeMessageVisibilityBatch(ctx context.Context, i
 // creates has that visibility timeout for receivers that set none.
 func TestConsumerSetsVisibilityFromTheClaim(t *testing.T) {
 	s := newStore(t)
-	s.watch("ana", "pro", 2)
-	dc := s.dispatchConfig(time.Minute) // MaxClockSkew 50 ms: 62 s
+	s.Watch("ana", "pro", 2)
+	dc := s.DispatchConfig(time.Minute) // MaxClockSkew 50 ms: 62 s
 	cfg := fresh(t, rotasqs.Config{WaitTime: time.Second, Logger: quiet})
 	sink := newSink(t, dc, cfg)
 	now := time.Now()
-	fresh := s.claimed("paid", "ana", "s000", now.Add(time.Minute))
-	short := s.claimed("paid", "ana", "s001", now.Add(10*time.Second))
+	fresh := s.Claimed("paid", "ana", "s000", now.Add(time.Minute))
+	short := s.Claimed("paid", "ana", "s001", now.Add(10*time.Second))
 	if err := sink.Send(context.Background(), "paid", []dispatch.Item{fresh, short}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestConsumerSetsVisibilityFromTheClaim(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	waitFor(t, 5*time.Second, "two messages in flight", func() bool {
+	fleettest.WaitFor(t, 5*time.Second, "two messages in flight", func() bool {
 		_, f, _ := depth(t, cfg.QueueName("paid"))
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -204,9 +205,9 @@ func TestConsumerSetsVisibilityFromTheClaim(t *testing.T) {
 }
 
 // newBareWorker returns a Worker over s whose pipeline calls run and finds nothing new.
-func newBareWorker(t *testing.T, s *store, run func(ctx context.Context)) *bridge.Worker {
+func newBareWorker(t *testing.T, s *fleettest.Store, run func(ctx context.Context)) *bridge.Worker {
 	t.Helper()
-	b := &bridge.Bridge{Index: s.idx, Watchlist: s.wl, Tiers: s.tiers,
+	b := &bridge.Bridge{Index: s.Index, Watchlist: s.Watchlist, Tiers: s.Tiers,
 		Pipeline: bridge.PipelineFunc(func(ctx context.Context, _ tenancy.Context, _ tenancy.WatchlistEntry) (bridge.Result, error) {
 			run(ctx)
 			return bridge.Result{}, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/fleettest"
 	rotasqs "github.com/rotaworks/rota/sqs"
 )
 
@@ -199,7 +200,7 @@ func TestSinkCreatesAGoneQueueAgain(t *testing.T) {
 	if err := s.Send(ctx, "pro", []dispatch.Item{it}); err == nil {
 		t.Log("the first Send after the deletion went through") // a Sink may learn of it from Room instead
 	}
-	waitFor(t, 5*time.Second, "the queue is back", func() bool {
+	fleettest.WaitFor(t, 5*time.Second, "the queue is back", func() bool {
 		_, err := s.Room(ctx)
 		return err == nil
 	})
@@ -209,42 +210,6 @@ func TestSinkCreatesAGoneQueueAgain(t *testing.T) {
 	if v, _, _ := depth(t, cfg.QueueName("pro")); v < 1 {
 		t.Fatalf("the queue holds %d messages, want at least 1", v)
 	}
-}
-
-// watchedSink is a Sink that records, per lane, what was sent since the last Room, and
-// each time a lane was sent more than that Room allowed.
-type watchedSink struct {
-	*rotasqs.Sink
-	mu       sync.Mutex
-	last     dispatch.Take
-	since    map[dispatch.Lane]int
-	sent     int
-	overSent []string
-}
-
-func (w *watchedSink) Room(ctx context.Context) (dispatch.Take, error) {
-	take, err := w.Sink.Room(ctx)
-	w.mu.Lock()
-	w.last, w.since = take, map[dispatch.Lane]int{}
-	w.mu.Unlock()
-	return take, err
-}
-
-func (w *watchedSink) Send(ctx context.Context, lane dispatch.Lane, items []dispatch.Item) error {
-	w.mu.Lock()
-	w.since[lane] += len(items)
-	w.sent += len(items)
-	if w.since[lane] > w.last.PerLane[lane] {
-		w.overSent = append(w.overSent, fmt.Sprintf("%s: %d sent, room %d", lane, w.since[lane], w.last.PerLane[lane]))
-	}
-	w.mu.Unlock()
-	return w.Sink.Send(ctx, lane, items)
-}
-
-func (w *watchedSink) sentInAll() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sent
 }
 
 // sendRecorder records the entries of every SendMessageBatch.
