@@ -1,0 +1,195 @@
+package rotadynamo
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// change is one entry of a user that a write replaces: old is what was read (nil: absent),
+// new what will be written (nil: removed).
+type change struct {
+	key      string // the work key
+	old, new *entryRec
+}
+
+// derive sets u's counts and the instants its ReadyAt and due-time key derive from
+// (freeAt, claimEnd, slot, firstDue) to what they will be once changes are written, from
+// what u holds now. It reads the user's indexes, strongly consistent, only where a
+// change removes the entry an instant came from, starting at that instant, and passes over
+// the changed entries; so it costs a query or two for most writes, and none for many.
+// limitsChanged says u.limits are not those slot was computed for.
+func (x *Index) derive(ctx context.Context, u *userRec, changes []change, limitsChanged bool) error {
+	skip := make(map[string]bool, len(changes))
+	var oldFree, oldClaimed, oldAll, newAll int
+	var newFree, newClaim, newDue []time.Time
+	var freeTaken, claimTaken, dueTaken, claimsMoved bool
+	for _, c := range changes {
+		skip[c.key] = true
+		o, n := c.old, c.new
+		sameDue := o != nil && n != nil && o.e.DueAt.Equal(n.e.DueAt)
+		if o != nil {
+			oldAll++
+			if o.claimed() {
+				oldClaimed++
+				claimTaken = claimTaken || o.until.Equal(u.claimEnd)
+				claimsMoved = true
+			} else {
+				oldFree++
+				freeTaken = freeTaken || o.e.DueAt.Equal(u.freeAt)
+			}
+			dueTaken = dueTaken || !sameDue && o.e.DueAt.Equal(u.firstDue)
+		}
+		if n != nil {
+			newAll++
+			if n.claimed() {
+				newClaim = append(newClaim, n.until)
+				claimsMoved = true
+			} else {
+				newFree = append(newFree, n.e.DueAt)
+			}
+			newDue = append(newDue, n.e.DueAt)
+		}
+	}
+	restFree, restClaimed, restAll := u.entries-u.claims-oldFree, u.claims-oldClaimed, u.entries-oldAll
+	var err error
+	if u.freeAt, err = x.restMin(ctx, u, idxDue, restFree, freeTaken, u.freeAt, skip, true, newFree); err != nil {
+		return err
+	}
+	if u.claimEnd, err = x.restMin(ctx, u, idxClaims, restClaimed, claimTaken, u.claimEnd, skip, false, newClaim); err != nil {
+		return err
+	}
+	// An entry whose DueAt stays does not take the earliest DueAt away: if it held it, it
+	// still does.
+	if u.firstDue, err = x.restMin(ctx, u, idxDue, restAll, dueTaken, u.firstDue, skip, false, newDue); err != nil {
+		return err
+	}
+	u.entries = restAll + newAll
+	u.claims = restClaimed + len(newClaim)
+	if claimsMoved || limitsChanged {
+		return x.deriveSlot(ctx, u, restClaimed, skip, newClaim)
+	}
+	return nil
+}
+
+// restMin returns the least of adds and of the instants of the rest entries of u outside
+// skip that an index holds: the stored least, unless taken (a changed entry held it), in
+// which case it reads the index from there. unclaimedOnly passes over claimed entries (the
+// due index holds them too).
+func (x *Index) restMin(ctx context.Context, u *userRec, index string, rest int, taken bool, stored time.Time, skip map[string]bool, unclaimedOnly bool, adds []time.Time) (time.Time, error) {
+	var m time.Time
+	switch {
+	case rest <= 0:
+	case !taken:
+		m = stored
+	default:
+		var err error
+		m, err = x.firstOutside(ctx, u.id, index, stored, skip, unclaimedOnly)
+		if err != nil {
+			return time.Time{}, err
+		}
+	}
+	for _, a := range adds {
+		m = earlier(m, a)
+	}
+	return m, nil
+}
+
+// firstOutside returns the instant of the first entry of user in index, from instant
+// from, whose work key is not in skip (and, with unclaimedOnly, that is not claimed), or
+// the zero time when there is none. Strongly consistent.
+func (x *Index) firstOutside(ctx context.Context, user, index string, from time.Time, skip map[string]bool, unclaimedOnly bool) (time.Time, error) {
+	attr := attrLDue
+	if index == idxClaims {
+		attr = attrLClaim
+	}
+	var found time.Time
+	err := x.scanIndex(ctx, user, index, attr, from, true, len(skip)+1, unclaimedOnly, func(k string, m map[string]av) bool {
+		if skip[restOf(k)] || unclaimedOnly && m[attrToken] != nil {
+			return true
+		}
+		t, err := decTime(k)
+		if err == nil {
+			found = t
+		}
+		return false
+	})
+	return found, err
+}
+
+// deriveSlot sets u.slot: with MaxInFlight M > 0 and at least M claims, the M-th latest
+// Until among the user's claims once the write is done — the rest, read from the claims
+// index latest first, and adds.
+func (x *Index) deriveSlot(ctx context.Context, u *userRec, rest int, skip map[string]bool, adds []time.Time) error {
+	m := u.limits.MaxInFlight
+	u.slot = time.Time{}
+	if m == 0 || u.claims < m {
+		return nil
+	}
+	untils := slices.Clone(adds)
+	if rest > 0 {
+		err := x.scanIndex(ctx, u.id, idxClaims, attrLClaim, time.Time{}, false, m+len(skip), false, func(k string, _ map[string]av) bool {
+			if skip[restOf(k)] {
+				return true
+			}
+			if t, err := decTime(k); err == nil {
+				untils = append(untils, t)
+			}
+			return len(untils) < m+len(adds)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	slices.SortFunc(untils, func(a, b time.Time) int { return b.Compare(a) })
+	if len(untils) >= m {
+		u.slot = untils[m-1]
+	}
+	return nil
+}
+
+// scanIndex reads user's entries in local index, strongly consistent, from the instant
+// from onwards (forward) or from the latest backwards, pages of about page items, and
+// calls f with each one's index sort key and attributes until f returns false. With
+// fetch, it also fetches each entry's claim token from the table.
+func (x *Index) scanIndex(ctx context.Context, user, index, attr string, from time.Time, forward bool, page int, fetch bool, f func(key string, m map[string]av) bool) error {
+	var e expr
+	cond := e.n(attrPK) + " = " + e.v(sv(userPK(user)))
+	if forward && !from.IsZero() {
+		cond += " AND " + e.n(attr) + " >= " + e.v(sv(encTime(from)))
+	}
+	in := &dynamodb.QueryInput{
+		IndexName: &index, KeyConditionExpression: &cond, ConsistentRead: ptr(true),
+		ScanIndexForward: ptr(forward), Limit: ptr(int32(min(max(page, 1), 1000))),
+	}
+	attrs := []string{attr, attrSK}
+	if fetch {
+		attrs = append(attrs, attrToken)
+	}
+	pe := ""
+	for i, a := range attrs {
+		if i > 0 {
+			pe += ", "
+		}
+		pe += e.n(a)
+	}
+	in.ProjectionExpression = &pe
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	for {
+		out, err := x.d.query(ctx, in)
+		if err != nil {
+			return err
+		}
+		for _, m := range out.Items {
+			if !f((&item{m: m}).str(attr), m) {
+				return nil
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}

@@ -1,0 +1,51 @@
+package rotadynamo
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/rotaworks/rota/tenancy"
+)
+
+// Entitlements is a tenancy.Entitlements on the table: a tenant's plan is one item in its
+// partition, set with SetPlan; a tenant without one is on tenancy.PlanFree. OpenStores
+// builds it; it is safe for concurrent use. Plan is one strongly consistent read, SetPlan
+// one write.
+type Entitlements struct {
+	d *db
+}
+
+var _ tenancy.Entitlements = (*Entitlements)(nil)
+
+const attrPlan = "plan"
+
+// SetPlan puts the tenant on plan p. It refuses the zero Context (tenancy.ErrNoTenant), a
+// done ctx and a plan that is not Valid (tenancy.ErrInvalidPlan) before anything is sent.
+func (x *Entitlements) SetPlan(ctx context.Context, tc tenancy.Context, p tenancy.PlanID) error {
+	if err := checkTenant(ctx, tc); err != nil {
+		return err
+	}
+	if err := p.Check(); err != nil {
+		return err
+	}
+	m := key(userPK(tc.UserID()), skPlan)
+	m[attrPlan] = sv(string(p))
+	return interpret(ctx, "Entitlements.SetPlan", x.d.put(ctx, &dynamodb.PutItemInput{Item: m}))
+}
+
+// Plan returns the plan SetPlan last set for the tenant, or tenancy.PlanFree if it never
+// was.
+func (x *Entitlements) Plan(ctx context.Context, tc tenancy.Context) (tenancy.PlanID, error) {
+	if err := checkTenant(ctx, tc); err != nil {
+		return "", err
+	}
+	m, err := x.d.get(ctx, key(userPK(tc.UserID()), skPlan), true)
+	if err != nil {
+		return "", interpret(ctx, "Entitlements.Plan", err)
+	}
+	if m == nil {
+		return tenancy.PlanFree, nil
+	}
+	return tenancy.PlanID((&item{m: m}).str(attrPlan)), nil
+}
