@@ -36,11 +36,11 @@ const (
 // holds: every index is sparse.
 const (
 	// idxDue, a local secondary index: a user's entries by (DueAt, WorkKey).
-	idxDue  = "due"
+	idxDue   = "due"
 	attrLDue = "ld"
 	// idxClaims, a local secondary index: a user's claimed entries by (Until, WorkKey).
-	idxClaims   = "claims"
-	attrLClaim  = "lc"
+	idxClaims  = "claims"
+	attrLClaim = "lc"
 	// idxQueue, a global secondary index: each group's turn queues, one per bucket, users
 	// with entries by (Turn, UserID).
 	idxQueue     = "queue"
@@ -48,13 +48,13 @@ const (
 	attrQueueSK  = "qs"
 	// idxDueUsers, a global secondary index: users with entries by (earliest DueAt,
 	// UserID), one queue per bucket, for DueBefore.
-	idxDueUsers   = "dueusers"
-	attrDueKey    = "dk"
-	attrDueSK     = "ds"
+	idxDueUsers = "dueusers"
+	attrDueKey  = "dk"
+	attrDueSK   = "ds"
 	// idxPaused, a global secondary index: paused users by UserID, one list per bucket.
-	idxPaused      = "paused"
-	attrPausedKey  = "pq"
-	attrPausedSK   = "ps"
+	idxPaused     = "paused"
+	attrPausedKey = "pq"
+	attrPausedSK  = "ps"
 	// idxTenants, a global secondary index: watch-list entries by (UserID, Slug), one
 	// list per bucket, for Watchlist.Tenants.
 	idxTenants     = "tenants"

@@ -8,34 +8,34 @@ import (
 
 // The attributes of a user item (partition userPK(user), sort key skUser).
 const (
-	attrGroup       = "grp"  // its group; absent for the unrouted group ""
-	attrWeight      = "w"    // its limits, each absent when zero
-	attrMaxInFlight = "mif"  //
-	attrEvery       = "ev"   // nanoseconds
-	attrBurst       = "bu"   //
-	attrServed      = "ls"   // LastServed
-	attrPass        = "pa"   // the stride position
-	attrMark        = "rm"   // the rate mark
-	attrHeld        = "hu"   // the end of the hold a Ready took
-	attrVersion     = "v"    // raised by every write of its entries, limits or pause
-	attrTokens      = "tk"   // the last claim token handed out for its entries
-	attrEntries     = "ne"   // how many entries it has
-	attrClaims      = "nc"   // how many of them are claimed (ended claims included)
-	attrFreeAt      = "fa"   // the earliest DueAt of its unclaimed entries
-	attrClaimEnd    = "ce"   // the earliest Until of its claims
-	attrSlot        = "sl"   // with MaxInFlight M, the M-th latest Until of its claims
-	attrFirstDue    = "fd"   // the earliest DueAt of its entries
-	attrPausedUntil = "pu"   // the end of its pause
-	attrPauseReason = "pr"   //
+	attrGroup       = "grp" // its group; absent for the unrouted group ""
+	attrWeight      = "w"   // its limits, each absent when zero
+	attrMaxInFlight = "mif" //
+	attrEvery       = "ev"  // nanoseconds
+	attrBurst       = "bu"  //
+	attrServed      = "ls"  // LastServed
+	attrPass        = "pa"  // the stride position
+	attrMark        = "rm"  // the rate mark
+	attrHeld        = "hu"  // the end of the hold a Ready took
+	attrVersion     = "v"   // raised by every write of its entries, limits or pause
+	attrTokens      = "tk"  // the last claim token handed out for its entries
+	attrEntries     = "ne"  // how many entries it has
+	attrClaims      = "nc"  // how many of them are claimed (ended claims included)
+	attrFreeAt      = "fa"  // the earliest DueAt of its unclaimed entries
+	attrClaimEnd    = "ce"  // the earliest Until of its claims
+	attrSlot        = "sl"  // with MaxInFlight M, the M-th latest Until of its claims
+	attrFirstDue    = "fd"  // the earliest DueAt of its entries
+	attrPausedUntil = "pu"  // the end of its pause
+	attrPauseReason = "pr"  //
 )
 
 // The attributes of an entry item (partition userPK(user), sort key entrySK(work key)).
 const (
 	attrTier        = "tr" // absent when ""
 	attrDueAt       = "du"
-	attrLastRunAt   = "lr" // absent when zero
-	attrMissStreak  = "ms" // absent when zero
-	attrErrorStreak = "es" // absent when zero
+	attrLastRunAt   = "lr"  // absent when zero
+	attrMissStreak  = "ms"  // absent when zero
+	attrErrorStreak = "es"  // absent when zero
 	attrToken       = "tok" // the current claim's token; absent when unclaimed
 	attrUntil       = "cu"  // the current claim's Until; absent when unclaimed
 	attrStarted     = "st"  // the current claim was started; absent otherwise

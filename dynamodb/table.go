@@ -236,7 +236,7 @@ func deref0[T any](p *T) T {
 // table whose meta item gives another Buckets or another layout version.
 func claimMeta(ctx context.Context, d *db, buckets int) error {
 	err := d.put(ctx, &dynamodb.PutItemInput{
-		Item: map[string]av{attrPK: sv(pkMeta), attrSK: sv(skMeta), "buckets": nv(int64(buckets)), "version": nv(tableVersion)},
+		Item:                map[string]av{attrPK: sv(pkMeta), attrSK: sv(skMeta), "buckets": nv(int64(buckets)), "version": nv(tableVersion)},
 		ConditionExpression: ptr("attribute_not_exists(pk)"),
 	})
 	if err == nil {
