@@ -2,8 +2,12 @@ package rotadynamo
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rotaworks/rota/tenancy"
 )
@@ -32,6 +36,30 @@ func (x *Entitlements) SetPlan(ctx context.Context, tc tenancy.Context, p tenanc
 	m := key(userPK(tc.UserID()), skPlan)
 	m[attrPlan] = sv(string(p))
 	return interpret(ctx, "Entitlements.SetPlan", x.d.put(ctx, &dynamodb.PutItemInput{Item: m}))
+}
+
+// SetPlans puts each tenant of plans, by user ID, on its plan. Every user ID and plan is
+// checked first — one refused refuses the call, naming the tenant, and nothing is written
+// — then they go in batches of 25 writes, so a call that fails midway (ctx, connection)
+// may have written some of them.
+func (x *Entitlements) SetPlans(ctx context.Context, plans map[string]tenancy.PlanID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	users := slices.Sorted(maps.Keys(plans))
+	reqs := make([]types.WriteRequest, 0, len(users))
+	for _, user := range users {
+		if err := tenancy.ValidateID("user ID", user); err != nil {
+			return err
+		}
+		if err := plans[user].Check(); err != nil {
+			return fmt.Errorf("tenant %q: %w", user, err)
+		}
+		m := key(userPK(user), skPlan)
+		m[attrPlan] = sv(string(plans[user]))
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: m}})
+	}
+	return interpret(ctx, "Entitlements.SetPlans", x.d.batchWrite(ctx, reqs))
 }
 
 // Plan returns the plan SetPlan last set for the tenant, or tenancy.PlanFree if it never

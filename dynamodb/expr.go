@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -118,6 +119,12 @@ func (u *update) condition() *string {
 	}
 	s := "(" + strings.Join(u.conds, ") AND (") + ")"
 	return &s
+}
+
+// input is the update as an UpdateItemInput.
+func (u *update) input() *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{Key: u.keyMap, UpdateExpression: u.expression(), ConditionExpression: u.condition(),
+		ExpressionAttributeNames: u.e.namesOrNil(), ExpressionAttributeValues: u.e.valuesOrNil()}
 }
 
 // action is the update as an action of a transaction.

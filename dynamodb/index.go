@@ -300,6 +300,9 @@ func (x *Index) User(ctx context.Context, userID string, now time.Time) (duework
 	if u.held.After(now) {
 		st.HeldUntil = norm(u.held)
 	}
+	if u.paused(now) {
+		st.PausedUntil, st.PauseReason = norm(u.pausedUntil), u.pauseReason
+	}
 	return st, nil
 }
 

@@ -125,7 +125,7 @@ func (x *Index) claimRun(ctx context.Context, user string, wks []string, now, un
 			return err
 		}
 		serve(u, len(changes), turn, now)
-		if !u.pausedUntil.IsZero() { // ended: Claim skips a user paused at now
+		if !u.pauseCounts() { // served at or after its end: it never counts again
 			u.pausedUntil, u.pauseReason = time.Time{}, ""
 		}
 		return x.commit(ctx, append(actions, u.write(x.bucket(user)).remove(attrHeld).action()))

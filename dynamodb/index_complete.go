@@ -57,9 +57,11 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	return errs, nil
 }
 
-// Unclaim hands claims back unrun: each claim still current ends and its entry stays as
-// it is, visible at once; one no longer current gets duework.ErrClaimLost. It is
-// CompleteMany's machinery, with no entry to write.
+// Unclaim hands claims back unrun: each claim still current and not started ends and its
+// entry stays as it is, visible at once; one no longer current gets duework.ErrClaimLost,
+// one started duework.ErrClaimStarted. It is CompleteMany's machinery, with no entry to
+// write; a start that comes between the read and the write wins, and the item is read
+// again.
 func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	errs := make([]error, len(claims))
 	items := map[string][]ending{}
@@ -132,6 +134,10 @@ func (x *Index) endRound(ctx context.Context, user string, round []ending) ([]er
 				outcomes[j] = claimLost(opOf(it), it.claim)
 				continue
 			}
+			if it.next == nil && r.started {
+				outcomes[j] = fmt.Errorf("rotadynamo: Index.Unclaim %q with token %d: %w", it.claim.Entry.WorkKey, it.claim.Token, duework.ErrClaimStarted)
+				continue
+			}
 			c, a := endAction(r, it)
 			changes, actions = append(changes, c), append(actions, a)
 		}
@@ -163,7 +169,8 @@ func endAction(r *entryRec, it ending) (change, types.TransactWriteItem) {
 	}
 	n := &entryRec{e: r.e}
 	up := newUpdate(key(userPK(r.e.UserID), entrySK(r.e.WorkKey)))
-	up.remove(attrToken).remove(attrUntil).remove(attrLClaim).remove(attrStarted).cond(tokenIs(r.token))
+	up.remove(attrToken).remove(attrUntil).remove(attrLClaim).cond(tokenIs(r.token))
+	up.cond(func(e *expr) string { return "attribute_not_exists(" + e.n(attrStarted) + ")" }) // a start since the read wins
 	return change{key: r.e.WorkKey, old: r, new: n}, up.action()
 }
 

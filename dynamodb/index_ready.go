@@ -161,9 +161,9 @@ func (x *Index) hold(ctx context.Context, c candidate, now, until time.Time) (*u
 		return e.n(attrQueueSK) + " = " + e.v(sv(c.qs)) + " AND (attribute_not_exists(" + e.n(attrHeld) + ") OR " +
 			e.n(attrHeld) + " <= " + e.v(tv(now)) + ")"
 	})
-	out, err := x.d.update(ctx, &dynamodb.UpdateItemInput{Key: up.keyMap, UpdateExpression: up.expression(),
-		ConditionExpression: up.condition(), ExpressionAttributeNames: up.e.namesOrNil(),
-		ExpressionAttributeValues: up.e.valuesOrNil(), ReturnValues: types.ReturnValueAllNew})
+	in := up.input()
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := x.d.update(ctx, in)
 	if conditionFailed(err) {
 		return nil, nil
 	}
@@ -300,8 +300,7 @@ func (x *Index) noteGroup(ctx context.Context, group string) error {
 		return nil
 	}
 	up := newUpdate(key(pkGroups, skGroups)).add("gs", &types.AttributeValueMemberSS{Value: []string{group}})
-	_, err := x.d.update(ctx, &dynamodb.UpdateItemInput{Key: up.keyMap, UpdateExpression: up.expression(),
-		ExpressionAttributeNames: up.e.namesOrNil(), ExpressionAttributeValues: up.e.valuesOrNil()})
+	_, err := x.d.update(ctx, up.input())
 	if err == nil {
 		x.groups.Store(group, true)
 	}
@@ -319,9 +318,7 @@ func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 	err := parallel(ctx, len(ids), func(ctx context.Context, i int) error {
 		up := newUpdate(key(userPK(ids[i]), skUser)).remove(attrHeld)
 		up.cond(func(e *expr) string { return e.n(attrHeld) + " = " + e.v(tv(heldUntil)) })
-		_, err := x.d.update(ctx, &dynamodb.UpdateItemInput{Key: up.keyMap, UpdateExpression: up.expression(),
-			ConditionExpression: up.condition(), ExpressionAttributeNames: up.e.namesOrNil(),
-			ExpressionAttributeValues: up.e.valuesOrNil()})
+		_, err := x.d.update(ctx, up.input())
 		if conditionFailed(err) {
 			return nil
 		}

@@ -7,8 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
@@ -89,8 +87,7 @@ func (l *Lease) change(ctx context.Context, op string, decide func(cur leaseRec)
 		} else {
 			up.cond(func(e *expr) string { return "attribute_not_exists(" + e.n(attrPK) + ")" })
 		}
-		_, err = l.d.update(ctx, &dynamodb.UpdateItemInput{Key: up.keyMap, UpdateExpression: up.expression(),
-			ConditionExpression: up.condition(), ExpressionAttributeNames: up.e.namesOrNil(), ExpressionAttributeValues: up.e.valuesOrNil()})
+		_, err = l.d.update(ctx, up.input())
 		if conditionFailed(err) {
 			return errConflict
 		}

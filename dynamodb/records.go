@@ -89,8 +89,8 @@ func readUserRec(id string, m map[string]av) (*userRec, error) {
 	return u, it.err
 }
 
-// readyAt is the user's ReadyAt (see duework.Index), with its pause folded in; the zero
-// time for a user without entries.
+// readyAt is the user's ReadyAt (see duework.Index), with its pause folded in while the
+// pause counts; the zero time for a user without entries.
 func (u *userRec) readyAt() time.Time {
 	if u.entries == 0 {
 		return time.Time{}
@@ -100,7 +100,10 @@ func (u *userRec) readyAt() time.Time {
 		at = later(at, u.slot)
 	}
 	at = later(at, rateInstant(u.limits, u.mark))
-	return later(at, u.pausedUntil)
+	if u.pauseCounts() {
+		at = later(at, u.pausedUntil)
+	}
+	return at
 }
 
 // turn is the user's Turn: max(ReadyAt, pass); zero without entries.
@@ -111,8 +114,12 @@ func (u *userRec) turn() time.Time {
 	return later(u.readyAt(), u.pass)
 }
 
-// paused reports whether the user is paused at now.
-func (u *userRec) paused(now time.Time) bool { return u.pausedUntil.After(now) }
+// pauseCounts reports whether the user's stored pause counts: it ends after the user was
+// last served. A pause stops counting once the user is served at or after its end.
+func (u *userRec) pauseCounts() bool { return u.pausedUntil.After(u.lastServed) }
+
+// paused reports whether the user is paused at now: its pause counts and ends after now.
+func (u *userRec) paused(now time.Time) bool { return u.pauseCounts() && u.pausedUntil.After(now) }
 
 // write returns the update that stores u, as the version read (u.ver) and raises it:
 // every attribute the Index derives, its queue, due-time and paused index keys, for a user
@@ -215,6 +222,7 @@ func readEntryRec(m map[string]av) (*entryRec, error) {
 	r := &entryRec{e: duework.Entry{
 		UserID: userOf(it.str(attrPK)), WorkKey: it.str(attrSK)[len(entryPrefix):], Tier: it.str(attrTier),
 		DueAt: it.time(attrDueAt), LastRunAt: it.time(attrLastRunAt), MissStreak: int(it.int(attrMissStreak)),
+		ErrorStreak: int(it.int(attrErrorStreak)),
 	}}
 	r.token, r.until, r.started = it.uint(attrToken), it.time(attrUntil), it.bool(attrStarted)
 	return r, it.err
@@ -233,6 +241,9 @@ func (r *entryRec) item() map[string]av {
 	}
 	if r.e.MissStreak != 0 {
 		m[attrMissStreak] = nv(int64(r.e.MissStreak))
+	}
+	if r.e.ErrorStreak != 0 {
+		m[attrErrorStreak] = nv(int64(r.e.ErrorStreak))
 	}
 	if r.claimed() {
 		m[attrToken], m[attrUntil] = uv(r.token), tv(r.until)

@@ -37,7 +37,7 @@ var indexes = []indexSpec{
 	{name: idxClaims, local: true, hash: attrPK, rng: attrLClaim},
 	{name: idxQueue, hash: attrQueueKey, rng: attrQueueSK},
 	{name: idxDueUsers, hash: attrDueKey, rng: attrDueSK},
-	{name: idxPaused, hash: attrPausedKey, rng: attrPausedSK, included: []string{attrPausedUntil, attrPauseReason}},
+	{name: idxPaused, hash: attrPausedKey, rng: attrPausedSK, included: []string{attrPausedUntil, attrPauseReason, attrServed}},
 	{name: idxTenants, hash: attrTenantsKey, rng: attrTenantsSK},
 }
 

@@ -94,6 +94,34 @@ func (w *Watchlist) AddMany(ctx context.Context, tc tenancy.Context, entries []t
 	return interpret(ctx, "Watchlist.AddMany", w.d.batchWrite(ctx, reqs))
 }
 
+// AddAll is AddMany for the entries of many tenants, each under the Context of its own
+// UserID: every entry is checked before anything is written, then they go in batches of
+// 25 writes, so a call that fails midway (ctx, connection) may have written some of them.
+// A (UserID, Slug) given twice is written once, the last one winning.
+func (w *Watchlist) AddAll(ctx context.Context, entries []tenancy.WatchlistEntry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	last := make(map[[2]string]int, len(entries))
+	for i, e := range entries {
+		tc, err := tenancy.NewContext(e.UserID)
+		if err == nil {
+			err = e.Validate(tc)
+		}
+		if err != nil {
+			return fmt.Errorf("entries[%d]: %w", i, err)
+		}
+		last[[2]string{e.UserID, e.Slug}] = i
+	}
+	var reqs []types.WriteRequest
+	for i, e := range entries {
+		if last[[2]string{e.UserID, e.Slug}] == i {
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: w.item(e)}})
+		}
+	}
+	return interpret(ctx, "Watchlist.AddAll", w.d.batchWrite(ctx, reqs))
+}
+
 // Remove deletes the tenant's entry slug, or returns tenancy.ErrNotFound: one
 // conditional delete.
 func (w *Watchlist) Remove(ctx context.Context, tc tenancy.Context, slug string) error {
