@@ -54,60 +54,92 @@ func (x *Index) derive(ctx context.Context, u *userRec, changes []change, limits
 		}
 	}
 	restFree, restClaimed, restAll := u.entries-u.claims-oldFree, u.claims-oldClaimed, u.entries-oldAll
-	var err error
-	if u.freeAt, err = x.restMin(ctx, u, idxDue, restFree, freeTaken, u.freeAt, skip, true, newFree); err != nil {
+	needFree, needDue := freeTaken && restFree > 0, dueTaken && restAll > 0
+	var restFreeAt, restFirstDue, restClaimEnd time.Time
+	jobs := []func(context.Context) error{func(ctx context.Context) error {
+		// One read of the due index gives both: the earliest entry and the earliest
+		// unclaimed one, from the earliest DueAt on.
+		if !needFree && !needDue {
+			return nil
+		}
+		from := u.freeAt
+		if needDue {
+			from = u.firstDue
+		}
+		var err error
+		restFirstDue, restFreeAt, err = x.firstDue(ctx, u.id, from, skip, needFree, needDue)
+		return err
+	}, func(ctx context.Context) error {
+		if !claimTaken || restClaimed == 0 {
+			return nil
+		}
+		var err error
+		restClaimEnd, err = x.firstClaimEnd(ctx, u.id, u.claimEnd, skip)
+		return err
+	}}
+	newClaims := restClaimed + len(newClaim)
+	if claimsMoved || limitsChanged {
+		jobs = append(jobs, func(ctx context.Context) error { return x.deriveSlot(ctx, u, newClaims, restClaimed, skip, newClaim) })
+	}
+	if err := parallel(ctx, len(jobs), func(ctx context.Context, i int) error { return jobs[i](ctx) }); err != nil {
 		return err
 	}
-	if u.claimEnd, err = x.restMin(ctx, u, idxClaims, restClaimed, claimTaken, u.claimEnd, skip, false, newClaim); err != nil {
-		return err
-	}
+	u.freeAt = least(restFree, freeTaken, u.freeAt, restFreeAt, newFree)
+	u.claimEnd = least(restClaimed, claimTaken, u.claimEnd, restClaimEnd, newClaim)
 	// An entry whose DueAt stays does not take the earliest DueAt away: if it held it, it
 	// still does.
-	if u.firstDue, err = x.restMin(ctx, u, idxDue, restAll, dueTaken, u.firstDue, skip, false, newDue); err != nil {
-		return err
-	}
+	u.firstDue = least(restAll, dueTaken, u.firstDue, restFirstDue, newDue)
 	u.entries = restAll + newAll
-	u.claims = restClaimed + len(newClaim)
-	if claimsMoved || limitsChanged {
-		return x.deriveSlot(ctx, u, restClaimed, skip, newClaim)
-	}
+	u.claims = newClaims
 	return nil
 }
 
-// restMin returns the least of adds and of the instants of the rest entries of u outside
-// skip that an index holds: the stored least, unless taken (a changed entry held it), in
-// which case it reads the index from there. unclaimedOnly passes over claimed entries (the
-// due index holds them too).
-func (x *Index) restMin(ctx context.Context, u *userRec, index string, rest int, taken bool, stored time.Time, skip map[string]bool, unclaimedOnly bool, adds []time.Time) (time.Time, error) {
+// least returns the least of adds and of the rest entries' instant: none when there are
+// no rest entries, the stored least when no change took it, else what the index read gave.
+func least(rest int, taken bool, stored, read time.Time, adds []time.Time) time.Time {
 	var m time.Time
 	switch {
 	case rest <= 0:
 	case !taken:
 		m = stored
 	default:
-		var err error
-		m, err = x.firstOutside(ctx, u.id, index, stored, skip, unclaimedOnly)
-		if err != nil {
-			return time.Time{}, err
-		}
+		m = read
 	}
 	for _, a := range adds {
 		m = earlier(m, a)
 	}
-	return m, nil
+	return m
 }
 
-// firstOutside returns the instant of the first entry of user in index, from instant
-// from, whose work key is not in skip (and, with unclaimedOnly, that is not claimed), or
-// the zero time when there is none. Strongly consistent.
-func (x *Index) firstOutside(ctx context.Context, user, index string, from time.Time, skip map[string]bool, unclaimedOnly bool) (time.Time, error) {
-	attr := attrLDue
-	if index == idxClaims {
-		attr = attrLClaim
-	}
+// firstDue reads user's due index from instant from, strongly consistent, and returns the
+// DueAt of its first entry outside skip (when wantAll) and of its first unclaimed one
+// (when wantFree); zero times for none.
+func (x *Index) firstDue(ctx context.Context, user string, from time.Time, skip map[string]bool, wantFree, wantAll bool) (all, free time.Time, err error) {
+	err = x.scanIndex(ctx, user, idxDue, attrLDue, from, true, len(skip)+2, wantFree, func(k string, m map[string]av) bool {
+		if skip[restOf(k)] {
+			return true
+		}
+		t, err := decTime(k)
+		if err != nil {
+			return false
+		}
+		if all.IsZero() {
+			all = t
+		}
+		if free.IsZero() && m[attrToken] == nil {
+			free = t
+		}
+		return wantFree && free.IsZero() || wantAll && all.IsZero()
+	})
+	return all, free, err
+}
+
+// firstClaimEnd reads user's claims index from instant from, strongly consistent, and
+// returns the Until of its first claim outside skip, or the zero time.
+func (x *Index) firstClaimEnd(ctx context.Context, user string, from time.Time, skip map[string]bool) (time.Time, error) {
 	var found time.Time
-	err := x.scanIndex(ctx, user, index, attr, from, true, len(skip)+1, unclaimedOnly, func(k string, m map[string]av) bool {
-		if skip[restOf(k)] || unclaimedOnly && m[attrToken] != nil {
+	err := x.scanIndex(ctx, user, idxClaims, attrLClaim, from, true, len(skip)+1, false, func(k string, _ map[string]av) bool {
+		if skip[restOf(k)] {
 			return true
 		}
 		t, err := decTime(k)
@@ -122,13 +154,14 @@ func (x *Index) firstOutside(ctx context.Context, user, index string, from time.
 // deriveSlot sets u.slot: with MaxInFlight M > 0 and at least M claims, the M-th latest
 // Until among the user's claims once the write is done — the rest, read from the claims
 // index latest first, and adds.
-func (x *Index) deriveSlot(ctx context.Context, u *userRec, rest int, skip map[string]bool, adds []time.Time) error {
+func (x *Index) deriveSlot(ctx context.Context, u *userRec, claims, rest int, skip map[string]bool, adds []time.Time) error {
 	m := u.limits.MaxInFlight
 	u.slot = time.Time{}
-	if m == 0 || u.claims < m {
+	if m == 0 || claims < m {
 		return nil
 	}
 	untils := slices.Clone(adds)
+	var slot time.Time
 	if rest > 0 {
 		err := x.scanIndex(ctx, u.id, idxClaims, attrLClaim, time.Time{}, false, m+len(skip), false, func(k string, _ map[string]av) bool {
 			if skip[restOf(k)] {
@@ -145,8 +178,9 @@ func (x *Index) deriveSlot(ctx context.Context, u *userRec, rest int, skip map[s
 	}
 	slices.SortFunc(untils, func(a, b time.Time) int { return b.Compare(a) })
 	if len(untils) >= m {
-		u.slot = untils[m-1]
+		slot = untils[m-1]
 	}
+	u.slot = slot
 	return nil
 }
 

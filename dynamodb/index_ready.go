@@ -56,10 +56,10 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 
 func (x *Index) ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
 	mg := x.queue(q.Group, q.Now, q.Users+1)
-	var page duework.ReadyPage
-	for len(page.Heads) < q.Users {
+	var users []*userRec
+	for len(users) < q.Users {
 		var cands []candidate
-		for len(cands) < q.Users-len(page.Heads) {
+		for len(cands) < q.Users-len(users) {
 			it, ok, err := mg.next(ctx)
 			if err != nil {
 				return duework.ReadyPage{}, err
@@ -72,30 +72,32 @@ func (x *Index) ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		if len(cands) == 0 {
 			break
 		}
-		users, err := x.acquire(ctx, cands, q)
+		got, err := x.acquire(ctx, cands, q)
 		if err != nil {
 			return duework.ReadyPage{}, err
 		}
-		heads := make([]*duework.Head, len(cands))
-		err = parallel(ctx, len(cands), func(ctx context.Context, i int) error {
-			if users[i] == nil {
-				return nil
-			}
-			h, err := x.head(ctx, users[i], q)
-			heads[i] = h
-			return err
-		})
-		if err != nil {
-			return duework.ReadyPage{}, err
-		}
-		for _, h := range heads {
-			if h != nil {
-				page.Heads = append(page.Heads, *h)
+		for _, u := range got {
+			if u != nil {
+				users = append(users, u)
 			}
 		}
 	}
-	next, err := x.nextTurn(ctx, mg, q.Now)
-	page.Next = next
+	// The heads' entries and the next user's turn, all at once.
+	var page duework.ReadyPage
+	heads := make([]duework.Head, len(users))
+	err := parallel(ctx, len(users)+1, func(ctx context.Context, i int) error {
+		if i == len(users) {
+			var err error
+			page.Next, err = x.nextTurn(ctx, mg, q.Now)
+			return err
+		}
+		var err error
+		heads[i], err = x.head(ctx, users[i], q)
+		return err
+	})
+	if len(heads) > 0 {
+		page.Heads = heads
+	}
 	return page, err
 }
 
@@ -137,19 +139,30 @@ func (x *Index) acquire(ctx context.Context, cands []candidate, q duework.ReadyQ
 	return users, nil
 }
 
-// head returns u's Head at q.Now: its in-flight count (a count of its claims only when
-// some have ended) and its first visible entries, as many as its limits allow.
-func (x *Index) head(ctx context.Context, u *userRec, q duework.ReadyQuery) (*duework.Head, error) {
-	inFlight, err := x.inFlight(ctx, u, q.Now)
+// head returns u's Head at q.Now: its first visible entries, as many as its limits allow,
+// read at once with its in-flight count when that takes a count of its claims (some have
+// ended).
+func (x *Index) head(ctx context.Context, u *userRec, q duework.ReadyQuery) (duework.Head, error) {
+	most := q.PerUser * u.limits.EffectiveWeight()
+	var inFlight int
+	var due []duework.Entry
+	var more bool
+	err := parallel(ctx, 2, func(ctx context.Context, i int) error {
+		var err error
+		if i == 0 {
+			inFlight, err = x.inFlight(ctx, u, q.Now)
+		} else {
+			due, more, err = x.visible(ctx, u.id, q.Now, most, u.claims)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return duework.Head{}, err
 	}
-	limit := min(q.PerUser*u.limits.EffectiveWeight(), room(u.limits, u.mark, q.Now, inFlight))
-	due, more, err := x.visible(ctx, u.id, q.Now, max(limit, 1), inFlight)
-	if err != nil {
-		return nil, err
+	if limit := max(1, room(u.limits, u.mark, q.Now, inFlight)); len(due) > limit {
+		due, more = due[:limit:limit], true
 	}
-	return &duework.Head{UserID: u.id, LastServed: norm(u.lastServed), Turn: norm(u.turn()), Due: due, More: more,
+	return duework.Head{UserID: u.id, LastServed: norm(u.lastServed), Turn: norm(u.turn()), Due: due, More: more,
 		Limits: u.limits, InFlight: inFlight}, nil
 }
 
