@@ -102,4 +102,3 @@ func TestExampleSteps(t *testing.T) {
 		t.Fatalf("Example printed\n%s\nwant\n%s", out.String(), want)
 	}
 }
-

@@ -252,7 +252,6 @@ func TestStaleIndexReads(t *testing.T) {
 	f.finish(ctx, rounds)
 }
 
-
 // holding is a dispatcher's Index that records, in a log shared by the fleet, which users
 // its Ready calls returned with a hold and have not been claimed or released since, and
 // fails the test when a Ready returns a user that another dispatcher holds: the
