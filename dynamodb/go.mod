@@ -15,5 +15,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )
