@@ -8,6 +8,7 @@
 //	go run ./examples/daemon                                             # in memory, until Ctrl-C
 //	go run ./examples/daemon -for 10s                                    # stop by itself
 //	go run ./examples/daemon -db postgres://localhost/app -schema rota   # on PostgreSQL
+//	go run ./examples/daemon -dynamodb http://127.0.0.1:8000 -table rota # on DynamoDB (Local)
 //	go run ./examples/daemon -http localhost:8080 -actions               # with the inspector's pages
 //
 // The wiring is the function serve, over the stores of openStores: the plans' lanes and
@@ -26,6 +27,12 @@
 // listens for entries scheduled due now by any of them (Index.ListenDue) and then starts
 // a cycle at once (Runner.Wake), and its Scheduler vacuums the queues every 30 seconds
 // (Index.QueueVacuumTask).
+//
+// With -dynamodb it keeps the same stores on one DynamoDB table at that endpoint, opened
+// (and created on first use) with rotadynamo.OpenStores, and replicas share them the same
+// way; there is nothing to listen for, and nothing to vacuum. The credentials and region
+// come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION when they are set (any
+// will do for DynamoDB Local).
 //
 // The daemon registers a "dev" tier that polls a source every 2 seconds after a hit,
 // backing off to 20 seconds, so that a short run shows work; a service uses the presets
@@ -58,10 +65,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/rotaworks/rota/bridge"
 	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	rotadynamo "github.com/rotaworks/rota/dynamodb"
 	"github.com/rotaworks/rota/inspect"
 	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
@@ -72,6 +83,8 @@ func main() {
 	cfg := config{claimFor: time.Minute} // far longer than a poll takes
 	flag.StringVar(&cfg.dbURL, "db", "", "PostgreSQL URL; empty keeps everything in memory")
 	flag.StringVar(&cfg.schema, "schema", "rota", "PostgreSQL schema, created and migrated if needed (with -db)")
+	flag.StringVar(&cfg.dynamoEndpoint, "dynamodb", "", "DynamoDB endpoint, such as http://127.0.0.1:8000; empty uses none")
+	flag.StringVar(&cfg.table, "table", "rota", "DynamoDB table, created if needed (with -dynamodb)")
 	flag.StringVar(&cfg.holder, "holder", defaultHolder(), "this replica's name on the maintenance lease; replicas sharing -db need distinct ones")
 	flag.IntVar(&cfg.tenants, "tenants", 20, "demo tenants to add at start-up, three sources each")
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between two dispatch cycles")
@@ -113,6 +126,8 @@ type config struct {
 	httpAddr      string // "": no inspector pages
 	actions       bool
 	claimFor      time.Duration
+
+	dynamoEndpoint, table string // "": not on DynamoDB
 	// The tests' knobs: the clock of the Runner, the Scheduler and the inspector (nil: the
 	// real one), an Observer told about every cycle, and a channel that receives the
 	// inspector's URL once it listens.
@@ -136,7 +151,7 @@ type stores struct {
 }
 
 // planStore is the Entitlements the daemon also writes its demo tenants' plans to; the
-// memory and the PostgreSQL Entitlements both have SetPlans.
+// memory, the PostgreSQL and the DynamoDB Entitlements all have SetPlans.
 type planStore interface {
 	tenancy.Entitlements
 	SetPlans(ctx context.Context, plans map[string]tenancy.PlanID) error
@@ -161,6 +176,9 @@ var devTier = cadence.Backoff{Base: 2 * time.Second, Max: 20 * time.Second, Fact
 // openStores opens the stores in memory, or in cfg.schema of the PostgreSQL at cfg.dbURL.
 // In memory the Scheduler makes its own lease, and there are no notifications to hear.
 func openStores(ctx context.Context, cfg config) (stores, error) {
+	if cfg.dynamoEndpoint != "" {
+		return openDynamoDB(ctx, cfg)
+	}
 	if cfg.dbURL == "" {
 		return stores{index: duework.NewMemory(), watchlist: tenancy.NewMemoryWatchlist(), plans: tenancy.NewMemoryEntitlements(),
 			state: maintenance.NewMemoryStateStore(), listen: func(context.Context, func()) error { return nil }, close: func() {}}, nil
@@ -171,6 +189,25 @@ func openStores(ctx context.Context, cfg config) (stores, error) {
 	}
 	return stores{index: pg.Index, watchlist: pg.Watchlist, plans: pg.Entitlements, lease: pg.Lease, state: pg.StateStore,
 		tasks: []maintenance.Task{pg.Index.QueueVacuumTask(30 * time.Second)}, listen: pg.Index.ListenDue, close: pg.Close}, nil
+}
+
+// openDynamoDB opens the stores on cfg.table at cfg.dynamoEndpoint.
+func openDynamoDB(ctx context.Context, cfg config) (stores, error) {
+	region, key, secret := os.Getenv("AWS_REGION"), os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if region == "" {
+		region = "us-east-1"
+	}
+	if key == "" {
+		key, secret = "local", "local"
+	}
+	client := dynamodb.New(dynamodb.Options{Region: region, BaseEndpoint: &cfg.dynamoEndpoint,
+		Credentials: credentials.NewStaticCredentialsProvider(key, secret, os.Getenv("AWS_SESSION_TOKEN"))})
+	dy, err := rotadynamo.OpenStores(ctx, client, cfg.table, rotadynamo.StoresConfig{})
+	if err != nil {
+		return stores{}, err
+	}
+	return stores{index: dy.Index, watchlist: dy.Watchlist, plans: dy.Entitlements, lease: dy.Lease, state: dy.StateStore,
+		listen: func(context.Context, func()) error { return nil }, close: func() {}}, nil
 }
 
 // serve wires one replica over st and runs it until ctx ends: the Runner, the Scheduler,
@@ -221,6 +258,9 @@ func (cfg config) now() time.Time {
 
 // store names where cfg keeps the stores, for the log.
 func (cfg config) store() string {
+	if cfg.dynamoEndpoint != "" {
+		return "dynamodb table " + cfg.table
+	}
 	if cfg.dbURL == "" {
 		return "memory"
 	}
