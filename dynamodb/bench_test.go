@@ -85,15 +85,16 @@ func fixtureItems(x *Index, user string, perUser int) []types.WriteRequest {
 // actions, sent one by one, twice over, and its indexes' units once — DynamoDB Local's
 // report of a TransactWriteItems counts one action only (see BENCHMARKS.md).
 //
-// The 100,000-user fixture takes minutes to load on DynamoDB Local: -short skips it, and the
-// smoke run (-benchtime=1x, as CI runs every benchmark once) loads 10,000 users instead, the
-// sub-benchmark's name saying so.
+// The fixtures of 100,000 entries take minutes to load on DynamoDB Local: -short skips the
+// 100,000-user one, and the smoke run (-benchtime=1x, as CI runs every benchmark once) loads
+// 100 users of 100 entries and 10,000 users of one instead, the sub-benchmarks' names saying
+// so.
 func BenchmarkFairCycle(b *testing.B) {
-	big := 100000
+	sizes := []struct{ users, perUser int }{{1000, 1}, {1000, 10}, {1000, 100}, {100000, 1}}
 	if smoke() {
-		big = 10000
+		sizes[2].users, sizes[3].users = 100, 10000
 	}
-	for _, size := range []struct{ users, perUser int }{{1000, 1}, {1000, 10}, {1000, 100}, {big, 1}} {
+	for _, size := range sizes {
 		b.Run(fmt.Sprintf("users=%d/perUser=%d", size.users, size.perUser), func(b *testing.B) {
 			if size.users > 1000 && testing.Short() {
 				b.Skip("the large fixture takes minutes to load; skipped under -short")

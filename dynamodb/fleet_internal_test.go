@@ -308,3 +308,53 @@ func (h *holding) Release(ctx context.Context, userIDs []string, heldUntil time.
 	h.drop(userIDs)
 	return h.Index.Release(ctx, userIDs, heldUntil)
 }
+
+// Copies of one item reach workers of two processes at once: across both, exactly one
+// StartClaims of the claim succeeds and every other copy gets ErrClaimStarted, so the item
+// runs once; the started claim can no longer be handed back, and it completes.
+func TestStartClaimsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	idxs := fleetIndexes(t, 2, 1, nil)
+	tc := mustTenant(t, "ana")
+	if err := idxs[0].Schedule(ctx, tc, duework.Entry{UserID: "ana", WorkKey: "jobs", DueAt: fleetT0}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := idxs[1].Claim(ctx, []duework.Key{{UserID: "ana", WorkKey: "jobs"}}, fleetT0, fleetT0.Add(time.Minute))
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("Claim = %v, %v", cs, err)
+	}
+	const copies = 8
+	outcomes := make([]error, copies)
+	var wg sync.WaitGroup
+	for i := range copies {
+		wg.Go(func() {
+			errs, err := idxs[i%2].StartClaims(ctx, []duework.Unclaim{{Tenant: tc, Claim: cs[0]}})
+			if err != nil {
+				outcomes[i] = err
+				return
+			}
+			outcomes[i] = errs[0]
+		})
+	}
+	wg.Wait()
+	started := 0
+	for i, err := range outcomes {
+		switch {
+		case err == nil:
+			started++
+		case !errors.Is(err, duework.ErrClaimStarted):
+			t.Errorf("copy %d: %v, want nil or ErrClaimStarted", i, err)
+		}
+	}
+	if started != 1 {
+		t.Fatalf("%d copies started the claim, want exactly 1", started)
+	}
+	if errs, err := idxs[0].Unclaim(ctx, []duework.Unclaim{{Tenant: tc, Claim: cs[0]}}); err != nil || !errors.Is(errs[0], duework.ErrClaimStarted) {
+		t.Fatalf("Unclaim of the started claim = %v, %v; want ErrClaimStarted", errs, err)
+	}
+	next := duework.Advance(cs[0].Entry, fleetTier, true, fleetT0.Add(time.Second))
+	if err := idxs[1].Complete(ctx, tc, cs[0], next); err != nil {
+		t.Fatalf("Complete of the started claim: %v", err)
+	}
+}

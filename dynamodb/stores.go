@@ -27,10 +27,10 @@ const MaxBuckets = 256
 // ready to use: one bucket, a Lease named DefaultLeaseName with maintenance.DefaultMaxHold.
 type StoresConfig struct {
 	// Buckets is how many buckets each group's turn queue (and the due-time, paused and
-	// tenants lists) is spread over, in [1, MaxBuckets] (0 means 1): about one per 500
-	// serves a second that a lane must sustain at its peak (see the package
-	// documentation). Every process sharing a table must give the same; the first
-	// OpenStores records it in the table and later ones refuse another.
+	// tenants lists) is spread over, in [1, MaxBuckets] (0 means 1): one per 250 users a
+	// lane serves a second at its peak (the module's README says why). Every process
+	// sharing a table must give the same; the first OpenStores records it in the table
+	// and later ones refuse another.
 	Buckets int
 	// LeaseName names the maintenance Lease (DefaultLeaseName when ""), which every
 	// daemon of a fleet must name alike. A name that is not a valid name is refused.
