@@ -226,15 +226,7 @@ func pause(ctx context.Context, attempt int, again bool) error {
 	if !again {
 		return nil
 	}
-	d := time.Duration(1+rand.IntN(1<<min(attempt, 6))) * time.Millisecond
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleep(ctx, time.Duration(1+rand.IntN(1<<min(attempt, 6)))*time.Millisecond)
 }
 
 func (d *db) record(write bool, cc *types.ConsumedCapacity) {

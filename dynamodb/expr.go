@@ -136,24 +136,26 @@ func (u *update) action() types.TransactWriteItem {
 	}}
 }
 
-// putAction is a Put of item m under condition cond (made by f, or none when f is nil).
+// putAction is a Put of item m under the condition f makes (none when f is nil).
 func putAction(m map[string]av, f func(e *expr) string) types.TransactWriteItem {
 	p := &types.Put{Item: m, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
-	if f != nil {
-		var e expr
-		c := f(&e)
-		p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues = &c, e.namesOrNil(), e.valuesOrNil()
-	}
+	p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues = condition(f)
 	return types.TransactWriteItem{Put: p}
 }
 
-// deleteAction is a Delete of the item k under condition cond (made by f, or none).
+// deleteAction is a Delete of the item k under the condition f makes (none when f is nil).
 func deleteAction(k map[string]av, f func(e *expr) string) types.TransactWriteItem {
 	d := &types.Delete{Key: k, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
-	if f != nil {
-		var e expr
-		c := f(&e)
-		d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues = &c, e.namesOrNil(), e.valuesOrNil()
-	}
+	d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues = condition(f)
 	return types.TransactWriteItem{Delete: d}
+}
+
+// condition is the condition f makes, with its names and values; nothing when f is nil.
+func condition(f func(e *expr) string) (*string, map[string]string, map[string]av) {
+	if f == nil {
+		return nil, nil, nil
+	}
+	var e expr
+	c := f(&e)
+	return &c, e.namesOrNil(), e.valuesOrNil()
 }

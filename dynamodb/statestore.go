@@ -46,35 +46,29 @@ const (
 	attrState      = "s"
 )
 
-// fence reads the fence item: its token and version (0, 0 when it does not exist yet).
-func (s *StateStore) fence(ctx context.Context) (token uint64, ver int64, err error) {
-	m, err := s.d.get(ctx, key(pkTasks, skFence), true)
-	if err != nil || m == nil {
-		return 0, 0, err
+// fence reads, in one strongly consistent batch, the fence item's token and version (0, 0
+// before the first write) and the fencing lease's latest token (0 before its first grant).
+func (s *StateStore) fence(ctx context.Context) (token uint64, ver int64, lease uint64, err error) {
+	items, err := s.d.batchGet(ctx, []map[string]av{key(pkTasks, skFence), key(leasePK(s.lease), skLease)})
+	for _, m := range items {
+		it := &item{m: m}
+		if it.str(attrPK) == pkTasks {
+			token, ver = it.uint(attrFenceToken), it.int(attrVersion)
+		} else {
+			lease = it.uint(attrLeaseToken)
+		}
+		if it.err != nil {
+			return 0, 0, 0, it.err
+		}
 	}
-	it := &item{m: m}
-	return it.uint(attrFenceToken), it.int(attrVersion), it.err
-}
-
-// leaseToken reads the fencing lease's latest token (0 before its first grant).
-func (s *StateStore) leaseToken(ctx context.Context) (uint64, error) {
-	m, err := s.d.get(ctx, key(leasePK(s.lease), skLease), true, attrLeaseToken)
-	if err != nil || m == nil {
-		return 0, err
-	}
-	it := &item{m: m}
-	return it.uint(attrLeaseToken), it.err
+	return token, ver, lease, err
 }
 
 // Load returns the fence and every task's state, ordered by Name.
 func (s *StateStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
 	var snap maintenance.Snapshot
 	err := retry(ctx, func() error {
-		tok, ver, err := s.fence(ctx)
-		if err != nil {
-			return err
-		}
-		lt, err := s.leaseToken(ctx)
+		tok, ver, lt, err := s.fence(ctx)
 		if err != nil {
 			return err
 		}
@@ -87,7 +81,7 @@ func (s *StateStore) Load(ctx context.Context) (maintenance.Snapshot, error) {
 		if err != nil {
 			return err
 		}
-		if _, again, err := s.fence(ctx); err != nil || again != ver {
+		if _, again, _, err := s.fence(ctx); err != nil || again != ver {
 			return cmpErr(err, errConflict)
 		}
 		slices.SortFunc(states, func(a, b maintenance.TaskState) int { return cmpString(a.Name, b.Name) })
@@ -212,11 +206,7 @@ var errUpdateFunc = errors.New("rotadynamo: StateStore.Update")
 
 // update is one attempt of Update.
 func (s *StateStore) update(ctx context.Context, names []string, given map[string]bool, f maintenance.UpdateFunc) error {
-	tok, ver, err := s.fence(ctx)
-	if err != nil {
-		return err
-	}
-	lt, err := s.leaseToken(ctx)
+	tok, ver, lt, err := s.fence(ctx)
 	if err != nil {
 		return err
 	}
