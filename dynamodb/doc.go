@@ -66,6 +66,9 @@
 //     up to about a second behind the writes; Ready too, with the consequences above.
 //   - A StateStore Save or Update writes at most 98 distinct tasks (a transaction's 100
 //     actions, less the fence and the lease).
+//   - A write that loses a race to another reads again and tries again, with pauses of a
+//     few milliseconds that grow, 64 times at most; then its call fails and writes
+//     nothing more. Only a user written by dozens of processes at once comes near that.
 //   - Capacity counts what DynamoDB reports; a write refused by its condition reports
 //     nothing and is counted at the one unit it is billed.
 //

@@ -102,8 +102,9 @@ func (x *Index) Paused(ctx context.Context, now time.Time, after string, limit i
 
 // StartClaims marks started each claim that is current, its token and Until both the
 // claim's, and not started yet, as if one after another. Each is one conditional write of
-// its entry, in parallel (a claim given twice is tried after the first's outcome); one
-// refused is read to tell ErrClaimStarted from ErrClaimLost. It writes nothing else: the
+// its entry, in parallel (a claim given twice is tried after the first's outcome; one whose
+// entry a transaction is writing at that moment is tried again); one refused is read to
+// tell ErrClaimStarted from ErrClaimLost. It writes nothing else: the
 // user's item is untouched.
 func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	errs := make([]error, len(claims))
@@ -142,7 +143,7 @@ func (x *Index) start(ctx context.Context, c duework.Claim) (error, error) {
 		return e.n(attrToken) + " = " + e.v(uv(c.Token)) + " AND " + e.n(attrUntil) + " = " + e.v(tv(c.Until)) +
 			" AND attribute_not_exists(" + e.n(attrStarted) + ")"
 	})
-	_, err := x.d.update(ctx, up.input())
+	err := retry(ctx, func() error { _, err := x.d.update(ctx, up.input()); return err })
 	switch {
 	case err == nil:
 		return nil, nil

@@ -167,7 +167,8 @@ func (x *Index) head(ctx context.Context, u *userRec, q duework.ReadyQuery) (due
 }
 
 // hold holds c's user until until, if its queue key is still c's and no one holds it at
-// now, and returns its item; nil when the condition fails.
+// now, and returns its item; nil when the condition fails, or when a transaction is
+// writing the user at that moment (Ready may skip a user a concurrent call writes).
 func (x *Index) hold(ctx context.Context, c candidate, now, until time.Time) (*userRec, error) {
 	up := newUpdate(key(userPK(c.user), skUser)).set(attrHeld, tv(until))
 	up.cond(func(e *expr) string {
@@ -177,7 +178,7 @@ func (x *Index) hold(ctx context.Context, c candidate, now, until time.Time) (*u
 	in := up.input()
 	in.ReturnValues = types.ReturnValueAllNew
 	out, err := x.d.update(ctx, in)
-	if conditionFailed(err) {
+	if conditionFailed(err) || isConflict(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -321,8 +322,9 @@ func (x *Index) noteGroup(ctx context.Context, group string) error {
 }
 
 // Release ends the holds of the named users that end exactly at heldUntil: a conditional
-// write of each user's item, in parallel; a condition that fails (the hold lapsed and
-// another took it, or it ended) changes nothing.
+// write of each user's item, in parallel (again when a transaction was writing the user at
+// that moment); a condition that fails (the hold lapsed and another took it, or it ended)
+// changes nothing.
 func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Time) error {
 	if err := vocab.Time(duework.ErrInvalid, "heldUntil", heldUntil); err != nil {
 		return err
@@ -331,11 +333,13 @@ func (x *Index) Release(ctx context.Context, userIDs []string, heldUntil time.Ti
 	err := parallel(ctx, len(ids), func(ctx context.Context, i int) error {
 		up := newUpdate(key(userPK(ids[i]), skUser)).remove(attrHeld)
 		up.cond(func(e *expr) string { return e.n(attrHeld) + " = " + e.v(tv(heldUntil)) })
-		_, err := x.d.update(ctx, up.input())
-		if conditionFailed(err) {
-			return nil
-		}
-		return err
+		return retry(ctx, func() error {
+			_, err := x.d.update(ctx, up.input())
+			if conditionFailed(err) {
+				return nil
+			}
+			return err
+		})
 	})
 	return interpret(ctx, "Index.Release", err)
 }

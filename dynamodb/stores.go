@@ -98,7 +98,8 @@ func (s *Stores) Capacity() Capacity { return s.m.total() }
 //	st, err := rotadynamo.OpenStores(ctx, dynamodb.NewFromConfig(awsCfg), "rota", rotadynamo.StoresConfig{Buckets: 4})
 //
 // Several processes may open one table at once: one creates it, the others wait for it.
-// Opening an existing table costs a DescribeTable and a write of the table's own item.
+// Opening an existing table costs a DescribeTable, and a write its condition refuses and a
+// read of the table's own item.
 func OpenStores(ctx context.Context, client *dynamodb.Client, table string, cfg StoresConfig) (*Stores, error) {
 	if client == nil {
 		return nil, fmt.Errorf("rotadynamo: OpenStores: %w: nil client", ErrInvalidConfig)
