@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/rotaworks/rota/bridge"
 )
 
 // dynamoTable returns a config on a fresh table at the test endpoint
@@ -47,27 +45,5 @@ func dynamoTable(t *testing.T) config {
 // the maintenance state: both do work, neither unschedules the other's sources, the
 // maintenance task runs, and both stop cleanly with nothing left claimed.
 func TestDaemonTwoReplicasOnDynamoDB(t *testing.T) {
-	cfg := dynamoTable(t)
-	var all []stores
-	for range 2 {
-		st, err := openStores(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.close()
-		all = append(all, st)
-	}
-	reps, started := runReplicas(t, all...)
-	for i, r := range reps {
-		cycles, ended := r.tally.totals()
-		t.Logf("replica %d: %d cycles, items %v", i, cycles, ended)
-	}
-	checkStopped(t, reps)
-	for i, r := range reps {
-		if _, ended := r.tally.totals(); ended[bridge.StatusRemoved] > 0 {
-			t.Errorf("replica %d removed %d sources the other had watched: the watch list is not shared", i, ended[bridge.StatusRemoved])
-		}
-	}
-	checkClean(t, all[0].index, demoTenants(t, cfg), started)
-	checkTasks(t, all[0].state, pruneTask.Name)
+	checkTwoReplicas(t, dynamoTable(t), pruneTask.Name)
 }

@@ -354,6 +354,14 @@ func TestDaemonTwoReplicasOnPostgres(t *testing.T) {
 	schema := pgtest.Schema(t, "rota_daemon")
 	cfg := testConfig()
 	cfg.dbURL, cfg.schema = pgtest.URL(), schema
+	checkTwoReplicas(t, cfg, pruneTask.Name, postgres.QueueVacuumTaskName)
+}
+
+// checkTwoReplicas runs two replicas over the shared stores cfg opens and checks that both
+// do work, neither unschedules the other's sources, the maintenance tasks named run, and
+// both stop cleanly with nothing left claimed.
+func checkTwoReplicas(t *testing.T, cfg config, tasks ...string) {
+	t.Helper()
 	var all []stores
 	for range 2 {
 		st, err := openStores(context.Background(), cfg)
@@ -375,7 +383,7 @@ func TestDaemonTwoReplicasOnPostgres(t *testing.T) {
 		}
 	}
 	checkClean(t, all[0].index, demoTenants(t, cfg), started)
-	checkTasks(t, all[0].state, pruneTask.Name, postgres.QueueVacuumTaskName)
+	checkTasks(t, all[0].state, tasks...)
 }
 
 // On PostgreSQL an entry scheduled due now, by any process over the schema, wakes the
