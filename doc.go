@@ -64,9 +64,11 @@
 // duework/indextest, tenancy/tenancytest, maintenance/maintenancetest and
 // inspect/inspecttest are the conformance suites an adapter runs. Nested modules keep heavy
 // dependencies out of the core and import it, never the reverse: rota/postgres
-// implements every store on PostgreSQL, rota/nats (package rotanats) queues items on NATS
-// JetStream for workers anywhere, rota/otel (package rotaotel) exports OpenTelemetry
-// metrics, and rota/bench compares rota with the libraries users would otherwise pick.
+// implements every store on PostgreSQL and rota/dynamodb (package rotadynamo) on
+// DynamoDB, rota/nats (package rotanats) and rota/sqs (package rotasqs) queue items for
+// workers anywhere, rota/lambda (package rotalambda) holds the AWS Lambda handlers,
+// rota/otel (package rotaotel) exports OpenTelemetry metrics, and rota/bench compares rota
+// with the libraries users would otherwise pick.
 //
 // # Where to start
 //
