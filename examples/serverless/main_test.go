@@ -91,6 +91,11 @@ func sqsClient(cfg config) *sqs.Client {
 // 1 to 4 seconds after a run).
 const testTenants = 6
 
+// testRunFor is how long each test runs the command: a free tenant's source, first due
+// within 2 s, is due again 4 s after that run, so every source runs twice with seconds to
+// spare.
+const testRunFor = 10 * time.Second
+
 // runLogged runs the command with cfg, its function instances' pipelines recorded in a
 // RunLog (each run holds its source 10 ms), and returns the log and what the command
 // logged. It fails t when run returns an error.
@@ -168,7 +173,7 @@ func checkQuiet(t *testing.T, logs string) {
 // runs.
 func TestDispatchAndWorkerFunctions(t *testing.T) {
 	cfg := emulators(t)
-	cfg.tenants, cfg.every, cfg.claimFor, cfg.concurrency, cfg.runFor = testTenants, 250*time.Millisecond, 10*time.Second, 2, 10*time.Second
+	cfg.tenants, cfg.every, cfg.claimFor, cfg.concurrency, cfg.runFor = testTenants, 250*time.Millisecond, 10*time.Second, 2, testRunFor
 	runs, logs := runLogged(t, cfg)
 	checkServed(t, cfg, runs, true)
 	checkQuiet(t, logs)
@@ -193,7 +198,7 @@ func TestDispatchAndWorkerFunctions(t *testing.T) {
 // repeatedly, alone, and nothing is left claimed.
 func TestSingleFunction(t *testing.T) {
 	cfg := emulators(t)
-	cfg.tenants, cfg.every, cfg.claimFor, cfg.concurrency, cfg.runFor = testTenants, 250*time.Millisecond, 10*time.Second, 1, 6*time.Second
+	cfg.tenants, cfg.every, cfg.claimFor, cfg.concurrency, cfg.runFor = testTenants, 250*time.Millisecond, 10*time.Second, 1, testRunFor
 	cfg.single = true
 	runs, logs := runLogged(t, cfg)
 	checkServed(t, cfg, runs, false)
@@ -292,7 +297,8 @@ func TestMappingDeletesWhatTheResponseDoesNotName(t *testing.T) {
 	}
 }
 
-// settle decides as Lambda does without a queue: the unit of TestMappingDeletes….
+// settle, which the test above checks through a queue, on the responses that test does not
+// send: a message named twice, and an empty identifier.
 func TestSettle(t *testing.T) {
 	recs := []events.SQSMessage{{MessageId: "a"}, {MessageId: "b"}, {MessageId: "c"}}
 	ids := func(ms []events.SQSMessage) string {
