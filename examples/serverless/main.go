@@ -58,7 +58,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rotaworks/rota/bridge"
+	"github.com/rotaworks/rota/dispatch"
 	rotalambda "github.com/rotaworks/rota/lambda"
+	rotasqs "github.com/rotaworks/rota/sqs"
 )
 
 func main() {
@@ -139,6 +141,10 @@ func (cfg config) validate() error {
 	}
 	if cfg.timeout < 0 || cfg.runFor < 0 {
 		errs = append(errs, fmt.Errorf("serverless: -timeout and -for must not be negative, got %v and %v", cfg.timeout, cfg.runFor))
+	}
+	if visibility := cfg.claimFor + dispatch.DefaultMaxClockSkew + rotasqs.VisibilitySlack; cfg.timeout > visibility {
+		errs = append(errs, fmt.Errorf("serverless: -timeout must be at most the queues' visibility timeout, %v for -claim %v, "+
+			"as Lambda requires of a function an SQS queue invokes; got %v", visibility, cfg.claimFor, cfg.timeout))
 	}
 	if cfg.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("serverless: -concurrency must be at least 1, got %d", cfg.concurrency))

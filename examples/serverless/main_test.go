@@ -344,4 +344,13 @@ func TestRunRefusesBadFlags(t *testing.T) {
 			t.Errorf("run = %v, want an error naming %s", err, want)
 		}
 	}
+	cfg := config{dynamoEndpoint: "http://127.0.0.1:1", sqsEndpoint: "http://127.0.0.1:1", tenants: 1, every: time.Second, concurrency: 1,
+		claimFor: time.Minute, timeout: time.Minute + 2*time.Second + time.Millisecond}
+	if err := run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "visibility timeout, 1m2s") {
+		t.Errorf("run with a timeout past the visibility timeout = %v, want an error naming 1m2s", err)
+	}
+	cfg.timeout = time.Minute + 2*time.Second
+	if err := cfg.validate(); err != nil {
+		t.Errorf("a timeout equal to the visibility timeout is refused: %v", err)
+	}
 }
