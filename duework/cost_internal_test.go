@@ -9,21 +9,15 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// visits counts the nodes each kind of tree hands out while f runs (a node's links read
-// once is one visit): the reads' work, measured without a clock.
-type visits struct{ users, entries, byDue int }
-
+// countVisits returns the nodes each kind of tree handed out while f ran (see trace): the
+// reads' work, measured without a clock.
 func countVisits(t *testing.T, f func()) visits {
 	t.Helper()
 	var v visits
-	oldEntry, oldGroup, oldDue := entryTree.kids, groupTree.kids, dueTree.kids
-	restore := func() { entryTree.kids, groupTree.kids, dueTree.kids = oldEntry, oldGroup, oldDue }
-	t.Cleanup(restore)
-	entryTree.kids = func(n *node) *[2]*node { v.entries++; return oldEntry(n) }
-	groupTree.kids = func(u *user) *[2]*user { v.users++; return oldGroup(u) }
-	dueTree.kids = func(u *user) *[2]*user { v.byDue++; return oldDue(u) }
+	trace = &v
+	t.Cleanup(func() { trace = nil })
 	f()
-	restore()
+	trace = nil
 	return v
 }
 

@@ -11,6 +11,21 @@ import (
 
 // The dispatcher's cross-tenant calls of Memory.
 
+// claimed is an entry with its user.
+type claimed struct {
+	u *user
+	n *node
+}
+
+// pick is one head of a Ready being built: its user, the end of its nodes in Memory.read,
+// whether it has more visible entries, and its in-flight count.
+type pick struct {
+	u        *user
+	end      int
+	more     bool
+	inFlight int
+}
+
 // maxScratch is the most heads and entries whose working space Ready keeps between calls.
 const maxScratch = 4096
 
@@ -153,21 +168,6 @@ func (m *Memory) appendVisible(found []claimed, u *user, sec int64, nsec int32, 
 	return found, more
 }
 
-// visibleBesides reports whether u, whose first entry is visible at now, has another entry
-// visible then. Ready of one entry per user, the dispatcher's usual read, needs no more of
-// a user, and the tree's root or first's right subtree usually tells without the O(log n)
-// walk down first's path that decides the rest.
-func visibleBesides(u *user, sec int64, nsec int32) bool {
-	f, root := u.first, u.entries
-	if root != f && root.visibleBy(sec, nsec) {
-		return true
-	}
-	if r := entryTree.kids(f)[1]; r != nil && !laterThan(r, sec, nsec) {
-		return true
-	}
-	return visibleAfter(root, f, sec, nsec) != nil
-}
-
 // Route moves each named user to its group and stores its limits. O(log n) per user.
 func (m *Memory) Route(ctx context.Context, routes []Route) error {
 	if err := vocab.Each("routes", routes, Route.Validate); err != nil {
@@ -212,7 +212,7 @@ func (m *Memory) Groups(ctx context.Context, now time.Time) ([]string, error) {
 	defer m.mu.Unlock()
 	var out []string
 	for name, root := range m.groups {
-		first := groupTree.min(root)
+		first := byTurn.first(root)
 		ts, tn := first.turnSec, first.turnNsec
 		if cmpTime(ts, tn, sec, nsec) <= 0 {
 			out = append(out, name)
@@ -270,7 +270,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		n.token = m.tokens
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
 		m.remember(u, n)
-		updateEntry(u.entries, n)
+		byDueAt.update(u.entries, n)
 		m.served(u, sec, nsec)
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
@@ -306,7 +306,7 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 
 	var out []Entry
 	var h dueHeap
-	c := cursor[user]{t: &dueTree}
+	var c cursor[user, dueOrder]
 	c.start(m.byDue)
 	u := c.next()
 	for len(out) < limit {
@@ -342,26 +342,6 @@ func (m *Memory) lockAt(ctx context.Context, now time.Time) (int64, int32, error
 	sec, nsec := splitTime(now)
 	m.mu.Lock()
 	return sec, nsec, nil
-}
-
-// visibleAfter returns the first node of the entries tree at root that is ordered after
-// key (from the first when key is nil) and visible at now, or nil. O(log n): it follows
-// key's path and prunes every subtree whose least visible-at is after now.
-func visibleAfter(root, key *node, sec int64, nsec int32) *node {
-	if root == nil || cmpTime(root.minSec, root.minNsec, sec, nsec) > 0 {
-		return nil
-	}
-	k := entryTree.kids(root)
-	if key != nil && entryTree.cmp(root, key) <= 0 {
-		return visibleAfter(k[1], key, sec, nsec)
-	}
-	if n := visibleAfter(k[0], key, sec, nsec); n != nil {
-		return n
-	}
-	if root.visibleBy(sec, nsec) {
-		return root
-	}
-	return visibleAfter(k[1], nil, sec, nsec)
 }
 
 // dueItem is one entry in DueBefore's merge, with its user.

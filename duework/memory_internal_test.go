@@ -1,10 +1,10 @@
 package duework
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -17,52 +17,80 @@ import (
 // item is a test node for the treap against a sorted-slice model: key orders it, val is
 // its value and least the augmentation, the least val of its subtree.
 type item struct {
-	key, val, least int
-	kid             [2]*item
-	prio            uint32
+	key        string
+	val, least int
+	kid        [2]*item
+	prio       uint32
 }
 
-var itemTree = treap[item]{
-	cmp:  func(a, b *item) int { return cmp.Compare(a.key, b.key) },
-	kids: func(n *item) *[2]*item { return &n.kid },
-	prio: func(n *item) uint32 { return n.prio },
-	fix: func(n *item) {
-		n.least = n.val
-		for _, k := range n.kid {
-			if k != nil {
-				n.least = min(n.least, k.least)
-			}
-		}
-	},
+// itemOrder orders items by key, bytewise, augmented with least.
+type itemOrder struct{}
+
+func (itemOrder) kids(n *item) *[2]*item { return &n.kid }
+
+func (itemOrder) seek(n *item, k string) (int, *[2]*item) { return strings.Compare(k, n.key), &n.kid }
+
+func (itemOrder) sink(at, n *item) (**item, bool) {
+	if n.prio > at.prio {
+		return nil, false
+	}
+	at.least = min(at.least, n.val)
+	return side(&at.kid, n.key < at.key), true
 }
+
+func (itemOrder) toward(at, n *item, leave bool) (**item, bool, bool) {
+	stale := leave && at.least == n.val
+	before := n.key < at.key
+	return side(&at.kid, before), before, stale
+}
+
+func (itemOrder) above(a, b *item) bool { return a.prio > b.prio }
+func (itemOrder) augmented() bool       { return true }
+
+func (itemOrder) fix(n *item) bool {
+	least := n.val
+	for _, k := range n.kid {
+		if k != nil {
+			least = min(least, k.least)
+		}
+	}
+	changed := least != n.least
+	n.least = least
+	return changed
+}
+
+var byItemKey treap[item, itemOrder]
 
 // checkTree verifies a treap's search order, the heap order of its priorities and, when it
 // has one, its augmentation (by calling fix on a copy of each node), and returns its nodes
 // in order.
-func checkTree[T any](tr *treap[T], root *T) ([]*T, error) {
-	var out []*T
-	var walk func(n *T) error
-	walk = func(n *T) error {
+func checkTree[N comparable, O order[N]](root *N) ([]*N, error) {
+	var o O
+	var out []*N
+	var walk func(n *N) error
+	walk = func(n *N) error {
 		if n == nil {
 			return nil
 		}
-		k := tr.kids(n)
+		k := o.kids(n)
 		for _, c := range k {
-			if c != nil && tr.prio(c) > tr.prio(n) {
+			if c != nil && o.above(c, n) {
 				return errors.New("a child has a higher priority than its parent")
 			}
 		}
 		if err := walk(k[0]); err != nil {
 			return err
 		}
-		if len(out) > 0 && tr.cmp(out[len(out)-1], n) >= 0 {
-			return errors.New("nodes out of order")
+		if len(out) > 0 {
+			if _, before, _ := o.toward(n, out[len(out)-1], false); !before {
+				return errors.New("nodes out of order")
+			}
 		}
 		out = append(out, n)
-		if tr.fix != nil {
+		if o.augmented() {
 			c := *n
-			tr.fix(&c)
-			if any(c) != any(*n) {
+			o.fix(&c)
+			if c != *n {
 				return errors.New("a node's augmentation is stale")
 			}
 		}
@@ -71,23 +99,27 @@ func checkTree[T any](tr *treap[T], root *T) ([]*T, error) {
 	return out, walk(root)
 }
 
-// TestTreapAgainstSortedSlice drives the treap with random inserts and removals and checks
-// the in-order walk, the cursors and the augmentation against a sorted slice.
+// itemKey is the key of the item numbered i: its bytewise order is i's.
+func itemKey(i int) string { return fmt.Sprintf("%03d", i) }
+
+// TestTreapAgainstSortedSlice drives the treap with random inserts, removals and updates,
+// and checks the in-order walk, the augmentation, the cursors, first, find and walkAfter
+// against a sorted slice.
 func TestTreapAgainstSortedSlice(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var root *item
-		nodes := map[int]*item{}
-		var model []int // keys in order
+		nodes := map[string]*item{}
+		var model []string // keys in order
 		key, val := rapid.IntRange(0, 60), rapid.IntRange(0, 100)
 		t.Repeat(map[string]func(*rapid.T){
 			"insert": func(t *rapid.T) {
-				k := key.Draw(t, "key")
+				k := itemKey(key.Draw(t, "key"))
 				if nodes[k] != nil {
 					t.Skip("present")
 				}
 				n := &item{key: k, val: val.Draw(t, "val"), prio: rapid.Uint32Range(0, 8).Draw(t, "prio")} // many ties
 				nodes[k] = n
-				root = itemTree.insert(root, n)
+				root = byItemKey.insert(root, n)
 				i, _ := slices.BinarySearch(model, k)
 				model = slices.Insert(model, i, k)
 			},
@@ -96,18 +128,26 @@ func TestTreapAgainstSortedSlice(t *testing.T) {
 					t.Skip("empty")
 				}
 				k := rapid.SampledFrom(model).Draw(t, "key")
-				root = itemTree.remove(root, nodes[k])
+				root = byItemKey.remove(root, nodes[k])
 				delete(nodes, k)
 				i, _ := slices.BinarySearch(model, k)
 				model = slices.Delete(model, i, i+1)
+			},
+			"update": func(t *rapid.T) {
+				if len(model) == 0 {
+					t.Skip("empty")
+				}
+				n := nodes[rapid.SampledFrom(model).Draw(t, "key")]
+				n.val = val.Draw(t, "val")
+				byItemKey.update(root, n)
 			},
 			"cursor": func(t *rapid.T) {
 				// A pruning cursor yields, in order, the nodes of every subtree whose least
 				// value is at most the bound; those include every node of value <= bound.
 				bound := val.Draw(t, "bound")
-				c := cursor[item]{t: &itemTree, prune: func(n *item, b int64, _ int32) bool { return int64(n.least) > b }, sec: int64(bound)}
+				c := cursor[item, itemOrder]{prune: func(n *item, b int64, _ int32) bool { return int64(n.least) > b }, sec: int64(bound)}
 				c.start(root)
-				var got, want []int
+				var got, want []string
 				for n := c.next(); n != nil; n = c.next() {
 					if n.val <= bound {
 						got = append(got, n.key)
@@ -122,31 +162,50 @@ func TestTreapAgainstSortedSlice(t *testing.T) {
 					t.Fatalf("cursor with bound %d gave %v, want %v", bound, got, want)
 				}
 			},
+			"find": func(t *rapid.T) {
+				k := itemKey(key.Draw(t, "key"))
+				if got := find[item, itemOrder](root, k); got != nodes[k] {
+					t.Fatalf("find(%s) = %v, want %v", k, got, nodes[k])
+				}
+				limit := rapid.IntRange(1, 5).Draw(t, "limit")
+				var got []string
+				walkAfter[item, itemOrder](root, k, func(n *item) bool {
+					got = append(got, n.key)
+					return len(got) < limit
+				})
+				i, found := slices.BinarySearch(model, k)
+				if found {
+					i++
+				}
+				if want := model[i:min(i+limit, len(model))]; !slices.Equal(got, want) && len(got)+len(want) > 0 {
+					t.Fatalf("walkAfter(%s) up to %d gave %v, want %v", k, limit, got, want)
+				}
+			},
 			"": func(t *rapid.T) {
-				all, err := checkTree(&itemTree, root)
+				all, err := checkTree[item, itemOrder](root)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := make([]int, len(all))
+				got := make([]string, len(all))
 				for i, n := range all {
 					got[i] = n.key
 				}
 				if !slices.Equal(got, model) && len(got)+len(model) > 0 {
 					t.Fatalf("in-order keys %v, want %v", got, model)
 				}
-				c := cursor[item]{t: &itemTree}
+				var c cursor[item, itemOrder]
 				c.start(root)
 				for _, k := range model {
 					if n := c.next(); n != nodes[k] {
-						t.Fatalf("cursor gave %v, want %d", n, k)
+						t.Fatalf("cursor gave %v, want %s", n, k)
 					}
 				}
 				if n := c.next(); n != nil {
-					t.Fatalf("cursor gave %d past the end", n.key)
+					t.Fatalf("cursor gave %s past the end", n.key)
 				}
-				m := itemTree.min(root)
+				m := byItemKey.first(root)
 				if (m == nil) != (len(model) == 0) || (m != nil && m.key != model[0]) {
-					t.Fatalf("min = %v, want first of %v", m, model)
+					t.Fatalf("first = %v, want first of %v", m, model)
 				}
 			},
 		})
@@ -166,7 +225,7 @@ func (m *Memory) check() error {
 	defer m.mu.Unlock()
 	inGroups := map[*user]string{}
 	for name, root := range m.groups {
-		us, err := checkTree(&groupTree, root)
+		us, err := checkTree[user, groupOrder](root)
 		if err != nil || len(us) == 0 {
 			return fmt.Errorf("group %q: %d users, %v", name, len(us), err)
 		}
@@ -174,7 +233,7 @@ func (m *Memory) check() error {
 			inGroups[u] = name
 		}
 	}
-	byDue, err := checkTree(&dueTree, m.byDue)
+	byDue, err := checkTree[user, dueOrder](m.byDue)
 	if err != nil {
 		return fmt.Errorf("byDue: %w", err)
 	}
@@ -221,7 +280,7 @@ func (m *Memory) check() error {
 // checkPauses verifies Memory.paused: the treap's order by UserID, and that it files
 // exactly the users' pauses, each of which counts (a write that ends one drops it).
 func (m *Memory) checkPauses() error {
-	ps, err := checkTree(&pauseTree, m.paused)
+	ps, err := checkTree[pause, pauseOrder](m.paused)
 	if err != nil {
 		return fmt.Errorf("paused: %w", err)
 	}
@@ -301,20 +360,20 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 	if u.id != id {
 		return fmt.Errorf("filed under %q", u.id)
 	}
-	entries, err := checkTree(&entryTree, u.entries)
+	entries, err := checkTree[node, entryOrder](u.entries)
 	if err != nil {
 		return fmt.Errorf("entries: %w", err)
 	}
-	keys, err := checkTree(&keyTree, u.keys)
+	keys, err := checkTree[node, keyOrder](u.keys)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	byKey := slices.Clone(entries)
-	slices.SortFunc(byKey, keyTree.cmp)
-	if !slices.Equal(byKey, keys) {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b *node) int { return strings.Compare(a.workKey, b.workKey) })
+	if !slices.Equal(sorted, keys) {
 		return errors.New("the entries and keys trees hold different nodes")
 	}
-	if u.first != entryTree.min(u.entries) {
+	if u.first != byDueAt.first(u.entries) {
 		return errors.New("first is not the entries tree's first node")
 	}
 	if u.entries != nil {

@@ -13,12 +13,56 @@ import (
 // Memory's pauses: each user's is a record of its own, made by Pause and dropped once it no
 // longer counts, and filed by UserID in Memory.paused.
 
-// pauseTree orders the pauses in Memory.paused by UserID.
-var pauseTree = treap[pause]{
-	cmp:  func(a, b *pause) int { return strings.Compare(a.u.id, b.u.id) },
-	kids: func(p *pause) *[2]*pause { return &p.kid },
-	prio: func(p *pause) uint32 { return p.prio },
+// pause is a user's stored pause, made by its first Pause and kept while it counts (see
+// Index, Pauses): the user's ReadyAt is at least its until while until is after the user's
+// LastServed. It is in Memory.paused, a tree ordered by UserID, for as long as it is kept,
+// so that Paused costs what it returns plus the ended pauses it passes over.
+type pause struct {
+	u      *user
+	reason string
+	kid    [2]*pause
+	sec    int64
+	nsec   int32
+	prio   uint32
 }
+
+// counts reports whether p, u's pause, still counts: its until is after u's LastServed.
+func (p *pause) counts() bool {
+	return cmpTime(p.sec, p.nsec, p.u.servedSec, p.u.servedNsec) > 0
+}
+
+// pausedAt reports whether u is paused at now (sec, nsec): it has a pause that counts and
+// ends after now.
+func (u *user) pausedAt(sec int64, nsec int32) bool {
+	p := u.pause
+	return p != nil && cmpTime(p.sec, p.nsec, sec, nsec) > 0 && p.counts()
+}
+
+// byUserID is Memory.paused's tree.
+var byUserID treap[pause, pauseOrder]
+
+// pauseOrder is Memory.paused's: by UserID.
+type pauseOrder struct{ plain[pause] }
+
+func (pauseOrder) kids(p *pause) *[2]*pause { return &p.kid }
+
+func (pauseOrder) seek(p *pause, k string) (int, *[2]*pause) {
+	return strings.Compare(k, p.u.id), &p.kid
+}
+
+func (pauseOrder) sink(at, p *pause) (**pause, bool) {
+	if p.prio > at.prio {
+		return nil, false
+	}
+	return side(&at.kid, p.u.id < at.u.id), true
+}
+
+func (pauseOrder) toward(at, p *pause, _ bool) (**pause, bool, bool) {
+	before := p.u.id < at.u.id
+	return side(&at.kid, before), before, false
+}
+
+func (pauseOrder) above(a, b *pause) bool { return a.prio > b.prio }
 
 // Pause stores the later of tc's user's pause and until, storing the user first if it is
 // new. O(log n).
@@ -44,7 +88,7 @@ func (m *Memory) Pause(ctx context.Context, tc tenancy.Context, until time.Time,
 	case p == nil:
 		p = &pause{u: u, prio: rand.Uint32()}
 		u.pause = p
-		m.paused = pauseTree.insert(m.paused, p)
+		m.paused = byUserID.insert(m.paused, p)
 	case cmpTime(sec, nsec, p.sec, p.nsec) < 0:
 		return nil // the stored pause is the later
 	}
@@ -77,7 +121,7 @@ func (m *Memory) unpause(u *user, all bool) {
 		return
 	}
 	counted := p.counts()
-	m.paused = pauseTree.remove(m.paused, p)
+	m.paused = byUserID.remove(m.paused, p)
 	u.pause = nil
 	if counted {
 		m.requeue(u, u.entries != nil)
@@ -102,25 +146,11 @@ func (m *Memory) Paused(ctx context.Context, now time.Time, after string, limit 
 	}
 	defer m.mu.Unlock()
 	var out []UserPause
-	pausesAfter(m.paused, after, func(p *pause) bool {
+	walkAfter[pause, pauseOrder](m.paused, after, func(p *pause) bool {
 		if p.u.pausedAt(sec, nsec) {
 			out = append(out, UserPause{UserID: p.u.id, Reason: p.reason, Until: joinTime(p.sec, p.nsec)})
 		}
 		return len(out) < limit
 	})
 	return out, nil
-}
-
-// pausesAfter calls f with the pauses of the tree at root whose UserID sorts after after,
-// in UserID order, until f returns false; it reports whether f asked for more.
-func pausesAfter(root *pause, after string, f func(*pause) bool) bool {
-	if root == nil {
-		return true
-	}
-	if root.u.id > after {
-		if !pausesAfter(root.kid[0], after, f) || !f(root) {
-			return false
-		}
-	}
-	return pausesAfter(root.kid[1], after, f)
 }

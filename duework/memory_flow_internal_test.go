@@ -116,7 +116,7 @@ func TestTicketsAgainstSortedSlice(t *testing.T) {
 				n := &node{visSec: rapid.Int64Range(0, 20).Draw(t, "sec"), visNsec: int32(rapid.IntRange(0, 2).Draw(t, "nsec")),
 					token: token, prio: rapid.Uint32Range(0, 8).Draw(t, "prio")} // many ties
 				tk := &ticket{n: n, prio: n.prio}
-				root = insertTicket(root, tk)
+				root = byEnd.insert(root, tk)
 				i, _ := slices.BinarySearchFunc(live, tk, func(a, b *ticket) int {
 					if ticketBefore(a, b) {
 						return -1
@@ -130,7 +130,7 @@ func TestTicketsAgainstSortedSlice(t *testing.T) {
 					t.Skip("empty")
 				}
 				i := rapid.IntRange(0, len(live)-1).Draw(t, "i")
-				root = removeTicket(root, live[i])
+				root = byEnd.remove(root, live[i])
 				live = slices.Delete(live, i, i+1)
 			},
 			"": func(t *rapid.T) {
