@@ -53,48 +53,63 @@ func scheduleMissing(s *suite) {
 
 func claimGuard(s *suite) {
 	g := s.x
-	amy := tenant(s.t, "amy")
-	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0))
+	amy, mal := tenant(s.t, "amy"), tenant(s.t, "mallory")
+	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0), entry("amy", "c", 0))
 	c := s.claimOne(key("amy", "a"), at(0), at(10))
-	lost := func(what string, err error) {
-		s.t.Helper()
-		if !errors.Is(err, duework.ErrClaimLost) {
-			s.errorf("%s: %v, want duework.ErrClaimLost", what, err)
-		}
-	}
-	if err := g.CheckClaim(bg, amy, c); err != nil {
-		s.errorf("CheckClaim of the current claim: %v, want nil", err)
-	}
+	lost := duework.ErrClaimLost
 	forged, onB := c, c
 	forged.Token++
 	onB.Entry = entry("amy", "b", 0)
-	lost("CheckClaim with a made-up token", g.CheckClaim(bg, amy, forged))
-	lost("CheckClaim with a later Until than the claim's", g.CheckClaim(bg, amy, withUntil(c, at(60))))
-	lost("CheckClaim of unclaimed b with a's token", g.CheckClaim(bg, amy, onB))
-	lost("UnscheduleClaimed with a made-up token", g.UnscheduleClaimed(bg, amy, forged))
-	lost("UnscheduleClaimed of unclaimed b with a's token", g.UnscheduleClaimed(bg, amy, onB))
-	if err := g.CheckClaim(bg, tenant(s.t, "mallory"), c); err == nil {
-		s.errorf("CheckClaim of amy's claim under mallory's Context: nil, want an error")
+	// A claim with a made-up token or of another entry is not current, nor, to StartClaims,
+	// one with an Until other than the claim's: each is refused and changes nothing.
+	s.wantOutcomesOf("StartClaims with a made-up token, a later Until than the claim's, and b with a's token",
+		s.start(forged, withUntil(c, at(60)), onB), []error{lost, lost, lost})
+	wantLost := func(what string, err error) {
+		s.t.Helper()
+		if !errors.Is(err, lost) {
+			s.errorf("%s: %v, want duework.ErrClaimLost", what, err)
+		}
 	}
-	if err := g.UnscheduleClaimed(bg, tenant(s.t, "mallory"), c); err == nil {
+	wantLost("UnscheduleClaimed with a made-up token", g.UnscheduleClaimed(bg, amy, forged))
+	wantLost("UnscheduleClaimed of unclaimed b with a's token", g.UnscheduleClaimed(bg, amy, onB))
+	s.wantOutcomesOf("Unclaim with a made-up token, and of b with a's token", s.unclaim(forged, onB), []error{lost, lost})
+	// Another tenant's Context never passes, whatever the call.
+	if errs, err := g.StartClaims(bg, []duework.Unclaim{{Tenant: mal, Claim: c}}); err != nil || len(errs) != 1 || errs[0] == nil {
+		s.errorf("StartClaims of amy's claim under mallory's Context = %v, %v; want an error for the item", errs, err)
+	}
+	if err := g.UnscheduleClaimed(bg, mal, c); err == nil {
 		s.errorf("UnscheduleClaimed of amy's claim under mallory's Context: nil, want an error")
+	}
+	if errs, err := g.Unclaim(bg, []duework.Unclaim{{Tenant: mal, Claim: c}}); err != nil || len(errs) != 1 || errs[0] == nil {
+		s.errorf("Unclaim of amy's claim under mallory's Context = %v, %v; want an error for the item", errs, err)
 	}
 	s.wantEntry("amy", "a", entry("amy", "a", 0))
 	s.wantEntry("amy", "b", entry("amy", "b", 0))
-	// Past Until the claim is still current until another replaces it.
-	if err := g.CheckClaim(bg, amy, c); err != nil {
-		s.errorf("CheckClaim past Until with no later claim: %v, want nil", err)
-	}
+	s.wantDue(at(5), key("amy", "b"), key("amy", "c"))
+	// Past Until, read due at a later now, the claim is still current, and unstarted after
+	// all those refusals, until another replaces it.
+	s.wantDue(at(20), key("amy", "a"), key("amy", "b"), key("amy", "c"))
+	s.wantOutcomesOf("StartClaims of the current claim past its Until", s.start(c), []error{nil})
 	c2 := s.claimOne(key("amy", "a"), at(20), at(30))
-	lost("CheckClaim of a replaced claim", g.CheckClaim(bg, amy, c))
-	lost("UnscheduleClaimed of a replaced claim", g.UnscheduleClaimed(bg, amy, c))
+	s.wantOutcomesOf("StartClaims of a replaced claim", s.start(c), []error{lost})
+	wantLost("UnscheduleClaimed of a replaced claim", g.UnscheduleClaimed(bg, amy, c))
+	s.wantOutcomesOf("Unclaim of a replaced claim", s.unclaim(c), []error{lost})
 	s.wantEntry("amy", "a", entry("amy", "a", 0))
+	// A completed claim is not current either.
+	cc := s.claimOne(key("amy", "c"), at(20), at(30))
+	if err := s.complete(cc, entry("amy", "c", 100)); err != nil {
+		s.fatalf("Complete: %v", err)
+	}
+	s.wantOutcomesOf("StartClaims of a completed claim", s.start(cc), []error{lost})
+	wantLost("UnscheduleClaimed of a completed claim", g.UnscheduleClaimed(bg, amy, cc))
+	s.wantEntry("amy", "c", entry("amy", "c", 100))
+	// UnscheduleClaimed of the current claim removes the entry and ends the claim.
 	if err := g.UnscheduleClaimed(bg, amy, c2); err != nil {
 		s.errorf("UnscheduleClaimed of the current claim: %v, want nil", err)
 	}
 	s.wantAbsent("amy", "a")
-	lost("CheckClaim after UnscheduleClaimed", g.CheckClaim(bg, amy, c2))
-	lost("Complete after UnscheduleClaimed", s.complete(c2, entry("amy", "a", 50)))
+	s.wantOutcomesOf("StartClaims after UnscheduleClaimed", s.start(c2), []error{lost})
+	wantLost("Complete after UnscheduleClaimed", s.complete(c2, entry("amy", "a", 50)))
 	s.wantAbsent("amy", "a")
 }
 

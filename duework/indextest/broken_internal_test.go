@@ -65,11 +65,11 @@ type broken struct {
 	byUserID, noHolds, releaseAny, noNext, turnIsDue, allOrNothing                    bool
 	// Limits it stores without a field (but reports as routed), and the other faults of
 	// the flow-control and operator calls.
-	noCap, noRate, noBurst, noWeight                                                    bool
-	unscaledPerUser, skipEntry, unclaimNothing, routeUntilBad, noneInFlight, userAlways bool
-	// The faults of started claims, pauses and error streaks.
-	startUnmarked, noPause, pauseOverwrites, pauseKnownOnly, resumeNothing, pausedListsEnded bool
-	claimIgnoresPause, dueBeforeSkipsPaused, dropErrorStreak                                 bool
+	noCap, noRate, noBurst, noWeight                                    bool
+	unscaledPerUser, skipEntry, routeUntilBad, noneInFlight, userAlways bool
+	// The faults of pauses and error streaks.
+	noPause, pauseOverwrites, pauseKnownOnly, resumeNothing, pausedListsEnded bool
+	claimIgnoresPause, dueBeforeSkipsPaused, dropErrorStreak                  bool
 
 	mu     sync.Mutex
 	holds  []time.Time               // every Now+Hold handed out, for releaseAny
@@ -145,13 +145,6 @@ func (b *broken) Entries(ctx context.Context, userID, after string, limit int) (
 	return es, err
 }
 
-func (b *broken) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	if b.startUnmarked {
-		return b.Memory.CheckClaims(ctx, claims)
-	}
-	return b.Memory.StartClaims(ctx, claims)
-}
-
 func (b *broken) Pause(ctx context.Context, tc tenancy.Context, until time.Time, reason string) error {
 	if b.noPause {
 		return nil
@@ -181,13 +174,6 @@ func (b *broken) Paused(ctx context.Context, now time.Time, after string, limit 
 		now = vocab.MinTime
 	}
 	return b.Memory.Paused(ctx, now, after, limit)
-}
-
-func (b *broken) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	if b.unclaimNothing {
-		return b.Memory.CheckClaims(ctx, claims)
-	}
-	return b.Memory.Unclaim(ctx, claims)
 }
 
 func (b *broken) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
@@ -286,7 +272,7 @@ func (b *broken) CompleteMany(ctx context.Context, done []duework.Done) ([]error
 		seen := map[duework.Key]bool{}
 		for _, d := range done {
 			k := d.Claim.Entry.Key()
-			if d.Validate() != nil || seen[k] || b.CheckClaim(ctx, d.Tenant, d.Claim) != nil {
+			if d.Validate() != nil || seen[k] || !b.current(ctx, d.Tenant, d.Claim) {
 				errs := make([]error, len(done))
 				for i := range errs {
 					errs[i] = duework.ErrClaimLost
@@ -297,6 +283,13 @@ func (b *broken) CompleteMany(ctx context.Context, done []duework.Done) ([]error
 		}
 	}
 	return b.Memory.CompleteMany(ctx, done)
+}
+
+// current reports whether c is the current claim of tc's entry, by StartClaims, which
+// Complete does not mind.
+func (b *broken) current(ctx context.Context, tc tenancy.Context, c duework.Claim) bool {
+	errs, err := b.Memory.StartClaims(ctx, []duework.Unclaim{{Tenant: tc, Claim: c}})
+	return err == nil && (errs[0] == nil || errors.Is(errs[0], duework.ErrClaimStarted))
 }
 
 func (b *broken) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
@@ -319,13 +312,39 @@ func (b *broken) Claim(ctx context.Context, keys []duework.Key, now, until time.
 	return cs, err
 }
 
-// brokenModel wraps the Model and breaks one rule of flow control in the state it keeps.
+// brokenModel wraps the Model and breaks one rule of flow control or of claims in the
+// state it keeps.
 type brokenModel struct {
 	*Model
-	refundRate, strideToNow, passIsLastServed bool
+	refundRate, strideToNow, passIsLastServed    bool
+	startUnmarked, startAnyUntil, unclaimNothing bool
+}
+
+func (b *brokenModel) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	switch {
+	case b.startUnmarked: // nil for each current claim, and nothing marked
+		return b.eachClaim(ctx, "StartClaims", claims, func(r *modelRow, c duework.Claim) error {
+			if !r.until.Equal(c.Until) {
+				return duework.ErrClaimLost
+			}
+			return nil
+		})
+	case b.startAnyUntil:
+		return b.eachClaim(ctx, "StartClaims", claims, func(r *modelRow, _ duework.Claim) error {
+			if r.started {
+				return duework.ErrClaimStarted
+			}
+			r.started = true
+			return nil
+		})
+	}
+	return b.Model.StartClaims(ctx, claims)
 }
 
 func (b *brokenModel) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	if b.unclaimNothing { // nil for each current claim, and nothing handed back
+		return b.eachClaim(ctx, "Unclaim", claims, func(*modelRow, duework.Claim) error { return nil })
+	}
 	errs, err := b.Model.Unclaim(ctx, claims)
 	if b.refundRate && err == nil {
 		b.mu.Lock()
@@ -376,7 +395,8 @@ var brokenCases = []struct {
 	{"LastServed dropped", mem(func(b *broken) { b.noServed = true }), []string{"LastServed", "TurnIsLaterOfReadyAtAndLastServed"}},
 	{"one entry too many", mem(func(b *broken) { b.limitPlusOne = true }), []string{"DueBeforeLimit"}},
 	{"Get leaks alice's entries", mem(func(b *broken) { b.leakyGet = true }), []string{"IsolationGet"}},
-	{"stale claims complete", mem(func(b *broken) { b.ignoreTokens = true }), []string{"CompleteStale", "CompleteForged", "Complete", "ScheduleEndsClaim", "UnscheduleClaimed"}},
+	{"stale claims complete", mem(func(b *broken) { b.ignoreTokens = true }), []string{"CompleteStale", "CompleteForged", "Complete", "ScheduleEndsClaim", "UnscheduleClaimed",
+		"ClaimGuard"}},
 	{"errors without the field", mem(func(b *broken) { b.vagueErrors = true }), []string{"BadArguments"}},
 	{"each claim handed out twice", mem(func(b *broken) { b.doubleClaims = true }), []string{"ClaimSkips", "ParallelClaimers", "InvalidKeysSkipped"}},
 	{"turn order ignored", mem(func(b *broken) { b.byUserID = true }), []string{"TurnOrder", "ServedGoesToTheBack", "ReadyUsers"}},
@@ -392,12 +412,13 @@ var brokenCases = []struct {
 	{"Weight ignored", mem(func(b *broken) { b.noWeight = true }), []string{"WeightStride", "WeightScalesPerUser", "UnclaimKeepsPlace", "RouteKeepsPlace", "LimitBounds"}},
 	{"PerUser not scaled by Weight", mem(func(b *broken) { b.unscaledPerUser = true }), []string{"WeightScalesPerUser"}},
 	{"Entries skips a key", mem(func(b *broken) { b.skipEntry = true }), []string{"EntriesPaging", "OperatorReadsEscaping"}},
-	{"Unclaim hands back nothing", mem(func(b *broken) { b.unclaimNothing = true }), []string{"Unclaim", "UnclaimFreesSlot"}},
+	{"Unclaim hands back nothing", model(brokenModel{unclaimNothing: true}), []string{"Unclaim", "UnclaimFreesSlot"}},
 	{"Route writes the routes before a bad one", mem(func(b *broken) { b.routeUntilBad = true }), []string{"BadLimits"}},
 	{"InFlight never reported", mem(func(b *broken) { b.noneInFlight = true }), []string{"HeadLimits", "UserState", "MaxInFlight", "ClaimEndFreesSlot"}},
 	{"User finds every user", mem(func(b *broken) { b.userAlways = true }), []string{"UserNotFound"}},
-	{"StartClaims marks nothing", mem(func(b *broken) { b.startUnmarked = true }), []string{"StartClaims", "StartedPerClaim", "StartClaimsRetry",
+	{"StartClaims marks nothing", model(brokenModel{startUnmarked: true}), []string{"StartClaims", "StartedPerClaim", "StartClaimsRetry",
 		"StartedTakesCompletion", "ParallelStarters"}},
+	{"StartClaims takes any Until", model(brokenModel{startAnyUntil: true}), []string{"StartClaims", "ClaimGuard"}},
 	{"Pause ignored", mem(func(b *broken) { b.noPause = true }), []string{"PauseHolds", "PauseLaterOf", "PauseStoresUser", "Resume",
 		"PauseCountsUntilServed", "PausedPaging", "ParallelPauses", "Bounds"}},
 	{"Pause shortens a longer pause", mem(func(b *broken) { b.pauseOverwrites = true }), []string{"PauseLaterOf"}},

@@ -15,7 +15,8 @@ import (
 // Ready, served users, batches that write some items and refuse others, and the limits:
 // Ready and Claim cut by them, a weighted user's pass short of now, bad limits refused, a
 // hand-back, and the operator's reads of limited users and claimed entries; claims started
-// and refused a second start or a hand-back; and pauses written, kept, ended, listed and
+// and refused a second start or a hand-back, and a current claim's item refused for an
+// Until not the claim's; and pauses written, kept, ended, listed and
 // read, passed over by Claim and ended before a Ready.
 func TestStateMachineCovers(t *testing.T) {
 	if testing.Short() {
@@ -48,6 +49,7 @@ func TestStateMachineCovers(t *testing.T) {
 		"Claim moves a weighted user's pass short of now", "Unclaim hands back a current claim",
 		"User reads a limited user with claims in flight", "Entries reads a claimed entry",
 		"StartClaims starts a claim", "StartClaims refuses a started claim", "Unclaim refuses a started claim",
+		"StartClaims refuses a current claim's item for its Until",
 		"Pause of a user with entries", "Pause keeps a later pause", "Resume ends a pause that counts",
 		"Paused lists a user", "User reads a paused user", "Claim passes over a paused user",
 		"Ready reads a user whose pause has ended",

@@ -11,9 +11,9 @@
 // Run runs one subtest per rule of the contract (Rules lists them); a failure cites the
 // rule it breaks. The rules cover the tenant-scoped calls and isolation, DueBefore, the
 // turn order and what Ready reads, holds, Route and Groups, claims and their expiry, lost
-// and forged claims, CompleteMany, CheckClaims and Unclaim, claims started once
-// (StartClaims, its retries, and concurrent starters of one claim), the operator's User,
-// Entries and Paused, flow control (the in-flight cap, the rate and its window bound,
+// and forged claims, CompleteMany and Unclaim, claims started once (StartClaims, its
+// retries, and concurrent starters of one claim), the operator's User, Entries and
+// Paused, flow control (the in-flight cap, the rate and its window bound,
 // weights and their stride, what Route keeps, bad limits and the largest ones), pauses
 // (what a paused user is spared and when it comes back, the later of two pauses, Resume),
 // ErrorStreak through every write and read, every kind of bad input and the bounds

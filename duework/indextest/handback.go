@@ -7,50 +7,7 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// The rules of the calls that check or hand back many claims at once.
-
-func checkClaims(s *suite) {
-	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0), entry("amy", "c", 0), entry("bo", "x", 0))
-	ca := s.claimOne(key("amy", "a"), at(0), at(10))
-	cb := s.claimOne(key("amy", "b"), at(0), at(10))
-	stale := s.claimOne(key("amy", "c"), at(0), at(5))
-	cc := s.claimOne(key("amy", "c"), at(5), at(20))
-	cx := s.claimOne(key("bo", "x"), at(0), at(10))
-	if err := s.complete(cb, entry("amy", "b", 100)); err != nil {
-		s.fatalf("Complete: %v", err)
-	}
-	forged, noKey := ca, ca
-	forged.Token += 1000
-	noKey.Entry.WorkKey = ""
-	amy, bo := tenant(s.t, "amy"), tenant(s.t, "bo")
-	items := []duework.Unclaim{
-		{Tenant: amy, Claim: ca},                      // current
-		{Tenant: amy, Claim: stale},                   // replaced by a later claim
-		{Tenant: amy, Claim: cb},                      // completed
-		{Tenant: amy, Claim: cc},                      // current
-		{Tenant: amy, Claim: forged},                  // never made
-		{Tenant: tenant(s.t, "mallory"), Claim: cx},   // not mallory's
-		{Tenant: tenancy.Context{}, Claim: cx},        // no tenant
-		{Tenant: amy, Claim: noKey},                   // no work key
-		{Tenant: bo, Claim: cx},                       // current
-		{Tenant: amy, Claim: ca},                      // current, asked twice
-		{Tenant: amy, Claim: withToken(ca, cx.Token)}, // another entry's token
-		{Tenant: amy, Claim: withUntil(ca, at(60))},   // a later Until than the claim's
-	}
-	want := []error{nil, duework.ErrClaimLost, duework.ErrClaimLost, nil, duework.ErrClaimLost,
-		duework.ErrInvalid, tenancy.ErrNoTenant, duework.ErrInvalid, nil, nil, duework.ErrClaimLost, duework.ErrClaimLost}
-	for _, call := range []string{"CheckClaims", "CheckClaims again"} { // it writes nothing
-		errs, err := s.x.CheckClaims(bg, items)
-		s.wantOutcomes(call, errs, err, want)
-	}
-	errs, err := s.x.CheckClaims(bg, nil)
-	s.wantOutcomes("CheckClaims of nothing", errs, err, nil)
-	s.wantDue(at(15), key("amy", "a"), key("bo", "x"))
-	s.wantEntry("amy", "a", entry("amy", "a", 0))
-	if err := s.complete(ca, entry("amy", "a", 50)); err != nil {
-		s.errorf("Complete of a claim CheckClaims found current: %v", err)
-	}
-}
+// The rules of the calls that hand back many claims at once.
 
 func withToken(c duework.Claim, token uint64) duework.Claim { c.Token = token; return c }
 
@@ -79,9 +36,7 @@ func unclaim(s *suite) {
 	if err := s.complete(ca, entry("amy", "a", 50)); err == nil {
 		s.errorf("Complete of a handed-back claim: nil, want duework.ErrClaimLost")
 	}
-	if err := s.x.CheckClaim(bg, amy, cb); err != nil {
-		s.errorf("CheckClaim of b, whose hand-back named a made-up token: %v, want nil", err)
-	}
+	s.wantOutcomesOf("StartClaims of b, whose hand-back named a made-up token", s.start(cb), []error{nil})
 	again := s.claimOne(key("amy", "a"), at(1), at(2))
 	if again.Token == ca.Token {
 		s.errorf("the claim after a hand-back reused token %d", ca.Token)

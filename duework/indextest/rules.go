@@ -68,13 +68,12 @@ var rules = []rule{
 	{"ScheduleEndsClaim", "Schedule of a claimed entry replaces it and ends the claim: the claimant's Complete is ErrClaimLost", scheduleEndsClaim},
 	{"UnscheduleClaimed", "Unschedule removes a claimed entry; the claimant's Complete is ErrClaimLost and does not bring it back", unscheduleClaimed},
 	{"GetClaimed", "Get returns an entry whether or not it is claimed", getClaimed},
-	{"CheckClaim", "CheckClaim and UnscheduleClaimed act only while the claim is the entry's current one (CheckClaim: with the claim's own Until too), else ErrClaimLost and nothing changes", claimGuard},
+	{"ClaimGuard", "StartClaims, UnscheduleClaimed and Unclaim act only while the claim is the entry's current one (StartClaims: with the claim's own Until too), else ErrClaimLost and nothing changes: a claim with a made-up token, of another entry, replaced, completed or unscheduled is not current, and another tenant's Context never passes", claimGuard},
 	{"ErrorStreakRoundTrip", "ErrorStreak is stored by every write that takes an Entry and returned by every read of one: Get, Claim, Ready, DueBefore and Entries", errorStreakRoundTrip},
 
-	// Batched completion, checks and hand-backs.
+	// Batched completion and hand-backs.
 	{"CompleteMany", "CompleteMany gives each item its own outcome, applied one after another: good items are written, lost, repeated and invalid ones are not", completeMany},
 	{"CompleteManyRetry", "a CompleteMany retried after a write reports each item already written as ErrClaimLost and writes nothing twice", completeManyRetry},
-	{"CheckClaims", "CheckClaims gives each claim CheckClaim's outcome, one per item in order: nil while it is current, ErrClaimLost once replaced or completed or if never made, ErrInvalid or tenancy.ErrNoTenant for a bad item; it writes nothing", checkClaims},
 	{"Unclaim", "Unclaim ends each claim that is still current and leaves its entry exactly as it is, visible at once; a claim no longer current (handed back, replaced, completed, never made) is ErrClaimLost and a bad item ErrInvalid or tenancy.ErrNoTenant, each item with its own outcome, applied one after another", unclaim},
 	{"UnclaimFreesSlot", "Unclaim frees the in-flight slot at once: a user at its MaxInFlight is ready again, and claimable, at the same now", unclaimFreesSlot},
 	{"UnclaimRefundsNoRate", "Unclaim refunds no rate allowance: the items handed back still count against Every and Burst", unclaimRefundsNoRate},
