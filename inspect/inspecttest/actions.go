@@ -59,9 +59,10 @@ func dueNowClaimed(f *fixture) {
 	if res.Outcome != "claimed" || !res.ClaimedUntil.Equal(at(300)) || res.Error == "" {
 		f.errorf("due-now on a claimed entry answered %+v; want claimed until t0+300 s", res)
 	}
+	// The claim is still current, and unstarted: StartClaims starts it.
 	tc, _ := tenancy.NewContext("acme")
-	if err := f.st.Index.CheckClaim(f.ctx, tc, c); err != nil {
-		f.errorf("after the refused due-now the claim is gone: %v", err)
+	if errs, err := f.st.Index.StartClaims(f.ctx, []duework.Unclaim{{Tenant: tc, Claim: c}}); err != nil || errs[0] != nil {
+		f.errorf("after the refused due-now StartClaims of the claim = %v, %v; want it current and unstarted", errs, err)
 	}
 	if got := f.get("acme", "feed"); !got.DueAt.Equal(before.DueAt) || got.MissStreak != before.MissStreak || got.Tier != before.Tier {
 		f.errorf("the refused due-now wrote %+v over %+v", got, before)
