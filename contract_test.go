@@ -257,7 +257,7 @@ var (
 // Limits Limits}` (routing writes a user's limits with its group);
 // `ReadyQuery{Group string; Now time.Time; Users, PerUser int; Hold time.Duration}`;
 // `ReadyPage{Heads []Head; Next time.Time}`; `Unclaim{Tenant tenancy.Context; Claim
-// Claim}`, one claim for Unclaim and CheckClaims.
+// Claim}`, one claim for Unclaim and StartClaims.
 var (
 	_ = duework.Done{Tenant: tenancy.Context{}, Claim: duework.Claim{}, Next: duework.Entry{}}
 	_ = func(d duework.Done) (tenancy.Context, duework.Claim, duework.Entry) { return d.Tenant, d.Claim, d.Next }
@@ -327,18 +327,18 @@ var (
 	_ error = duework.ErrInvalid
 )
 
-// The Index contract (v2.3), method by method, and exactly these twenty-two methods: every
+// The Index contract (v2.3), method by method, and exactly these twenty methods: every
 // capability is in the one interface, so a host's own adapter meets one contract and
 // indextest checks all of it.
 //
 // Tenant-scoped (tc must be valid and an entry's UserID must be tc's): Schedule (insert or
 // replace), ScheduleMissing (insert only the absent ones), Unschedule (absent is not an
 // error), Get (ErrNotFound), Complete (ErrClaimLost), CompleteMany (each item under its
-// own Context; errs[i] per item when err is nil), StartClaims (mark claims started, each
-// once), CheckClaim and CheckClaims (is the claim still current?), UnscheduleClaimed
-// (remove while the claim is current), Unclaim (hand unstarted claims back unrun, the entry
-// left as it is), Pause and Resume (keep a tenant from being served until an instant, and
-// end that).
+// own Context; errs[i] per item when err is nil), StartClaims (mark current claims
+// started, each once: ErrClaimStarted after, ErrClaimLost for one no longer current),
+// UnscheduleClaimed (remove while the claim is current), Unclaim (hand unstarted claims
+// back unrun, the entry left as it is), Pause and Resume (keep a tenant from being served
+// until an instant, and end that).
 //
 // The dispatcher's cross-tenant calls, the narrow, documented exception: DueBefore, Ready,
 // Route, Groups, Release, Claim. The operator's reads, the same exception: User, Entries
@@ -351,8 +351,6 @@ var (
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Claim, duework.Entry) error          = duework.Index.Complete
 	_ func(duework.Index, context.Context, []duework.Done) ([]error, error)                              = duework.Index.CompleteMany
 	_ func(duework.Index, context.Context, []duework.Unclaim) ([]error, error)                           = duework.Index.StartClaims
-	_ func(duework.Index, context.Context, tenancy.Context, duework.Claim) error                         = duework.Index.CheckClaim
-	_ func(duework.Index, context.Context, []duework.Unclaim) ([]error, error)                           = duework.Index.CheckClaims
 	_ func(duework.Index, context.Context, tenancy.Context, duework.Claim) error                         = duework.Index.UnscheduleClaimed
 	_ func(duework.Index, context.Context, []duework.Unclaim) ([]error, error)                           = duework.Index.Unclaim
 	_ func(duework.Index, context.Context, time.Time, int) ([]duework.Entry, error)                      = duework.Index.DueBefore
@@ -378,8 +376,6 @@ type indexMethods interface {
 	Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error
 	CompleteMany(ctx context.Context, done []duework.Done) (errs []error, err error)
 	StartClaims(ctx context.Context, claims []duework.Unclaim) (errs []error, err error)
-	CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error
-	CheckClaims(ctx context.Context, claims []duework.Unclaim) (errs []error, err error)
 	UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error
 	Unclaim(ctx context.Context, claims []duework.Unclaim) (errs []error, err error)
 	DueBefore(ctx context.Context, now time.Time, limit int) ([]duework.Entry, error)
@@ -1063,13 +1059,12 @@ func TestContractZeroContextIsErrNoTenant(t *testing.T) {
 		{"Index.Get", func() error { _, err := idx.Get(ctx, zero, "feed"); return err }},
 		{"Index.Complete", func() error { return idx.Complete(ctx, zero, claim, entry) }},
 		{"Index.ScheduleMissing", func() error { _, err := idx.ScheduleMissing(ctx, zero, []duework.Entry{entry}); return err }},
-		{"Index.CheckClaim", func() error { return idx.CheckClaim(ctx, zero, claim) }},
 		{"Index.UnscheduleClaimed", func() error { return idx.UnscheduleClaimed(ctx, zero, claim) }},
 		// The batched calls carry a Context per item and answer each item on its own.
 		{"Index.CompleteMany", func() error {
 			return only(idx.CompleteMany(ctx, []duework.Done{{Tenant: zero, Claim: claim, Next: entry}}))
 		}},
-		{"Index.CheckClaims", func() error { return only(idx.CheckClaims(ctx, []duework.Unclaim{{Tenant: zero, Claim: claim}})) }},
+		{"Index.StartClaims", func() error { return only(idx.StartClaims(ctx, []duework.Unclaim{{Tenant: zero, Claim: claim}})) }},
 		{"Index.Unclaim", func() error { return only(idx.Unclaim(ctx, []duework.Unclaim{{Tenant: zero, Claim: claim}})) }},
 		{"Watchlist.AddMany", func() error { return wl.AddMany(ctx, zero, []tenancy.WatchlistEntry{watched}) }},
 		{"Watchlist.GetMany", func() error {

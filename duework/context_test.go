@@ -57,7 +57,14 @@ func TestMemoryCancelledContext(t *testing.T) {
 			_, err := x.CompleteMany(ctx, []duework.Done{{Tenant: tc, Claim: claims[0], Next: later}})
 			return err
 		},
-		"CheckClaim":        func() error { return x.CheckClaim(ctx, tc, claims[0]) },
+		"StartClaims": func() error {
+			_, err := x.StartClaims(ctx, []duework.Unclaim{{Tenant: tc, Claim: claims[0]}})
+			return err
+		},
+		"Unclaim": func() error {
+			_, err := x.Unclaim(ctx, []duework.Unclaim{{Tenant: tc, Claim: claims[0]}})
+			return err
+		},
 		"UnscheduleClaimed": func() error { return x.UnscheduleClaimed(ctx, tc, claims[0]) },
 		"Claim": func() error {
 			_, err := x.Claim(ctx, []duework.Key{e.Key()}, t0.Add(2*time.Minute), t0.Add(3*time.Minute))
@@ -75,6 +82,9 @@ func TestMemoryCancelledContext(t *testing.T) {
 	}
 	if gs, err := x.Groups(bg, t0.Add(30*time.Second)); err != nil || len(gs) != 0 {
 		t.Errorf("after the cancelled calls Groups = %q, %v; want none (amy's only entry is claimed)", gs, err)
+	}
+	if errs, err := x.StartClaims(bg, []duework.Unclaim{{Tenant: tc, Claim: claims[0]}}); err != nil || errs[0] != nil {
+		t.Errorf("after the cancelled calls StartClaims = %v, %v; want the claim current and unstarted", errs, err)
 	}
 	if err := x.Complete(bg, tc, claims[0], later); err != nil {
 		t.Errorf("the claim did not survive the cancelled calls: %v", err)

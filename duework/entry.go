@@ -143,9 +143,8 @@ func (r Route) Validate() error {
 	return nil
 }
 
-// Validate checks u for Index.Unclaim, Index.StartClaims, Index.CheckClaims,
-// Index.CheckClaim and Index.UnscheduleClaimed: Tenant must be valid, and Claim must name Tenant's user and a
-// valid WorkKey.
+// Validate checks u for Index.Unclaim, Index.StartClaims and Index.UnscheduleClaimed:
+// Tenant must be valid, and Claim must name Tenant's user and a valid WorkKey.
 func (u Unclaim) Validate() error {
 	if err := u.Tenant.Check(); err != nil {
 		return err

@@ -145,14 +145,6 @@ type Index interface {
 	// and UnscheduleClaimed take started and unstarted claims alike. One round trip for the
 	// batch on a database.
 	StartClaims(ctx context.Context, claims []Unclaim) (errs []error, err error)
-	// CheckClaim returns nil while c is the current claim of tc's entry c.Entry.WorkKey,
-	// its token and its Until both the claim's (as Claim returned them), and ErrClaimLost
-	// otherwise, so that an item with a forged Until cannot pass for the claim. It writes
-	// nothing.
-	CheckClaim(ctx context.Context, tc tenancy.Context, c Claim) error
-	// CheckClaims is CheckClaim for many claims at once, each under its own Context, with
-	// CompleteMany's rules for errs and err. It writes nothing.
-	CheckClaims(ctx context.Context, claims []Unclaim) (errs []error, err error)
 	// UnscheduleClaimed removes tc's entry c.Entry.WorkKey while c is its current claim,
 	// and otherwise returns ErrClaimLost and removes nothing.
 	UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c Claim) error

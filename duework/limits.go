@@ -89,8 +89,7 @@ type EntryState struct {
 	ClaimedUntil time.Time
 }
 
-// Unclaim names one claim for Index.Unclaim, Index.StartClaims and Index.CheckClaims:
-// Claim, under Tenant.
+// Unclaim names one claim for Index.Unclaim and Index.StartClaims: Claim, under Tenant.
 type Unclaim struct {
 	Tenant tenancy.Context
 	Claim  Claim

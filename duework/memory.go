@@ -18,7 +18,7 @@ import (
 //
 // With n entries stored, each write costs O(log n): Schedule, Unschedule, Complete,
 // UnscheduleClaimed, Pause, Resume, and each item of ScheduleMissing, CompleteMany, Unclaim
-// and Claim; so do Get, CheckClaim and each item of CheckClaims and StartClaims, and Route
+// and Claim; so do Get and each item of StartClaims, and Route
 // per user. Ready costs O(log n), then for each user it reads, or passes over because it
 // is held, O(1) and O(log c) for c current claims of that user, plus O(PerUser · log n)
 // for each user's entries — never the number of users ready nor the depth of anyone's

@@ -8,7 +8,7 @@ import (
 )
 
 // Memory's claims: the record of each current claim, its user's tree of claims, and the
-// calls that check, start and hand back claims.
+// calls that start and hand back claims.
 
 // ticket is one current claim of an entry: in Memory.claims under its token, and in its
 // user's tree of claims, a treap ordered by (Until, token) and augmented with each
@@ -160,23 +160,6 @@ func (m *Memory) forget(n *node) {
 	}
 }
 
-// CheckClaim returns nil while c is the current claim of tc's entry, else ErrClaimLost.
-// O(log n).
-func (m *Memory) CheckClaim(ctx context.Context, tc tenancy.Context, c Claim) error {
-	if err := (Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if t := m.current(tc, c); t == nil || !t.n.claimedUntil(c.Until) {
-		return fmt.Errorf("duework: CheckClaim %q with token %d: %w", c.Entry.WorkKey, c.Token, ErrClaimLost)
-	}
-	return nil
-}
-
 // UnscheduleClaimed removes tc's entry while c is its current claim, else returns
 // ErrClaimLost and removes nothing. O(log n).
 func (m *Memory) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c Claim) error {
@@ -194,17 +177,6 @@ func (m *Memory) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c Cl
 	}
 	m.drop(t.u, t.n)
 	return nil
-}
-
-// CheckClaims checks each claim as CheckClaim would, all under one lock. It fails as a
-// whole only when ctx is done before it starts. O(len(claims)).
-func (m *Memory) CheckClaims(ctx context.Context, claims []Unclaim) ([]error, error) {
-	return m.eachClaim(ctx, "CheckClaims", claims, func(t *ticket, c Claim) error {
-		if !t.n.claimedUntil(c.Until) {
-			return ErrClaimLost
-		}
-		return nil
-	})
 }
 
 // StartClaims marks each claim that is current, with its own Until, and not yet started,

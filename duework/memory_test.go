@@ -65,19 +65,9 @@ func (c checked) CompleteMany(ctx context.Context, done []duework.Done) ([]error
 	return c.m.CompleteMany(ctx, done)
 }
 
-func (c checked) CheckClaim(ctx context.Context, tc tenancy.Context, cl duework.Claim) error {
-	defer c.after("CheckClaim")
-	return c.m.CheckClaim(ctx, tc, cl)
-}
-
 func (c checked) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, cl duework.Claim) error {
 	defer c.after("UnscheduleClaimed")
 	return c.m.UnscheduleClaimed(ctx, tc, cl)
-}
-
-func (c checked) CheckClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error) {
-	defer c.after("CheckClaims")
-	return c.m.CheckClaims(ctx, cs)
 }
 
 func (c checked) Unclaim(ctx context.Context, cs []duework.Unclaim) ([]error, error) {

@@ -347,20 +347,8 @@ func (m *Model) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	return errs, nil
 }
 
-// CheckClaim returns nil while c is the current claim of tc's entry, else ErrClaimLost.
-func (m *Model) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	return m.whileClaimed(ctx, "CheckClaim", tc, c, nil)
-}
-
 // UnscheduleClaimed removes tc's entry while c is its current claim, else ErrClaimLost.
 func (m *Model) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	return m.whileClaimed(ctx, "UnscheduleClaimed", tc, c, func() { delete(m.rows, c.Entry.Key()) })
-}
-
-// whileClaimed runs write under the Model's lock if c is the current claim of tc's entry,
-// and returns ErrClaimLost, naming op, if it is not; a nil write only checks, and then also
-// that c.Until is the current claim's.
-func (m *Model) whileClaimed(ctx context.Context, op string, tc tenancy.Context, c duework.Claim, write func()) error {
 	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
@@ -368,13 +356,10 @@ func (m *Model) whileClaimed(ctx context.Context, op string, tc tenancy.Context,
 		return err
 	}
 	defer m.mu.Unlock()
-	r := m.current(c)
-	if r == nil || write == nil && !r.until.Equal(c.Until) {
-		return fmt.Errorf("indextest: Model.%s %q with token %d: %w", op, c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
+	if m.current(c) == nil {
+		return fmt.Errorf("indextest: Model.UnscheduleClaimed %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost)
 	}
-	if write != nil {
-		write()
-	}
+	delete(m.rows, c.Entry.Key())
 	return nil
 }
 
@@ -575,16 +560,6 @@ func (m *Model) serve(u *modelUser, c *served, now time.Time) {
 		u.pass = laterOf(u.pass, fromNanos(new(big.Int).Add(nanos(t), s.Mul(s, micro))))
 	}
 	u.heldUntil = time.Time{}
-}
-
-// CheckClaims checks each claim as CheckClaim would.
-func (m *Model) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	return m.eachClaim(ctx, "CheckClaims", claims, func(r *modelRow, c duework.Claim) error {
-		if !r.until.Equal(c.Until) {
-			return duework.ErrClaimLost
-		}
-		return nil
-	})
 }
 
 // StartClaims marks started each claim that is current, with its own Until, and not

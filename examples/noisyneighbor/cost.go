@@ -265,16 +265,6 @@ func (c *countingIndex) ScheduleMissing(ctx context.Context, tc tenancy.Context,
 	return c.inner.ScheduleMissing(ctx, tc, entries)
 }
 
-func (c *countingIndex) CheckClaim(ctx context.Context, tc tenancy.Context, cl duework.Claim) error {
-	c.calls++
-	return c.inner.CheckClaim(ctx, tc, cl)
-}
-
-func (c *countingIndex) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	c.calls++
-	return c.inner.CheckClaims(ctx, claims)
-}
-
 func (c *countingIndex) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, cl duework.Claim) error {
 	c.calls++
 	return c.inner.UnscheduleClaimed(ctx, tc, cl)

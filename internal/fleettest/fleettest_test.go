@@ -219,7 +219,6 @@ func TestMortalIndex(t *testing.T) {
 	m.Kill()
 	calls := map[string]error{}
 	_, calls["StartClaims"] = m.StartClaims(ctx, nil)
-	_, calls["CheckClaims"] = m.CheckClaims(ctx, nil)
 	_, calls["CompleteMany"] = m.CompleteMany(ctx, nil)
 	_, calls["Unclaim"] = m.Unclaim(ctx, make([]duework.Unclaim, 5))
 	calls["UnscheduleClaimed"] = m.UnscheduleClaimed(ctx, tenancy.Context{}, duework.Claim{})

@@ -133,14 +133,6 @@ func (m *MortalIndex) StartClaims(ctx context.Context, cs []duework.Unclaim) ([]
 	return m.Index.StartClaims(ctx, cs)
 }
 
-// CheckClaims is the index's, or ErrDead once killed.
-func (m *MortalIndex) CheckClaims(ctx context.Context, cs []duework.Unclaim) ([]error, error) {
-	if m.Dead() {
-		return nil, ErrDead
-	}
-	return m.Index.CheckClaims(ctx, cs)
-}
-
 // CompleteMany is the index's, or ErrDead once killed.
 func (m *MortalIndex) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
 	if m.Dead() {

@@ -16,7 +16,7 @@ import (
 var runtimePackages = []string{"cadence", "tenancy", "duework", "dispatch", "bridge", "maintenance", "inspect"}
 
 // maxExported is the most names the runtime packages may export in all. It only falls.
-const maxExported = 302
+const maxExported = 300
 
 // TestSurface counts what the root module's runtime packages export — top-level consts,
 // vars, types and funcs, and the methods of exported types, in non-test files — prints the
