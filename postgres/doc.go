@@ -138,14 +138,14 @@
 //     locking the entries that still carry their item's claim in key order, then a write
 //     per user; StartClaims is one statement that locks its items' entries in key order
 //     and marks them started, so that of two calls starting one claim at once the second
-//     sees the first's mark; CheckClaims is one statement of primary-key probes. Invalid
-//     items are refused before anything is sent, each with its own error.
+//     sees the first's mark. Invalid items are refused before anything is sent, each with
+//     its own error.
 //   - ScheduleMissing inserts a tenant's batch in one INSERT … ON CONFLICT DO NOTHING.
 //   - Groups is a loose index scan of rota_users_queue: one probe per group, not per user.
 //   - Route locks the named users in UserID order, then writes each once (probing slot_at
 //     for a user with a cap); Release locks and writes in one statement.
 //   - Schedule, Unschedule, Complete, UnscheduleClaimed write one entry by primary key and
-//     recompute its user; Get and CheckClaim read one row.
+//     recompute its user; Get reads one row.
 //   - Pause and Resume write the user's row alone, by primary key, durably; Paused reads
 //     rota_users_paused from the given user on, and costs what it returns plus the ended
 //     pauses it passes (a Claim that serves a user drops the pause that serve ends).

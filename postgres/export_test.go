@@ -15,7 +15,6 @@ var (
 	SQLServe           = sqlServe
 	SQLCompleteMany    = sqlCompleteMany
 	SQLUnclaim         = sqlUnclaim
-	SQLCheckClaims     = sqlCheckClaims
 	SQLStartClaims     = sqlStartClaims
 	SQLPause           = sqlPause
 	SQLResume          = sqlResume

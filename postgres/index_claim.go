@@ -311,7 +311,7 @@ SELECT e.ord, true FROM e WHERE e.started`
 
 // claimItems is a batch of claims to write, as the arrays of sqlClaimedItems: ords[j] is
 // the item of the call that row j is, errs each item's outcome so far, and dups maps each
-// item that repeats an earlier one (same key and token, and with once by Until as well) to
+// item that repeats an earlier one (same key and token, and with byUntil Until as well) to
 // that earlier item: it is not sent, and settle gives it its outcome.
 type claimItems struct {
 	op           string
@@ -337,9 +337,8 @@ func newClaimItems(op string, n int, byUntil bool) *claimItems {
 }
 
 // add checks item i's claim (valid is its validation) and, when it may be sent, adds it
-// and reports true. With once set, an item that repeats an earlier one is kept back for
-// settle.
-func (ci *claimItems) add(i int, c duework.Claim, valid error, once bool) bool {
+// and reports true. An item that repeats an earlier one is kept back for settle.
+func (ci *claimItems) add(i int, c duework.Claim, valid error) bool {
 	if valid != nil {
 		ci.errs[i] = valid
 		return false
@@ -353,7 +352,7 @@ func (ci *claimItems) add(i int, c duework.Claim, valid error, once bool) bool {
 	if ci.byUntil {
 		k.until = c.Until.UTC()
 	}
-	if first, ok := ci.seen[k]; ok && once {
+	if first, ok := ci.seen[k]; ok {
 		ci.dups[i] = first
 		return false
 	}
@@ -443,7 +442,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 		last                []*time.Time
 	)
 	for i, d := range done {
-		if !ci.add(i, d.Claim, d.Validate(), true) {
+		if !ci.add(i, d.Claim, d.Validate()) {
 			continue
 		}
 		tiers = append(tiers, d.Next.Tier)
@@ -478,7 +477,7 @@ func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error,
 	}
 	ci := newClaimItems("Index.Unclaim", len(claims), false)
 	for i, c := range claims {
-		ci.add(i, c.Claim, c.Validate(), true)
+		ci.add(i, c.Claim, c.Validate())
 	}
 	claimOf := func(i int) duework.Claim { return claims[i].Claim }
 	if len(ci.ords) == 0 {
@@ -494,15 +493,6 @@ func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error,
 	return ci.settle(false, claimOf), nil
 }
 
-// sqlCheckClaims finds the items ($1 users, $2 work keys, $3 tokens, $4 untils) whose
-// claim is their entry's current one, token and until: one probe of the primary key each.
-// The untils (never NULL) are compared with IS NOT DISTINCT FROM, which, unlike =, does not
-// imply claim_until IS NOT NULL, so that the planner cannot take rota_due_claimed_user, a
-// walk of the user's claims, for the probe.
-const sqlCheckClaims = `SELECT k.ord, false FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
-	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
-		AND d.claim_until IS NOT DISTINCT FROM k.until`
-
 // checkUntil returns ErrClaimLost for a claim whose Until no claim of this Index has: a
 // stored until is a whole microsecond within [duework.MinTime, duework.MaxTime], so any
 // other is forged (or another Index's), and pgx would round it onto a stored one.
@@ -513,66 +503,17 @@ func checkUntil(op string, c duework.Claim) error {
 	return nil
 }
 
-// CheckClaim returns nil while c is the current claim of tc's entry c.Entry.WorkKey, its
-// token and its Until both the claim's as Claim returned them, and duework.ErrClaimLost
-// otherwise. It reads one row by its primary key and writes nothing.
-func (x *Index) CheckClaim(ctx context.Context, tc tenancy.Context, c duework.Claim) error {
-	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
-		return err
-	}
-	tok, err := token("Index.CheckClaim", c)
-	if err != nil {
-		return err
-	}
-	if err := checkUntil("Index.CheckClaim", c); err != nil {
-		return err
-	}
-	var one int
-	err = x.pool.QueryRow(ctx, `SELECT 1 FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3
-		AND claim_until IS NOT DISTINCT FROM $4`,
-		tc.UserID(), c.Entry.WorkKey, tok, c.Until).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return lost("Index.CheckClaim", c)
-	}
-	return interpret(ctx, "Index.CheckClaim", err)
-}
-
-// CheckClaims is CheckClaim for many claims, each under its own Context, in one round trip
-// and one statement (sqlCheckClaims); it writes nothing. errs[i] is item i's outcome: nil,
-// duework.ErrClaimLost, or the validation error of an item refused before anything was
-// sent. A claim given twice is checked twice. When err is not nil, errs is nil.
-func (x *Index) CheckClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	ci := newClaimItems("Index.CheckClaims", len(claims), false)
-	var untils []time.Time
-	for i, c := range claims {
-		valid := c.Validate()
-		if valid == nil {
-			valid = checkUntil(ci.op, c.Claim)
-		}
-		if ci.add(i, c.Claim, valid, false) {
-			untils = append(untils, c.Claim.Until)
-		}
-	}
-	if len(ci.ords) == 0 {
-		return ci.errs, nil
-	}
-	b := &pgx.Batch{}
-	b.Queue(sqlPlanSettings)
-	b.Queue(sqlCheckClaims, ci.users, ci.works, ci.tokens, untils)
-	return x.runClaimItems(ctx, ci, b, 1, func(i int) duework.Claim { return claims[i].Claim })
-}
-
 // sqlStartClaims marks started the claims of the items ($1 users, $2 work keys, $3 tokens,
 // $4 untils) that are their entries' current claims, token and until, and not started
 // yet, and returns each item found with whether its claim was started before: e locks the
 // items' rows by primary key in (UserID, WorkKey) order, waiting for a row another
 // transaction holds and reading it again after the wait (READ COMMITTED), so that of two
 // calls starting one claim at once the second sees the first's mark; s marks those not
-// started. The untils are compared as in sqlCheckClaims. It locks entry rows only, in one
-// global order, so it cannot deadlock. The caller sends each (key, token, until) once.
+// started. The untils (never NULL) are compared with IS NOT DISTINCT FROM, which, unlike =,
+// does not imply claim_until IS NOT NULL, so that the planner cannot take
+// rota_due_claimed_user, a walk of the user's claims, for the probe of the primary key. It
+// locks entry rows only, in one global order, so it cannot deadlock. The caller sends each
+// (key, token, until) once.
 const sqlStartClaims = `
 WITH k AS MATERIALIZED (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
@@ -605,7 +546,7 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 		if valid == nil {
 			valid = checkUntil(ci.op, c.Claim)
 		}
-		if ci.add(i, c.Claim, valid, true) {
+		if ci.add(i, c.Claim, valid) {
 			untils = append(untils, c.Claim.Until)
 		}
 	}

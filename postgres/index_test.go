@@ -121,9 +121,8 @@ func TestErrorsTranslated(t *testing.T) {
 		calls["Unschedule"] = idx.Unschedule(cctx, amy, "k")
 		calls["Complete"] = idx.Complete(cctx, amy, c, e)
 		_, calls["CompleteMany"] = idx.CompleteMany(cctx, []duework.Done{{Tenant: amy, Claim: c, Next: e}})
-		calls["CheckClaim"] = idx.CheckClaim(cctx, amy, c)
 		calls["UnscheduleClaimed"] = idx.UnscheduleClaimed(cctx, amy, c)
-		_, calls["CheckClaims"] = idx.CheckClaims(cctx, []duework.Unclaim{{Tenant: amy, Claim: c}})
+		_, calls["StartClaims"] = idx.StartClaims(cctx, []duework.Unclaim{{Tenant: amy, Claim: c}})
 		_, calls["Unclaim"] = idx.Unclaim(cctx, []duework.Unclaim{{Tenant: amy, Claim: c}})
 		_, calls["User"] = idx.User(cctx, "u", t0)
 		_, calls["Entries"] = idx.Entries(cctx, "u", "", 1)
@@ -262,7 +261,12 @@ func TestBadInputRefusedBeforeSending(t *testing.T) {
 	_, calls["Ready of a group with a NUL"] = idx.Ready(ctx, duework.ReadyQuery{Group: "pro\x00", Now: t0, Users: 1, PerUser: 1})
 	_, calls["Ready with a negative Hold"] = idx.Ready(ctx, duework.ReadyQuery{Now: t0, Users: 1, PerUser: 1, Hold: -1})
 	_, calls["Claim with until before now"] = idx.Claim(ctx, []duework.Key{good.Key()}, t0, t0.Add(-1))
-	calls["CheckClaim of another user's claim"] = idx.CheckClaim(ctx, mustTC(t, "bo"), c)
+	calls["UnscheduleClaimed of another user's claim"] = idx.UnscheduleClaimed(ctx, mustTC(t, "bo"), c)
+	errs, err := idx.StartClaims(ctx, []duework.Unclaim{{Tenant: mustTC(t, "bo"), Claim: c}})
+	if err == nil && len(errs) == 1 {
+		err = errs[0]
+	}
+	calls["StartClaims of another user's claim"] = err
 	for what, err := range calls {
 		if !errors.Is(err, duework.ErrInvalid) {
 			t.Errorf("%s = %v, want duework.ErrInvalid (refused before sending)", what, err)

@@ -338,11 +338,11 @@ func TestUserAndEntries(t *testing.T) {
 	}
 }
 
-// CheckClaims checks many claims in one call, each under its own Context: the current
-// ones are nil, the others ErrClaimLost — a forged Until too, even one within the same
-// microsecond — bad items their validation error, and a claim given twice is answered
-// twice.
-func TestCheckClaims(t *testing.T) {
+// StartClaims starts a claim only when named with its own token and Until, each item
+// under its own Context: a forged Until is ErrClaimLost, even one within the same
+// microsecond, which the server would round onto the stored one; a bad item gets its
+// validation error and marks nothing; a claim given twice is started once.
+func TestStartClaimsCurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
@@ -357,24 +357,24 @@ func TestCheckClaims(t *testing.T) {
 	later, nearly := cs[0], cs[0] // forged Untils: a microsecond later, and 500 ns later
 	later.Until = later.Until.Add(time.Microsecond)
 	nearly.Until = nearly.Until.Add(500 * time.Nanosecond)
-	errs, err := idx.CheckClaims(ctx, []duework.Unclaim{
-		{Tenant: mustTC(t, "amy"), Claim: cs[0]},
+	errs, err := idx.StartClaims(ctx, []duework.Unclaim{
+		{Tenant: mustTC(t, "amy"), Claim: later},
+		{Tenant: mustTC(t, "amy"), Claim: nearly},
 		{Tenant: mustTC(t, "bo"), Claim: stale},
 		{Tenant: mustTC(t, "amy"), Claim: cs[1]}, // bo's claim under amy
 		{Claim: cs[0]},
 		{Tenant: mustTC(t, "amy"), Claim: cs[0]},
-		{Tenant: mustTC(t, "amy"), Claim: later},
-		{Tenant: mustTC(t, "amy"), Claim: nearly},
+		{Tenant: mustTC(t, "amy"), Claim: cs[0]},
 	})
-	if err != nil || len(errs) != 7 || errs[0] != nil || !errors.Is(errs[1], duework.ErrClaimLost) ||
-		!errors.Is(errs[2], duework.ErrInvalid) || errs[3] == nil || errs[4] != nil ||
-		!errors.Is(errs[5], duework.ErrClaimLost) || !errors.Is(errs[6], duework.ErrClaimLost) {
-		t.Fatalf("CheckClaims = %v, %v; want nil, ErrClaimLost, ErrInvalid, an error, nil, ErrClaimLost, ErrClaimLost", errs, err)
+	if err != nil || len(errs) != 7 || !errors.Is(errs[0], duework.ErrClaimLost) || !errors.Is(errs[1], duework.ErrClaimLost) ||
+		!errors.Is(errs[2], duework.ErrClaimLost) || !errors.Is(errs[3], duework.ErrInvalid) || errs[4] == nil ||
+		errs[5] != nil || !errors.Is(errs[6], duework.ErrClaimStarted) {
+		t.Fatalf("StartClaims = %v, %v; want ErrClaimLost, ErrClaimLost, ErrClaimLost, ErrInvalid, an error, nil, ErrClaimStarted", errs, err)
 	}
-	for _, c := range []duework.Claim{later, nearly} {
-		if err := idx.CheckClaim(ctx, mustTC(t, "amy"), c); !errors.Is(err, duework.ErrClaimLost) {
-			t.Errorf("CheckClaim with Until %v (the claim's is %v) = %v; want ErrClaimLost", c.Until, cs[0].Until, err)
-		}
+	// bo's claim, named only forged or under amy, is current and unstarted.
+	errs, err = idx.StartClaims(ctx, []duework.Unclaim{{Tenant: mustTC(t, "bo"), Claim: cs[1]}})
+	if err != nil || len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("StartClaims of bo's claim = %v, %v; want nil", errs, err)
 	}
 }
 

@@ -151,10 +151,10 @@ func TestMigrateUpgradesPopulatedSchema(t *testing.T) {
 			if got, want := showPage(page), "amy(served 10s turn 10s [a]) bo(served - turn 20s [c]) next -"; got != want {
 				t.Errorf("after the upgrade Ready at t0+25s =\n%s\nwant\n%s (amy/b stays claimed until t0+30s)", got, want)
 			}
-			// Claims survive: their claimants can still check and complete them.
+			// Claims survive: their claimants can still start and complete them.
 			claimB := duework.Claim{Entry: want[1], Token: uint64(tokB), Until: s(30)}
-			if err := idx.CheckClaim(ctx, mustTC(t, "amy"), claimB); err != nil {
-				t.Errorf("after the upgrade amy/b's claim is gone: %v", err)
+			if errs, err := idx.StartClaims(ctx, []duework.Unclaim{{Tenant: mustTC(t, "amy"), Claim: claimB}}); err != nil || errs[0] != nil {
+				t.Errorf("after the upgrade StartClaims of amy/b's claim = %v, %v; want it current and unstarted", errs, err)
 			}
 			claimD := duework.Claim{Entry: want[3], Token: uint64(tokD), Until: s(40)}
 			if err := idx.Complete(ctx, mustTC(t, "di"), claimD, duework.Entry{UserID: "di", WorkKey: "d", DueAt: s(100)}); err != nil {

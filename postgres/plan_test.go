@@ -253,7 +253,6 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}, []int64{0, 1, 0, 0}}, []string{userKey}, []string{dueKey, tid}, nil},
 		{"CompleteMany's users", plain, postgres.SQLRecomputeLocked, nil, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
 		{"Unclaim", plain, postgres.SQLUnclaim, []any{users, works, tokens}, []string{userKey}, []string{dueKey, tid}, nil},
-		{"CheckClaims", plain, postgres.SQLCheckClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}, nil, []string{dueKey}, nil},
 		{"StartClaims", plain, postgres.SQLStartClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}, nil, []string{dueKey, tid}, nil},
 		{"Pause", plain, postgres.SQLPause, []any{"noisy", now, "upstream-429"}, nil, nil, nil},
 		{"Resume", plain, postgres.SQLResume, []any{"noisy"}, []string{userKey, paused}, nil, nil},
