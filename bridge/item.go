@@ -144,6 +144,7 @@ func (b *Bridge) RunDueItem(ctx context.Context, item dispatch.Item, now time.Ti
 		return nil, err
 	}
 	w := newWorker(b, WorkerConfig{Workers: 1, FlushItems: 1}.withDefaults())
+	w.drops = nil // the error it returns says why an item did not run
 	rep := w.Do(ctx, item, now)
 	w.close()
 	return rep.Result, rep.Err

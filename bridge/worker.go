@@ -46,7 +46,7 @@ type Worker struct {
 	idleClosed bool
 	kill       context.Context // ends the items and writes of Do when a Stop runs out of time
 	killFn     context.CancelCauseFunc
-	drops      *lograte.Limiter     // the lines about items Do did not run
+	drops      *lograte.Limiter     // the lines about items Do did not run; nil: none (RunDueItem returns why)
 	paused     map[string]time.Time // tenants a Pushback paused, until when on the items' time line
 	pauseSig   chan struct{}        // closed, and replaced, when a pause is recorded
 }
@@ -170,6 +170,9 @@ const dropLogEvery = 10 * time.Second
 // because its claim was not current — forged, stale from another dispatcher, or replaced
 // by the host: a Warn line — or was ending: an Info line.
 func (w *Worker) noteDropped(ctx context.Context, rep ItemReport) {
+	if w.drops == nil {
+		return
+	}
 	e := rep.Item.Claim.Entry
 	attrs := []slog.Attr{slog.String("user_id", e.UserID), slog.String("work_key", e.WorkKey), slog.Time("claim_until", rep.Item.Claim.Until)}
 	ctx = context.WithoutCancel(ctx)
