@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
@@ -264,5 +265,33 @@ func logIdleSettings(ctx context.Context, log *slog.Logger, dc dispatch.Config) 
 		if lc.PerCycleLimit > dc.GlobalBatchLimit {
 			idle(lc.Lane, "PerCycleLimit", lc.PerCycleLimit, "GlobalBatchLimit", dc.GlobalBatchLimit)
 		}
+	}
+}
+
+// weightWatch logs, once per lane in a Runner's or Feeder's life, that the lane read users
+// whose weight it cannot hold (dispatch.LaneReport.WeightCapped): their weight times the
+// lane's PerUserLimit exceeds its PerCycleLimit. The weights come from LimitsFor, per user,
+// so this shows only once such a user is read, not at the start.
+type weightWatch struct {
+	mu     sync.Mutex
+	warned map[dispatch.Lane]bool
+}
+
+// check logs the first batch b in which each lane reports a weight it cannot hold.
+func (w *weightWatch) check(ctx context.Context, log *slog.Logger, d interface{ Config() dispatch.Config }, b dispatch.Batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, l := range b.Lanes {
+		if l.WeightCapped == 0 || w.warned[l.Lane] {
+			continue
+		}
+		if w.warned == nil {
+			w.warned = map[dispatch.Lane]bool{}
+		}
+		w.warned[l.Lane] = true
+		lc := d.Config().Lanes[i] // a Batch's lanes are the Dispatcher's, in order
+		log.LogAttrs(ctx, slog.LevelWarn, "rota: setting has no effect", slog.String("lane", string(l.Lane)),
+			slog.String("setting", "Weight"), slog.Int("users", l.WeightCapped), slog.Int("per_user_limit", lc.PerUserLimit),
+			slog.String("capped_by", "PerCycleLimit"), slog.Int("cap", lc.PerCycleLimit))
 	}
 }

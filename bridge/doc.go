@@ -231,6 +231,13 @@
 // at most one line every ten seconds of each kind, the items Worker.Do did not run because
 // their claim was not current (forged, or stale from another dispatcher) or was ending.
 //
+// A setting that can never take effect gets a Warn line "rota: setting has no effect",
+// once, naming it and what caps it: at a Runner's or Feeder's start, a lane's PerUserLimit
+// or PerUserBurst above its PerCycleLimit, or a PerCycleLimit above GlobalBatchLimit; and
+// the first time a lane reads a tenant whose weight times the lane's PerUserLimit exceeds
+// its PerCycleLimit (dispatch.LaneReport.WeightCapped), since weights come from LimitsFor
+// tenant by tenant.
+//
 // # Cost
 //
 // Per item: the pipeline, a share of one Index.StartClaims (the items that get a worker

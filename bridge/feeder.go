@@ -83,6 +83,7 @@ type Feeder struct {
 
 	mu      sync.Mutex
 	stalled map[dispatch.Lane]*laneStall
+	weights weightWatch
 }
 
 // laneStall is a lane's run of rounds at zero room with work waiting.
@@ -204,6 +205,7 @@ func (f *Feeder) round(ctx, stop, write context.Context, now time.Time) roundRes
 	}
 	r.batch = b
 	f.watchStalls(lctx, now, take, b)
+	f.weights.check(lctx, log, f.d, b)
 	var errs []error
 	for lo := 0; lo < len(b.Items); {
 		hi := lo + 1

@@ -41,6 +41,7 @@ type Runner struct {
 	wake            chan struct{}
 	open            atomic.Int64 // cycles started whose items have not all settled
 	alarms          alarmState
+	weights         weightWatch
 	late            lateState
 	skew            skewState
 }
@@ -239,6 +240,7 @@ func (r *Runner) dispatched(ctx context.Context, rep *CycleReport, b dispatch.Ba
 	} else {
 		rep.Alarms, rep.Recovered = r.alarms.update(r.cfg.AlarmAfter, rep.Now, b)
 		rep.LateAlarms, rep.LateRecovered = r.late.update(r.cfg.AlarmAfter, rep.Now, b)
+		r.weights.check(ctx, r.cfg.Logger, r.d, b)
 	}
 	r.watchSkew(ctx, rep, b, err)
 	// The Dispatcher hands out nothing with an error; should a batch come with one, its

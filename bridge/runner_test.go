@@ -40,6 +40,7 @@ type worldConfig struct {
 	global   int
 	pipe     bridge.Pipeline
 	claimFor time.Duration // 0: claimFor
+	limits   dispatch.LimitsFor
 }
 
 func defaultLanes() []dispatch.LaneCapacity {
@@ -82,7 +83,7 @@ func newWorld(t testing.TB, cfg worldConfig) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.d, err = dispatch.New(w.idx, dispatch.Config{Lanes: cfg.lanes, GlobalBatchLimit: cfg.global, LaneFor: laneFor, ClaimFor: cfg.claimFor})
+	w.d, err = dispatch.New(w.idx, dispatch.Config{Lanes: cfg.lanes, GlobalBatchLimit: cfg.global, LaneFor: laneFor, LimitsFor: cfg.limits, ClaimFor: cfg.claimFor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,5 +472,31 @@ func TestRunNamesSettingsThatCanNeverTakeEffect(t *testing.T) {
 	}
 	if n := strings.Count(logs, "has no effect"); n != 2 {
 		t.Errorf("%d such lines, want two", n)
+	}
+}
+
+// TestRunNamesWeightsALaneCannotHold: a user whose weight times the lane's PerUserLimit
+// exceeds its PerCycleLimit gets one Warn line, the first time a cycle reads it, however
+// many cycles read it after.
+func TestRunNamesWeightsALaneCannotHold(t *testing.T) {
+	w := newWorld(t, worldConfig{pipe: newStub(), lanes: []dispatch.LaneCapacity{{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 5}},
+		limits: func(_ context.Context, user string) (duework.Limits, error) {
+			if user == "heavy" {
+				return duework.Limits{Weight: 3}, nil
+			}
+			return duework.Limits{Weight: 2}, nil
+		}})
+	w.add(t, "heavy", "pro", "s1", "fast", t0.Add(-time.Minute))
+	w.add(t, "light", "pro", "s1", "fast", t0.Add(-time.Minute))
+	r := w.runner(t, bridge.RunnerConfig{})
+	for i := range 3 {
+		if _, err := r.Cycle(context.Background(), t0.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := w.logs.String()
+	want := `level=WARN msg="rota: setting has no effect" lane=pro setting=Weight users=1 per_user_limit=2 capped_by=PerCycleLimit cap=5`
+	if strings.Count(logs, want) != 1 || strings.Count(logs, "has no effect") != 1 {
+		t.Errorf("want exactly one line %s in:\n%s", want, logs)
 	}
 }

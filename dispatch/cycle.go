@@ -284,8 +284,8 @@ func pairClaims(keys []duework.Key, claims []duework.Claim) []int {
 	return at
 }
 
-// report fills each lane's Users, Shed, Limited, OldestDue, Overdue and, when it read a
-// user and cut it, WaitingSince, and the batch's ShedUserIDs. A user held back by its own
+// report fills each lane's Users, Shed, Limited, WeightCapped, OldestDue, Overdue and, when
+// it read a user and cut it, WaitingSince, and the batch's ShedUserIDs. A user held back by its own
 // limits that got all its Due is neither shed nor the lane's WaitingSince.
 func (c *cycle) report(ch *choice) {
 	shed := 0
@@ -293,11 +293,15 @@ func (c *cycle) report(ch *choice) {
 		lane := &c.batch.Lanes[li]
 		lane.Users = len(heads)
 		caps, waiting := capsOf(c.lanes[li]), false
+		conf := c.d.lanes[li] // as configured, not as the cycle's Take capped it
 		for h, got := range ch.gotOf(li) {
 			head := &heads[h]
 			held := caps.heldBack(head)
 			if held {
 				lane.Limited++
+			}
+			if w := weightOf(head); w > 1 && scaled(conf.PerUserLimit, w) > conf.PerCycleLimit {
+				lane.WeightCapped++
 			}
 			if caps.shed(head, got) {
 				lane.Shed++

@@ -132,6 +132,10 @@ type LaneReport struct {
 	// rate) held back visible work: their Due was shorter than the lane's read. Those that
 	// got all their Due are not shed; those the lane cut further are.
 	Limited int
+	// WeightCapped is the number of the lane's users read with a weight above 1 whose
+	// weight times the lane's PerUserLimit exceeds its PerCycleLimit: one cycle of the
+	// lane cannot hold their weighted fair cap, so the weight counts less than it says.
+	WeightCapped int
 	// OldestDue is the oldest DueAt among the visible entries of the users the lane read,
 	// served or not, zero when none: now − OldestDue is how late the lane's most overdue
 	// work is. A lane left no room still reads its first user, unheld, for WaitingSince;

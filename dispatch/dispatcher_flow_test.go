@@ -707,3 +707,34 @@ func TestDispatchRoutesServedUsersWhoseLimitsChanged(t *testing.T) {
 		}
 	})
 }
+
+func TestDispatchCountsWeightsTheLaneCannotHold(t *testing.T) {
+	// pro: PerUserLimit 2, PerCycleLimit 5. w3 (fair cap 6) is counted; w2 (4) is not,
+	// nor w1, whose PerUserLimit fits. The count follows the configured PerCycleLimit,
+	// not a Take that lowers it.
+	weighted := func(user string, w int) duework.Head {
+		h := head(user, at(-5), -10)
+		h.Limits.Weight = w
+		return h
+	}
+	x := &fixedIndex{pages: map[string][]duework.Head{
+		"pro": {weighted("w1", 1), weighted("w2", 2), weighted("w3", 3)},
+	}}
+	laneOf := map[string]Lane{"w1": "pro", "w2": "pro", "w3": "pro"}
+	cfg := Config{
+		Lanes:            []LaneCapacity{{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 5}},
+		GlobalBatchLimit: 10, LaneFor: func(_ context.Context, u string) (Lane, error) { return laneOf[u], nil }, ClaimFor: time.Minute,
+	}
+	claimAll(x, cfg, laneOf)
+	d := mustNew(t, x, cfg)
+	if got := mustDispatch(t, d, t0).Lanes[0].WeightCapped; got != 1 {
+		t.Errorf("Dispatch: WeightCapped = %d, want 1 (w3)", got)
+	}
+	b, err := d.DispatchAtMost(context.Background(), t0, Take{Total: 10, PerLane: map[Lane]int{"pro": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Lanes[0].WeightCapped; got != 1 {
+		t.Errorf("DispatchAtMost with room 3: WeightCapped = %d, want 1 (by the configured PerCycleLimit)", got)
+	}
+}
