@@ -625,3 +625,28 @@ func TestFeederSaysWhenNoWorkerTakesALane(t *testing.T) {
 		t.Errorf("after one round at zero room:\n%s", logs())
 	}
 }
+
+// TestFeedNamesWeightsALaneCannotHold: the Feeder, like the Runner, logs once per lane a
+// tenant whose weight times PerUserLimit exceeds the lane's configured PerCycleLimit, even
+// when the round's room is smaller.
+func TestFeedNamesWeightsALaneCannotHold(t *testing.T) {
+	w := newWorld(t, worldConfig{pipe: newStub(), lanes: []dispatch.LaneCapacity{{Lane: "pro", PerUserLimit: 2, PerCycleLimit: 5}},
+		limits: func(context.Context, string) (duework.Limits, error) { return duework.Limits{Weight: 3}, nil }})
+	now := time.Now()
+	w.add(t, "heavy", "pro", "s1", "hot", now)
+	logger, logs := logTo()
+	sink := &stubSink{room: dispatch.Take{Total: 1}}
+	f, err := bridge.NewFeeder(w.d, sink, bridge.FeederConfig{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := f.Feed(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `level=WARN msg="rota: setting has no effect" lane=pro setting=Weight users=1 per_user_limit=2 capped_by=PerCycleLimit cap=5`
+	if strings.Count(logs(), want) != 1 || strings.Count(logs(), "level=WARN") != 1 {
+		t.Errorf("want exactly one line %s in:\n%s", want, logs())
+	}
+}
