@@ -29,7 +29,7 @@ func BenchmarkWorkersThroughNATS(b *testing.B) {
 		b.Fatal(err)
 	}
 	_, js := connect(b)
-	sink, err := rotanats.NewSink(js, d, cfg)
+	sink, err := rotanats.NewSink(js, d.Config(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

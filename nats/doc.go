@@ -12,7 +12,7 @@
 // The dispatcher process hands a [Sink] to a bridge.Feeder:
 //
 //	d, err := dispatch.New(idx, dispatchConfig)
-//	sink, err := rotanats.NewSink(js, d, rotanats.Config{})
+//	sink, err := rotanats.NewSink(js, dispatchConfig, rotanats.Config{})
 //	feeder, err := bridge.NewFeeder(d, sink, bridge.FeederConfig{})
 //	err = feeder.Run(ctx)
 //

@@ -63,7 +63,7 @@ func exampleSteps(ctx context.Context, url string, cfg rotanats.Config, out io.W
 		return err
 	}
 	defer closeNC()
-	sink, err := rotanats.NewSink(js, d, cfg)
+	sink, err := rotanats.NewSink(js, d.Config(), cfg)
 	if err != nil {
 		return err
 	}

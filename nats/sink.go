@@ -34,22 +34,21 @@ type Sink struct {
 	strayAt time.Time        // when strays were last searched for; zero before the first search
 }
 
-// NewSink returns a Sink that publishes the items of d through js as cfg describes: the
-// lanes and ClaimFor are d's. It refuses a nil js or d and a Config that cannot work,
-// wrapping ErrInvalidConfig. It does no I/O: the stream is created, when missing, by the
-// first Room or Send that reaches the server, and again after a call finds it gone.
-func NewSink(js jetstream.JetStream, d *dispatch.Dispatcher, cfg Config) (*Sink, error) {
-	err := cfg.validate()
+// NewSink returns a Sink that publishes through js as cfg describes. dc is the
+// dispatch.Config the dispatcher's Dispatcher is built with, as for NewConsumer: the
+// lanes and ClaimFor are dc's, and its other fields are not used. It refuses a nil js, a
+// Config that cannot work and a dc NewConsumer refuses, wrapping ErrInvalidConfig. It does
+// no I/O: the stream is created, when missing, by the first Room or Send that reaches the
+// server, and again after a call finds it gone.
+func NewSink(js jetstream.JetStream, dc dispatch.Config, cfg Config) (*Sink, error) {
+	err := errors.Join(cfg.validate(), checkDispatch(dc))
 	if js == nil {
 		err = errors.Join(err, fmt.Errorf("%w: NewSink's js must not be nil", ErrInvalidConfig))
-	}
-	if d == nil {
-		err = errors.Join(err, fmt.Errorf("%w: NewSink's Dispatcher must not be nil", ErrInvalidConfig))
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{js: js, q: newQueue(cfg, d.Config()), lanes: map[dispatch.Lane]bool{}, subjects: map[string]bool{}}
+	s := &Sink{js: js, q: newQueue(cfg, dc), lanes: map[dispatch.Lane]bool{}, subjects: map[string]bool{}}
 	for _, l := range s.q.lanes {
 		s.lanes[l] = true
 		s.subjects[s.q.subject(l)] = true

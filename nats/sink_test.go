@@ -74,7 +74,7 @@ func newSink(t *testing.T, d *dispatch.Dispatcher, cfg rotanats.Config) (*rotana
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	s, err := rotanats.NewSink(js, d, cfg)
+	s, err := rotanats.NewSink(js, d.Config(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,12 +199,12 @@ func TestSinkSend(t *testing.T) {
 }
 
 func TestNewSinkRefuses(t *testing.T) {
-	if _, err := rotanats.NewSink(nil, nil, rotanats.Config{}); !errors.Is(err, rotanats.ErrInvalidConfig) ||
-		!strings.Contains(err.Error(), "js") || !strings.Contains(err.Error(), "Dispatcher") {
-		t.Errorf("NewSink(nil, nil) = %v, want ErrInvalidConfig naming both", err)
+	if _, err := rotanats.NewSink(nil, dispatch.Config{}, rotanats.Config{}); !errors.Is(err, rotanats.ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "js") || !strings.Contains(err.Error(), "Lanes") || !strings.Contains(err.Error(), "ClaimFor") {
+		t.Errorf("NewSink(nil, zero dispatch.Config) = %v, want ErrInvalidConfig naming js, Lanes and ClaimFor", err)
 	}
 	_, js := connect(t)
-	if _, err := rotanats.NewSink(js, memDispatcher(t, time.Minute, "pro"), rotanats.Config{InHand: -1}); !errors.Is(err, rotanats.ErrInvalidConfig) {
+	if _, err := rotanats.NewSink(js, memDispatcher(t, time.Minute, "pro").Config(), rotanats.Config{InHand: -1}); !errors.Is(err, rotanats.ErrInvalidConfig) {
 		t.Errorf("NewSink with a negative InHand = %v, want ErrInvalidConfig", err)
 	}
 }

@@ -30,7 +30,7 @@ func newFleet(t *testing.T, s *store, claimFor time.Duration, cfg rotanats.Confi
 	_, js := connect(t)
 	sinkCfg := f.cfg
 	sinkCfg.Logger = quiet
-	sk, err := rotanats.NewSink(js, f.d, sinkCfg)
+	sk, err := rotanats.NewSink(js, f.d.Config(), sinkCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

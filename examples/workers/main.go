@@ -157,7 +157,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	sink, errSink := rotanats.NewSink(js, d, q)
+	sink, errSink := rotanats.NewSink(js, dc, q)
 	feeder, errFeeder := bridge.NewFeeder(d, sink, bridge.FeederConfig{Interval: 100 * time.Millisecond, Logger: logger})
 	insp, errInsp := inspect.New(inspect.Config{Index: st.Index, Lanes: lanes, Dispatcher: d, StateStore: st.StateStore, Logger: logger})
 	if err := errors.Join(errSink, errFeeder, errInsp); err != nil {
