@@ -53,16 +53,18 @@
 //
 // # On PostgreSQL: BenchmarkClaimComplete
 //
-// One op works 10,000 no-op jobs to completion; every side gets a pool of 16 connections.
+// One op works 10,000 no-op jobs to completion; every side gets a pool of 16 connections
+// and works up to 1,000 jobs at once.
 //
 //   - rota: what a host gets — a bridge.Runner over the postgres adapter's Index and
 //     Watchlist, 10,000 watched sources of 100 tenants scheduled with SyncTenants, and a
 //     pipeline that does nothing. The op calls Runner.Cycle until a cycle hands out
 //     nothing: one dispatch of up to 1,000 items (ten per tenant), their watchlist entries
-//     read in one Watchlist.GetMany, each item on one of 16 workers, and the completions
-//     written with Index.CompleteMany, one call in flight at a time: the first once 100
-//     wait, the next with everything that came meanwhile. rota's work recurs, so the next
-//     op, two hours later, finds all 10,000 due again.
+//     read in one Watchlist.GetMany, each item on one of 1,000 workers (River's MaxWorkers)
+//     with its claim started by Index.StartClaims, one call for the items that get a worker
+//     together, and the completions written with Index.CompleteMany, one call in flight at
+//     a time: the first once 100 wait, the next with everything that came meanwhile.
+//     rota's work recurs, so the next op, two hours later, finds all 10,000 due again.
 //   - rota-dispatch: the same cycles without the Runner: Dispatch, then the completions
 //     added on 16 workers and written as the Runner writes them. The difference to rota is
 //     what the Runner itself costs.

@@ -127,8 +127,9 @@ func oneLane(perUser int) dispatch.Config {
 // pool, schedules them with bridge.SyncTenants at t0 (due within the "hot" tier's base
 // interval) and returns a Runner over them with a no-op pipeline: every run is a miss,
 // and "hot" backs off to an hour at most. Its dispatcher is oneLane(10) over the postgres
-// Index; it has pgConns workers (a run that does nothing gains nothing from more) and the
-// default batched completion.
+// Index; it has pgBatch workers, as River's client has MaxWorkers pgBatch, so both sides
+// work up to pgBatch jobs at once over pgConns connections; and the default batched
+// completion.
 func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser int) *bridge.Runner {
 	tb.Helper()
 	ctx := context.Background()
@@ -178,7 +179,7 @@ func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser in
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r, err := bridge.NewRunner(br, d, bridge.RunnerConfig{Workers: pgConns, Logger: discardLogger})
+	r, err := bridge.NewRunner(br, d, bridge.RunnerConfig{Workers: pgBatch, Logger: discardLogger})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -281,12 +282,12 @@ func insertJobs(tb testing.TB, client *river.Client[pgx.Tx], tenants []string) {
 const pgJobs = 10_000
 
 // BenchmarkClaimComplete: one op works pgJobs no-op jobs to completion on the same server
-// with the same pool size (pgConns).
+// with the same pool size (pgConns) and the same concurrency (pgBatch workers).
 //
 // rota: pgJobs watched sources of 100 tenants (100 each) in the postgres adapter's Index
 // and Watchlist, worked by a bridge.Runner with a pipeline that does nothing: the op runs
 // Runner.Cycle — one dispatch of up to pgBatch items (PerUserLimit 10), the items'
-// watchlist entries read in one Watchlist.GetMany, each item on one of pgConns workers,
+// watchlist entries read in one Watchlist.GetMany, each item on one of pgBatch workers,
 // completions written in Index.CompleteMany batches — until a cycle hands out nothing, at
 // a now two hours after the previous op's. Rescheduling is how rota finishes work, so
 // every op finds all pgJobs due again.

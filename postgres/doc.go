@@ -135,8 +135,10 @@
 //     nothing of a user paused at its now. A claimer on any machine therefore never passes
 //     a cap, a rate or a pause, however stale its Ready.
 //   - CompleteMany and Unclaim are one statement for the whole batch (arrays unnested),
-//     locking the entries that still carry their item's claim in key order, then a write
-//     per user; StartClaims is one statement that locks its items' entries in key order
+//     then a write per user. CompleteMany writes the entries that still carry their item's
+//     claim in key order, each locked as it is written (a nested loop over the sorted
+//     items); Unclaim locks them in key order first, since it leaves a started claim
+//     unwritten. StartClaims is one statement that locks its items' entries in key order
 //     and marks them started, so that of two calls starting one claim at once the second
 //     sees the first's mark. Invalid items are refused before anything is sent, each with
 //     its own error.

@@ -252,8 +252,9 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 		next.Tier, next.DueAt, ts(next.LastRunAt), next.MissStreak, next.ErrorStreak)
 }
 
-// sqlClaimedItems is the start of the batched writes of current claims (CompleteMany,
-// Unclaim), whose items are the arrays $1 users, $2 work keys and $3 tokens, then the
+// sqlClaimedItems is the start of the batched writes of current claims that lock their
+// rows before they write them (Unclaim, which must lock a started claim it leaves
+// unwritten), whose items are the arrays $1 users, $2 work keys and $3 tokens, then the
 // write's own:
 //
 //   - e: it locks the rows that still carry the claim of an item, in (UserID, WorkKey)
@@ -289,15 +290,32 @@ const sqlClaimedUsers = `), l AS (
 )
 SELECT c.ord`
 
-// sqlCompleteMany is CompleteMany's write, one statement for the whole batch
-// (sqlClaimedItems): its c writes each item's next entry ($4 tiers, $5 due times, $6 last
-// runs, $7 miss streaks, $8 error streaks) and ends its claim, started or not.
-var sqlCompleteMany = fmt.Sprintf(sqlClaimedItems, `, $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[], $8::bigint[]`,
-	`, tier, due_at, last_run_at, miss_streak, error_streak`) + `
-	UPDATE rota_due d SET tier = e.tier, due_at = e.due_at, last_run_at = e.last_run_at,
-		miss_streak = e.miss_streak, error_streak = e.error_streak, claim_token = NULL, claim_until = NULL, claim_started = false
-	FROM e WHERE d.ctid = e.tid
-	RETURNING e.ord, d.user_id` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked
+// sqlCompleteMany is CompleteMany's write, one statement for the whole batch: $1 users,
+// $2 work keys and $3 tokens as in sqlClaimedItems, $4 tiers, $5 due times, $6 last runs,
+// $7 miss streaks, $8 error streaks.
+//
+//   - k: the items sorted by (UserID, WorkKey), byte by byte as the primary key orders
+//     them;
+//   - c: one UPDATE joined to k by a nested loop with k outside (hash and merge joins are
+//     off, sqlPlanSettings) and the primary key inside, so it writes the rows in k's order:
+//     it locks each row as it writes it, waiting for a row another transaction holds and
+//     re-checking the claim after the wait (READ COMMITTED), in the one global order that
+//     sqlClaimedItems' explicit locks take, with no lock of its own before the write. It
+//     writes each item's next entry and ends its claim, started or not, and returns the
+//     item's ordinal and user;
+//   - l, as in sqlClaimedItems: then the users it wrote for, in UserID order.
+//
+// It cannot deadlock, for the reasons sqlClaimedItems gives.
+var sqlCompleteMany = `
+WITH k AS MATERIALIZED (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[], $8::bigint[])
+		WITH ORDINALITY AS k(user_id, work_key, token, tier, due_at, last_run_at, miss_streak, error_streak, ord)
+	ORDER BY k.user_id COLLATE "C", k.work_key COLLATE "C"
+), c AS (
+	UPDATE rota_due d SET tier = k.tier, due_at = k.due_at, last_run_at = k.last_run_at,
+		miss_streak = k.miss_streak, error_streak = k.error_streak, claim_token = NULL, claim_until = NULL, claim_started = false
+	FROM k WHERE d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+	RETURNING k.ord, d.user_id` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked
 
 // sqlUnclaim is Unclaim's write, one statement for the whole batch (sqlClaimedItems): its c
 // ends each item's claim that is not started and leaves the entry as it is; the items
