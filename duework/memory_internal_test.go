@@ -445,6 +445,10 @@ func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(node{}); s != 128 {
 		t.Errorf("node is %d bytes, want 128", s)
 	}
+	var n node
+	if end := unsafe.Offsetof(n.prio) + unsafe.Sizeof(n.prio); end > 64 {
+		t.Errorf("the fields an entries-tree walk reads end at byte %d, past the first cache line", end)
+	}
 	if s := unsafe.Sizeof(user{}); s <= 176 || s > 192 {
 		t.Errorf("user is %d bytes, want 177 to 192", s)
 	}
