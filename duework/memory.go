@@ -46,7 +46,7 @@ type Memory struct {
 	mu     sync.Mutex
 	users  map[string]*user
 	groups map[string]*user // each group's users with entries, by (Turn, UserID)
-	byDue  *user            // users with entries, by (earliest DueAt, UserID)
+	byDue  dueUsers         // users with entries, by (earliest DueAt, UserID)
 	tokens uint64           // the last token handed out; only grows
 
 	// claims finds each entry that has a claim by its token, so that a completion costs no
@@ -103,19 +103,12 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 		u.entries = byDueAt.remove(u.entries, n)
 		m.forget(n)
 	}
-	// u's place in byDue, filed under its first entry, moves only when that changes.
-	if first == n {
-		m.byDue = byFirstDue.remove(m.byDue, u)
-	}
 	n.set(e)
-	moved := first == nil || first == n || entryBefore(n, first)
-	if moved && first != nil && first != n {
-		m.byDue = byFirstDue.remove(m.byDue, u)
-	}
 	u.entries = byDueAt.insert(u.entries, n)
-	if moved {
+	// u's place in byDue, filed under its first entry, moves only when that changes.
+	if first == nil || first == n || entryBefore(n, first) {
 		u.first = byDueAt.first(u.entries)
-		m.byDue = byFirstDue.insert(m.byDue, u)
+		m.byDue.file(u)
 	}
 	m.requeue(u, had)
 }
@@ -124,15 +117,14 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 func (m *Memory) drop(u *user, n *node) {
 	m.forget(n)
 	m.drops++
-	if n == u.first {
-		m.byDue = byFirstDue.remove(m.byDue, u)
-	}
 	u.entries = byDueAt.remove(u.entries, n)
 	u.keys = byKey.remove(u.keys, n)
 	if n == u.first {
 		u.first = byDueAt.first(u.entries)
 		if u.first != nil {
-			m.byDue = byFirstDue.insert(m.byDue, u)
+			m.byDue.file(u)
+		} else {
+			m.byDue.remove(u)
 		}
 	}
 	m.requeue(u, true)

@@ -233,14 +233,18 @@ func (m *Memory) check() error {
 			inGroups[u] = name
 		}
 	}
-	byDue, err := checkTree[user, dueOrder](m.byDue)
-	if err != nil {
-		return fmt.Errorf("byDue: %w", err)
-	}
 	inDue := map[*user]bool{}
-	for _, u := range byDue {
-		inDue[u] = true
+	for i := range m.byDue {
+		s := &m.byDue[i]
+		if s.u.dueAt != i+1 || s.u.first == nil || s.sec != s.u.first.dueSec || s.nsec != s.u.first.dueNsec {
+			return fmt.Errorf("byDue: slot %d does not hold user %q at its index under its first DueAt", i, s.u.id)
+		}
+		if i > 0 && dueBefore(s, &m.byDue[(i-1)/2]) {
+			return fmt.Errorf("byDue: slot %d is ordered before its parent", i)
+		}
+		inDue[s.u] = true
 	}
+	byDue := m.byDue
 	for id, u := range m.users {
 		if err := m.checkUser(id, u, inGroups, inDue); err != nil {
 			return fmt.Errorf("user %q: %w", id, err)
