@@ -211,7 +211,8 @@ func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (E
 // Complete writes next and ends the claim while c is the entry's current claim, else
 // returns ErrClaimLost. O(log n).
 func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next Entry) error {
-	if err := (Done{Tenant: tc, Claim: c, Next: next}).Validate(); err != nil {
+	d := Done{Tenant: tc, Claim: c, Next: next}
+	if err := d.Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -219,15 +220,25 @@ func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.complete(tc, c, next)
+	return m.complete(d)
 }
 
-func (m *Memory) complete(tc tenancy.Context, c Claim, next Entry) error {
-	t := m.current(tc, c)
+// complete validates d and completes it. A current claim's entry is one Memory stores, so
+// its WorkKey, and its tier when Next keeps it, were validated when it was stored and are
+// not checked again; an item whose claim is not current is validated in full, so that it
+// gets ErrInvalid before ErrClaimLost.
+func (m *Memory) complete(d Done) error {
+	t := m.current(d.Tenant, d.Claim)
 	if t == nil {
-		return fmt.Errorf("duework: Complete %q with token %d: %w", next.WorkKey, c.Token, ErrClaimLost)
+		if err := d.Validate(); err != nil {
+			return err
+		}
+		return fmt.Errorf("duework: Complete %q with token %d: %w", d.Next.WorkKey, d.Claim.Token, ErrClaimLost)
 	}
-	m.put(t.u, t.n, next)
+	if err := d.validate(t.n.workKey, t.n.tier.Value()); err != nil {
+		return err
+	}
+	m.put(t.u, t.n, d.Next)
 	return nil
 }
 
@@ -241,12 +252,8 @@ func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error)
 	errs := make([]error, len(done))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, d := range done {
-		if err := d.Validate(); err != nil {
-			errs[i] = err
-			continue
-		}
-		errs[i] = m.complete(d.Tenant, d.Claim, d.Next)
+	for i := range done {
+		errs[i] = m.complete(done[i])
 	}
 	return errs, nil
 }
