@@ -35,8 +35,9 @@ import (
 // A stored entry takes 128 bytes of heap beyond its work key, which Memory shares with the
 // caller (a tier name is kept once however many entries have it), and about 75 more while
 // it is claimed (its record in its user's tree of claims and in the map of claims by
-// token); each user, kept for good, about 210 more beyond its ID, and 64 while its pause
-// counts.
+// token); each user, kept for good, about 210 more beyond its ID, 24 to 48 while it has
+// entries (its slot in the heap of users by first DueAt, which grows by doubling), and 64
+// while its pause counts.
 //
 // Memory keeps every time of years 1 to 9999 UTC exactly, to the nanosecond, and returns it
 // in UTC, without a monotonic clock reading; compare times with Equal. Its flow-control
