@@ -18,7 +18,7 @@
 //
 // # In memory: BenchmarkDrain
 //
-// The same work for both: n keys (10,000, 100,000, 1,000,000) spread over 1,000 tenants,
+// The same work for each: n keys (10,000, 100,000, 1,000,000) spread over 1,000 tenants,
 // key i due at a fixed offset in (0, 1 h] of every round. One op is one round: move the
 // clock on by an hour, take every due key (all n), mark it done and reschedule it at its
 // offset in the next round. keys/s, ns/key, allocs/key and B/key are per key, that is per
@@ -40,12 +40,17 @@
 //     every key takes the queue's real path — AddAfter's channel, the waiting loop's heap,
 //     the FIFO — and no wall-clock wait is measured. The step is more than the queue's 10 s
 //     heartbeat, which guarantees the waiting loop wakes after it.
+//   - heap: the floor, the least the round needs: the keys in a container/heap by due time;
+//     a round pops every due key and pushes it back at its offset in the next round. No
+//     tenants, no claims, no fencing tokens, no completions: what rota costs beyond it is
+//     what its fairness and its claims cost.
 //
 // BenchmarkDrainPaired runs one round of each harness back to back in every op and reports
-// rota-ns/key, workqueue-ns/key and their ratio: on a shared machine whose load swings, the
-// ratio measured op by op is the figure to trust.
+// rota-ns/key, workqueue-ns/key, heap-ns/key and rota's ratios rota/workqueue and
+// rota/heap: on a shared machine whose load swings, the ratio measured op by op is the
+// figure to trust.
 //
-// TestHarnessesDrainTheSameKeys checks that both harnesses take exactly every key once per
+// TestHarnessesDrainTheSameKeys checks that every harness takes exactly every key once per
 // round. What differs is what each one does with them: the workqueue hands keys out in due
 // order with no notion of tenant; rota hands them out in fair order (every tenant once per
 // cycle, least recently served first) and keeps claims that expire, which is what its

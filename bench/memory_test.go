@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"flag"
@@ -206,11 +207,67 @@ func (h *wqHarness) round(visit func(int)) (int, error) {
 
 func (h *wqHarness) close() { h.q.ShutDown() }
 
+// heapHarness is the floor: the least that a round needs, on container/heap and no more —
+// a heap of keys by due time; a round pops every key that is due and pushes it back at its
+// offset in the next round. No tenants, no claims, no completions.
+type heapHarness struct {
+	w   drainWork
+	h   dueKeys
+	now time.Time
+}
+
+// dueKey is one key of heapHarness's heap, with its due time.
+type dueKey struct {
+	due time.Time
+	key int
+}
+
+// dueKeys is a container/heap.Interface: a min-heap of keys by due time.
+type dueKeys []dueKey
+
+func (h dueKeys) Len() int           { return len(h) }
+func (h dueKeys) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h dueKeys) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueKeys) Push(x any)        { *h = append(*h, x.(dueKey)) }
+func (h *dueKeys) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func newHeapHarness(w drainWork) *heapHarness {
+	h := &heapHarness{w: w, h: make(dueKeys, w.n), now: t0}
+	for i := range w.n {
+		h.h[i] = dueKey{due: t0.Add(w.offsets[i]), key: i}
+	}
+	heap.Init(&h.h)
+	return h
+}
+
+// round pops every due key and pushes it back at its offset in the next round; a key
+// pushed back is due after now, so the round takes each key once.
+func (h *heapHarness) round(visit func(int)) (int, error) {
+	h.now = h.now.Add(round)
+	taken := 0
+	for len(h.h) > 0 && !h.h[0].due.After(h.now) {
+		k := heap.Pop(&h.h).(dueKey)
+		if visit != nil {
+			visit(k.key)
+		}
+		heap.Push(&h.h, dueKey{due: h.now.Add(h.w.offsets[k.key]), key: k.key})
+		taken++
+	}
+	return taken, nil
+}
+
+func (h *heapHarness) close() {}
+
 // drainUsers is how many tenants the in-memory work is spread over.
 const drainUsers = 1000
 
-// BenchmarkDrain compares the two harnesses on the same work: n keys with due times spread
-// over a round, one op = one round = every key taken, marked done and rescheduled. keys/s,
+// BenchmarkDrain compares the harnesses — rota, the workqueue and the container/heap
+// floor — on the same work: n keys with due times spread over a round, one op = one round = every key taken, marked done and rescheduled. keys/s,
 // ns/key, allocs/key and B/key are per key (each key is one dispatched item); allocs/op
 // and B/op are per round.
 //
@@ -223,17 +280,20 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	for _, n := range sizes {
 		w := newDrainWork(n, drainUsers, 1)
-		for _, name := range []string{"rota", "workqueue"} {
+		for _, name := range []string{"rota", "workqueue", "heap"} {
 			b.Run(fmt.Sprintf("n=%d/%s", n, name), func(b *testing.B) {
 				var d drainer
-				if name == "rota" {
+				switch name {
+				case "rota":
 					h, err := newRotaHarness(w)
 					if err != nil {
 						b.Fatal(err)
 					}
 					d = h
-				} else {
+				case "workqueue":
 					d = newWQHarness(w)
+				default:
+					d = newHeapHarness(w)
 				}
 				defer d.close()
 				b.ReportAllocs()
@@ -257,7 +317,7 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 // BenchmarkDrainPaired runs one round of each harness back to back in every op, on the same
-// work, and reports each one's ns/key and their ratio. The machine's load changes slowly
+// work, and reports each one's ns/key and rota's ratio to the workqueue and to the heap. The machine's load changes slowly
 // next to one op, so the ratio holds even when the absolute figures of BenchmarkDrain swing
 // with what else runs. Same sizes and smoke bound as BenchmarkDrain.
 func BenchmarkDrainPaired(b *testing.B) {
@@ -274,12 +334,13 @@ func BenchmarkDrainPaired(b *testing.B) {
 			}
 			wh := newWQHarness(w)
 			defer wh.close()
-			var rota, wq time.Duration
+			hh := newHeapHarness(w)
+			var rota, wq, hp time.Duration
 			for b.Loop() {
 				for _, h := range []struct {
 					d   drainer
 					sum *time.Duration
-				}{{rh, &rota}, {wh, &wq}} {
+				}{{rh, &rota}, {wh, &wq}, {hh, &hp}} {
 					start := time.Now()
 					got, err := h.d.round(nil)
 					*h.sum += time.Since(start)
@@ -291,12 +352,14 @@ func BenchmarkDrainPaired(b *testing.B) {
 			keys := float64(b.N) * float64(n)
 			b.ReportMetric(float64(rota.Nanoseconds())/keys, "rota-ns/key")
 			b.ReportMetric(float64(wq.Nanoseconds())/keys, "workqueue-ns/key")
+			b.ReportMetric(float64(hp.Nanoseconds())/keys, "heap-ns/key")
 			b.ReportMetric(rota.Seconds()/wq.Seconds(), "rota/workqueue")
+			b.ReportMetric(rota.Seconds()/hp.Seconds(), "rota/heap")
 		})
 	}
 }
 
-// Both harnesses take exactly every key once per round — the same set — so BenchmarkDrain
+// Every harness takes exactly every key once per round — the same set — so BenchmarkDrain
 // compares the same work.
 func TestHarnessesDrainTheSameKeys(t *testing.T) {
 	w := newDrainWork(3000, 70, 2)
@@ -306,25 +369,24 @@ func TestHarnessesDrainTheSameKeys(t *testing.T) {
 	}
 	wh := newWQHarness(w)
 	defer wh.close()
+	hh := newHeapHarness(w)
 	all := make([]int, w.n)
 	for i := range all {
 		all[i] = i
 	}
 	for r := range 3 {
-		var fromRota, fromWQ []int
-		if _, err := rh.round(func(i int) { fromRota = append(fromRota, i) }); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := wh.round(func(i int) { fromWQ = append(fromWQ, i) }); err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(fromRota)
-		slices.Sort(fromWQ)
-		if !slices.Equal(fromRota, all) {
-			t.Errorf("round %d: rota took %d keys, not each of the %d once", r, len(fromRota), w.n)
-		}
-		if !slices.Equal(fromWQ, all) {
-			t.Errorf("round %d: workqueue took %d keys, not each of the %d once", r, len(fromWQ), w.n)
+		for _, h := range []struct {
+			name string
+			d    drainer
+		}{{"rota", rh}, {"workqueue", wh}, {"heap", hh}} {
+			var took []int
+			if _, err := h.d.round(func(i int) { took = append(took, i) }); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(took)
+			if !slices.Equal(took, all) {
+				t.Errorf("round %d: %s took %d keys, not each of the %d once", r, h.name, len(took), w.n)
+			}
 		}
 	}
 }

@@ -75,18 +75,27 @@ func (e Entry) Key() Key { return Key{UserID: e.UserID, WorkKey: e.WorkKey} }
 // tc.UserID(), WorkKey must be a valid ID (tenancy.ValidateID's rules), Tier empty or a
 // valid ID, DueAt non-zero, DueAt and LastRunAt within years 1 to 9999 UTC, and MissStreak
 // and ErrorStreak within [0, MaxMissStreak]. Index implementations call it.
-func (e Entry) Validate(tc tenancy.Context) error {
+func (e Entry) Validate(tc tenancy.Context) error { return e.validate(tc, "", "") }
+
+// validate is Validate, but takes e's WorkKey as valid when it is known, and its Tier
+// when it is tier: an index that stores the entry already validated both, and
+// completing it need not walk those strings again.
+func (e Entry) validate(tc tenancy.Context, known, tier string) error {
 	if err := tc.Check(); err != nil {
 		return err
 	}
 	if e.UserID != tc.UserID() {
 		return fmt.Errorf("%w: entry UserID %q is not the context's user %q", ErrInvalid, e.UserID, tc.UserID())
 	}
-	if err := validWorkKey(e.WorkKey); err != nil {
-		return err
+	if e.WorkKey != known || known == "" {
+		if err := validWorkKey(e.WorkKey); err != nil {
+			return err
+		}
 	}
-	if err := validName("Tier", e.Tier); err != nil {
-		return fmt.Errorf("entry %q: %w", e.WorkKey, err)
+	if e.Tier != tier {
+		if err := validName("Tier", e.Tier); err != nil {
+			return fmt.Errorf("entry %q: %w", e.WorkKey, err)
+		}
 	}
 	if e.DueAt.IsZero() {
 		return fmt.Errorf("%w: entry %q has a zero DueAt", ErrInvalid, e.WorkKey)
@@ -108,8 +117,11 @@ func (e Entry) Validate(tc tenancy.Context) error {
 
 // Validate checks d for Index.Complete and Index.CompleteMany: Next must be valid for
 // Tenant (see Entry.Validate), and Claim must name Tenant's user and Next's WorkKey.
-func (d Done) Validate() error {
-	if err := d.Next.Validate(d.Tenant); err != nil {
+func (d Done) Validate() error { return d.validate("", "") }
+
+// validate is Validate, taking Next's WorkKey and Tier as valid as Entry.validate does.
+func (d Done) validate(known, tier string) error {
+	if err := d.Next.validate(d.Tenant, known, tier); err != nil {
 		return err
 	}
 	if d.Claim.Entry.UserID != d.Tenant.UserID() {

@@ -35,8 +35,9 @@ import (
 // A stored entry takes 128 bytes of heap beyond its work key, which Memory shares with the
 // caller (a tier name is kept once however many entries have it), and about 75 more while
 // it is claimed (its record in its user's tree of claims and in the map of claims by
-// token); each user, kept for good, about 210 more beyond its ID, and 64 while its pause
-// counts.
+// token); each user, kept for good, about 210 more beyond its ID, 24 to 48 while it has
+// entries (its slot in the heap of users by first DueAt, which grows by doubling), and 64
+// while its pause counts.
 //
 // Memory keeps every time of years 1 to 9999 UTC exactly, to the nanosecond, and returns it
 // in UTC, without a monotonic clock reading; compare times with Equal. Its flow-control
@@ -46,7 +47,7 @@ type Memory struct {
 	mu     sync.Mutex
 	users  map[string]*user
 	groups map[string]*user // each group's users with entries, by (Turn, UserID)
-	byDue  *user            // users with entries, by (earliest DueAt, UserID)
+	byDue  dueUsers         // users with entries, by (earliest DueAt, UserID)
 	tokens uint64           // the last token handed out; only grows
 
 	// claims finds each entry that has a claim by its token, so that a completion costs no
@@ -103,19 +104,12 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 		u.entries = byDueAt.remove(u.entries, n)
 		m.forget(n)
 	}
-	// u's place in byDue, filed under its first entry, moves only when that changes.
-	if first == n {
-		m.byDue = byFirstDue.remove(m.byDue, u)
-	}
 	n.set(e)
-	moved := first == nil || first == n || entryBefore(n, first)
-	if moved && first != nil && first != n {
-		m.byDue = byFirstDue.remove(m.byDue, u)
-	}
 	u.entries = byDueAt.insert(u.entries, n)
-	if moved {
+	// u's place in byDue, filed under its first entry, moves only when that changes.
+	if first == nil || first == n || entryBefore(n, first) {
 		u.first = byDueAt.first(u.entries)
-		m.byDue = byFirstDue.insert(m.byDue, u)
+		m.byDue.file(u)
 	}
 	m.requeue(u, had)
 }
@@ -124,15 +118,14 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 func (m *Memory) drop(u *user, n *node) {
 	m.forget(n)
 	m.drops++
-	if n == u.first {
-		m.byDue = byFirstDue.remove(m.byDue, u)
-	}
 	u.entries = byDueAt.remove(u.entries, n)
 	u.keys = byKey.remove(u.keys, n)
 	if n == u.first {
 		u.first = byDueAt.first(u.entries)
 		if u.first != nil {
-			m.byDue = byFirstDue.insert(m.byDue, u)
+			m.byDue.file(u)
+		} else {
+			m.byDue.remove(u)
 		}
 	}
 	m.requeue(u, true)
@@ -219,7 +212,8 @@ func (m *Memory) Get(ctx context.Context, tc tenancy.Context, workKey string) (E
 // Complete writes next and ends the claim while c is the entry's current claim, else
 // returns ErrClaimLost. O(log n).
 func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next Entry) error {
-	if err := (Done{Tenant: tc, Claim: c, Next: next}).Validate(); err != nil {
+	d := Done{Tenant: tc, Claim: c, Next: next}
+	if err := d.Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -227,15 +221,25 @@ func (m *Memory) Complete(ctx context.Context, tc tenancy.Context, c Claim, next
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.complete(tc, c, next)
+	return m.complete(d)
 }
 
-func (m *Memory) complete(tc tenancy.Context, c Claim, next Entry) error {
-	t := m.current(tc, c)
+// complete validates d and completes it. A current claim's entry is one Memory stores, so
+// its WorkKey, and its tier when Next keeps it, were validated when it was stored and are
+// not checked again; an item whose claim is not current is validated in full, so that it
+// gets ErrInvalid before ErrClaimLost.
+func (m *Memory) complete(d Done) error {
+	t := m.current(d.Tenant, d.Claim)
 	if t == nil {
-		return fmt.Errorf("duework: Complete %q with token %d: %w", next.WorkKey, c.Token, ErrClaimLost)
+		if err := d.Validate(); err != nil {
+			return err
+		}
+		return fmt.Errorf("duework: Complete %q with token %d: %w", d.Next.WorkKey, d.Claim.Token, ErrClaimLost)
 	}
-	m.put(t.u, t.n, next)
+	if err := d.validate(t.n.workKey, t.n.tier.Value()); err != nil {
+		return err
+	}
+	m.put(t.u, t.n, d.Next)
 	return nil
 }
 
@@ -249,12 +253,8 @@ func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error)
 	errs := make([]error, len(done))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, d := range done {
-		if err := d.Validate(); err != nil {
-			errs[i] = err
-			continue
-		}
-		errs[i] = m.complete(d.Tenant, d.Claim, d.Next)
+	for i := range done {
+		errs[i] = m.complete(done[i])
 	}
 	return errs, nil
 }

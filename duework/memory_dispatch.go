@@ -306,17 +306,16 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 
 	var out []Entry
 	var h dueHeap
-	var c cursor[user, dueOrder]
-	c.start(m.byDue)
-	u := c.next()
+	var w dueWalk
+	w.start(m.byDue)
 	for len(out) < limit {
 		// Bring in every user whose first entry may come before the heap's top.
-		for u != nil && cmpTime(u.first.dueSec, u.first.dueNsec, sec, nsec) <= 0 &&
-			(len(h) == 0 || thenID(cmpTime(u.first.dueSec, u.first.dueNsec, h[0].n.dueSec, h[0].n.dueNsec), u.id, h[0].u.id) < 0) {
-			if n := visibleAfter(u.entries, nil, sec, nsec); n != nil {
-				h.push(dueItem{n, u})
+		for s := w.peek(); s != nil && cmpTime(s.sec, s.nsec, sec, nsec) <= 0 &&
+			(len(h) == 0 || thenID(cmpTime(s.sec, s.nsec, h[0].n.dueSec, h[0].n.dueNsec), s.u.id, h[0].u.id) < 0); s = w.peek() {
+			if n := visibleAfter(s.u.entries, nil, sec, nsec); n != nil {
+				h.push(dueItem{n, s.u})
 			}
-			u = c.next()
+			w.next()
 		}
 		if len(h) == 0 {
 			break

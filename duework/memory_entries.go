@@ -17,24 +17,27 @@ import (
 // user's keys tree (byKey). Times are seconds since vocab.MinTime plus nanoseconds, so the
 // zero value is the zero time and every time in [vocab.MinTime, vocab.MaxTime] is kept
 // exactly. Its tier is interned, one copy per distinct tier name. It has no pointer to its
-// user: every path to a node comes through the user. It fills one 128-byte size class.
+// user: every path to a node comes through the user. It fills one 128-byte size class,
+// whose objects start on a 128-byte boundary: the fields a walk of the entries tree reads
+// at each node (its links, DueAt, visible-at, least visible-at, priority) come first and
+// share one 64-byte cache line, the rest the other.
 type node struct {
-	workKey  string
-	tier     unique.Handle[string]
 	kid      [2]*node // links in the entries tree
-	keyKid   [2]*node // links in the keys tree
 	dueSec   int64
-	lastSec  int64
-	visSec   int64  // visible-at: DueAt, or max(DueAt, Until) while claimed
-	minSec   int64  // the least visible-at in this node's subtree of the entries tree
-	token    uint64 // the entry's current claim; 0 when it has none
+	visSec   int64 // visible-at: DueAt, or max(DueAt, Until) while claimed
+	minSec   int64 // the least visible-at in this node's subtree of the entries tree
 	dueNsec  int32
-	lastNsec int32
 	visNsec  int32
 	minNsec  int32
+	prio     uint32
+	token    uint64 // the entry's current claim; 0 when it has none
+	workKey  string
+	tier     unique.Handle[string]
+	keyKid   [2]*node // links in the keys tree
+	lastSec  int64
+	lastNsec int32
 	streak   int32 // MissStreak
 	errors   int32 // ErrorStreak
-	prio     uint32
 }
 
 // minUnix is vocab.MinTime as Unix seconds: stored seconds count from it.

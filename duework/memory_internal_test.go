@@ -233,14 +233,18 @@ func (m *Memory) check() error {
 			inGroups[u] = name
 		}
 	}
-	byDue, err := checkTree[user, dueOrder](m.byDue)
-	if err != nil {
-		return fmt.Errorf("byDue: %w", err)
-	}
 	inDue := map[*user]bool{}
-	for _, u := range byDue {
-		inDue[u] = true
+	for i := range m.byDue {
+		s := &m.byDue[i]
+		if s.u.dueAt != i+1 || s.u.first == nil || s.sec != s.u.first.dueSec || s.nsec != s.u.first.dueNsec {
+			return fmt.Errorf("byDue: slot %d does not hold user %q at its index under its first DueAt", i, s.u.id)
+		}
+		if i > 0 && dueBefore(s, &m.byDue[(i-1)/2]) {
+			return fmt.Errorf("byDue: slot %d is ordered before its parent", i)
+		}
+		inDue[s.u] = true
 	}
+	byDue := m.byDue
 	for id, u := range m.users {
 		if err := m.checkUser(id, u, inGroups, inDue); err != nil {
 			return fmt.Errorf("user %q: %w", id, err)
@@ -444,6 +448,10 @@ func TestTimeRoundTrip(t *testing.T) {
 func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(node{}); s != 128 {
 		t.Errorf("node is %d bytes, want 128", s)
+	}
+	var n node
+	if end := unsafe.Offsetof(n.prio) + unsafe.Sizeof(n.prio); end > 64 {
+		t.Errorf("the fields an entries-tree walk reads end at byte %d, past the first cache line", end)
 	}
 	if s := unsafe.Sizeof(user{}); s <= 176 || s > 192 {
 		t.Errorf("user is %d bytes, want 177 to 192", s)

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Memory's users: how one is kept, its two trees (a group's queue and Memory.byDue), and
+// Memory's users: how one is kept, its group's tree (its queue), and
 // its Turn and limits.
 
 // user is one tenant's part of the index. It is in its group's tree and in Memory.byDue
@@ -18,7 +18,7 @@ type user struct {
 	first   *node    // the entries tree's first node; nil when it is empty
 	claims  *ticket  // its current claims by (Until, token); nil while it has none
 	gkid    [2]*user // links in the group's tree
-	dkid    [2]*user // links in Memory.byDue
+	dueAt   int      // its slot in Memory.byDue plus 1; 0 while it is not there
 	every   time.Duration
 	// servedSec and servedNsec are LastServed, heldSec and heldNsec the hold's end, passSec
 	// and passNsec the stride position, rateSec and rateNsec the rate mark; zero for never
@@ -44,10 +44,7 @@ type user struct {
 }
 
 // The trees of users.
-var (
-	byTurn     treap[user, groupOrder]
-	byFirstDue treap[user, dueOrder]
-)
+var byTurn treap[user, groupOrder]
 
 // groupOrder is a group's tree's: by (Turn, UserID), the Turn each user is filed under.
 type groupOrder struct{ plain[user] }
@@ -82,43 +79,6 @@ func (groupOrder) toward(at, u *user, _ bool) (**user, bool, bool) {
 }
 
 func (groupOrder) above(a, b *user) bool { return a.prio > b.prio }
-
-// dueOrder is Memory.byDue's: by (DueAt of the user's first entry, UserID) — not by the
-// first entry's WorkKey — so that DueBefore's merge, which walks it in that order, meets
-// users in its own (DueAt, UserID, WorkKey) order.
-type dueOrder struct{ plain[user] }
-
-func dueBefore(a, b *user) bool {
-	af, bf := a.first, b.first
-	if af.dueSec != bf.dueSec {
-		return af.dueSec < bf.dueSec
-	}
-	if af.dueNsec != bf.dueNsec {
-		return af.dueNsec < bf.dueNsec
-	}
-	return a.id < b.id
-}
-
-func (dueOrder) kids(u *user) *[2]*user {
-	if trace != nil {
-		trace.byDue++
-	}
-	return &u.dkid
-}
-
-func (dueOrder) sink(at, u *user) (**user, bool) {
-	if u.prio > at.prio {
-		return nil, false
-	}
-	return side(&at.dkid, dueBefore(u, at)), true
-}
-
-func (dueOrder) toward(at, u *user, _ bool) (**user, bool, bool) {
-	before := dueBefore(u, at)
-	return side(&at.dkid, before), before, false
-}
-
-func (dueOrder) above(a, b *user) bool { return a.prio > b.prio }
 
 // user returns the user id, made on first use in the unrouted group.
 func (m *Memory) user(id string) *user {
