@@ -241,12 +241,12 @@
 // # Cost
 //
 // Per item: the pipeline, a share of one Index.StartClaims (the items that get a worker
-// together), of one Watchlist.GetMany (for a Runner, its cycle's one) and of the
-// CompleteMany calls, a few per cycle when items are quick; nothing else is read or
-// written, except to remove a gone source or hand back an unrun item. RunDueItem makes
-// one call of each. Per sync: one
-// Watchlist.List and one ScheduleMissing; per Watch, one AddMany and one ScheduleMissing.
-// A Runner's cycle that dispatches nothing, and
-// loses no claim, costs one Index.DueBefore of one entry more, and an Index.User when that
-// finds one: the probe behind the Starvation report.
+// together: at most Workers a call, so quick items on 8 workers take a call per 8 items),
+// of one Watchlist.GetMany (for a Runner, its cycle's one) and of the CompleteMany calls, a
+// few per cycle when items are quick; nothing else is read or written, except to remove a
+// gone source or hand back an unrun item. RunDueItem makes one call of each. Per sync: one
+// Watchlist.List and one ScheduleMissing; per Watch, one AddMany and one ScheduleMissing. A
+// Runner's cycle that dispatches nothing, and loses no claim, costs one Index.DueBefore of
+// one entry more, and an Index.User when that finds one: the probe behind the Starvation
+// report.
 package bridge
