@@ -27,6 +27,7 @@ var (
 	SQLUser            = sqlUser
 	SQLEntries         = sqlEntries
 	SQLTenants         = sqlTenants
+	SQLGetMany         = sqlGetMany
 	// SQLPlanSettings is what the Index runs before each of them, in the same transaction;
 	// SQLCountSettings before Ready, Claim and User, which count claims in flight.
 	SQLPlanSettings  = sqlPlanSettings

@@ -359,3 +359,39 @@ func (n *planNode) find(is func(planNode) bool) *planNode {
 	}
 	return nil
 }
+
+// TestGetManyProbesEachLookup: Watchlist.GetMany reads one probe of rota_watchlist's
+// primary key per lookup, in a nested loop, whatever the statistics and however many
+// lookups a cycle sends — never a scan of the whole watchlist for a hash join, which the
+// planner picks without the plan settings once a batch holds a thousand lookups.
+func TestGetManyProbesEachLookup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO rota_watchlist (user_id, slug, tier, added_at)
+		SELECT format('u%s', i / 100), format('s%s', i % 100), 'hot', $1::timestamptz FROM generate_series(1, 50000) AS i`, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE rota_watchlist"); err != nil {
+		t.Fatal(err)
+	}
+	users, slugs := make([]string, 1000), make([]string, 1000)
+	for i := range users {
+		users[i], slugs[i] = fmt.Sprintf("u%d", i*7%500), fmt.Sprintf("s%d", i%100)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		plan := planOf(t, pool, mode, postgres.SQLPlanSettings, postgres.SQLGetMany, users, slugs)
+		scans, _ := plan.scans("rota_watchlist")
+		join := plan.find(func(n planNode) bool { return strings.HasSuffix(n.NodeType, "Join") || n.NodeType == "Nested Loop" })
+		if !slices.Equal(scans, []string{"Index Scan using rota_watchlist_pkey"}) || join == nil || join.NodeType != "Nested Loop" {
+			t.Errorf("%s: GetMany reads rota_watchlist by %v, joined by %+v; want one primary-key probe per lookup in a nested loop", mode, scans, join)
+		}
+	}
+	// The hazard is real: without the settings the planner reads the whole watchlist here.
+	plan := planOf(t, pool, "force_custom_plan", "SELECT 1", postgres.SQLGetMany, users, slugs)
+	if scans, _ := plan.scans("rota_watchlist"); slices.Equal(scans, []string{"Index Scan using rota_watchlist_pkey"}) {
+		t.Errorf("without the plan settings the planner probes by primary key too (%v): the fixture no longer shows the hazard", scans)
+	} else {
+		t.Logf("without the plan settings: %v", scans)
+	}
+}

@@ -250,6 +250,44 @@ func (w *Watchlist) List(ctx context.Context, tc tenancy.Context) ([]tenancy.Wat
 	return es, nil
 }
 
+// sqlGetMany is GetMany's read ($1 users, $2 slugs): one probe of rota_watchlist's primary
+// key per lookup, in a nested loop that sqlPlanSettings pins, so that its cost follows the
+// lookups, not the watchlist (with hash joins allowed, the planner may read the whole table
+// for a few thousand lookups).
+const sqlGetMany = `
+SELECT k.n, w.tier, w.added_at
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, slug, n)
+JOIN rota_watchlist w ON w.user_id = k.user_id AND w.slug = k.slug`
+
+// readMany reads sqlGetMany's answer from br, after the settings, into entries and errs:
+// row n answers the lookup at[n-1], whose user and slug are users[n-1] and slugs[n-1].
+func readMany(br pgx.BatchResults, entries []tenancy.WatchlistEntry, errs []error, users, slugs []string, at []int) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			n  int64
+			we tenancy.WatchlistEntry
+		)
+		if err := rows.Scan(&n, &we.Tier, &we.AddedAt); err != nil {
+			return err
+		}
+		if n < 1 || n > int64(len(at)) {
+			return fmt.Errorf("the server answered lookup %d of %d", n, len(at))
+		}
+		we.UserID, we.Slug = users[n-1], slugs[n-1]
+		i := at[n-1]
+		entries[i], errs[i] = we, nil
+	}
+	return rows.Err()
+}
+
 // GetMany implements [tenancy.Watchlist] in one query, whatever the number of lookups:
 // the (user, slug) pair of each lookup, taken from its own Context, is joined to
 // rota_watchlist by primary key, so a lookup can match only its own tenant's row. A zero
@@ -279,30 +317,15 @@ func (w *Watchlist) GetMany(ctx context.Context, lookups []tenancy.Lookup) ([]te
 	if len(at) == 0 {
 		return entries, errs, nil
 	}
-	rows, err := w.pool.Query(ctx, `
-		SELECT k.n, w.tier, w.added_at
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, slug, n)
-		JOIN rota_watchlist w ON w.user_id = k.user_id AND w.slug = k.slug`, users, slugs)
+	b := &pgx.Batch{}
+	b.Queue(sqlPlanSettings)
+	b.Queue(sqlGetMany, users, slugs)
+	br := w.pool.SendBatch(ctx, b)
+	err := readMany(br, entries, errs, users, slugs, at)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return nil, nil, interpretTenancy(ctx, "Watchlist.GetMany", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			n  int64
-			we tenancy.WatchlistEntry
-		)
-		if err := rows.Scan(&n, &we.Tier, &we.AddedAt); err != nil {
-			return nil, nil, interpretTenancy(ctx, "Watchlist.GetMany", err)
-		}
-		if n < 1 || n > int64(len(at)) {
-			return nil, nil, fmt.Errorf("postgres: Watchlist.GetMany: the server answered lookup %d of %d", n, len(at))
-		}
-		we.UserID, we.Slug = users[n-1], slugs[n-1]
-		i := at[n-1]
-		entries[i], errs[i] = we, nil
-	}
-	if err := rows.Err(); err != nil {
 		return nil, nil, interpretTenancy(ctx, "Watchlist.GetMany", err)
 	}
 	return entries, errs, nil
