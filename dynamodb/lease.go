@@ -106,13 +106,7 @@ func isLeaseOutcome(err error) bool {
 
 // check refuses what Acquire and Renew cannot store: a bad holder, ttl or now.
 func (l *Lease) check(op, holder string, ttl time.Duration, now time.Time) error {
-	if err := vocab.Name(maintenance.ErrInvalid, "holder", holder); err != nil {
-		return fmt.Errorf("rotadynamo: Lease.%s: %w", op, err)
-	}
-	if ttl <= 0 {
-		return fmt.Errorf("rotadynamo: Lease.%s: %w: ttl must be positive, got %v", op, maintenance.ErrInvalid, ttl)
-	}
-	if err := vocab.Time(maintenance.ErrInvalid, "now", now); err != nil {
+	if err := vocab.LeaseCall(maintenance.ErrInvalid, holder, ttl, now); err != nil {
 		return fmt.Errorf("rotadynamo: Lease.%s: %w", op, err)
 	}
 	return nil
@@ -121,14 +115,7 @@ func (l *Lease) check(op, holder string, ttl time.Duration, now time.Time) error
 // expiry is now+ttl capped at acquired+maxHold, or maintenance.ErrInvalid when that lies
 // outside years 1 to 9999 UTC.
 func (l *Lease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, error) {
-	exp := now.Add(ttl)
-	if capAt := acquired.Add(l.maxHold); exp.After(capAt) {
-		exp = capAt
-	}
-	if err := vocab.Time(maintenance.ErrInvalid, "expiry now + ttl", exp); err != nil {
-		return time.Time{}, err
-	}
-	return exp, nil
+	return vocab.LeaseExpiry(maintenance.ErrInvalid, acquired, now, ttl, l.maxHold)
 }
 
 // Acquire grants the lease to holder until now+ttl (or AcquiredAt+maxHold, if earlier)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // Grant is one holding of the lease.
@@ -88,14 +90,7 @@ func checkLeaseCall(op, holder string, ttl time.Duration, now time.Time) error {
 // expiry returns now + ttl capped at acquired + MaxHold, or ErrInvalid when that is
 // outside years 1 to 9999 UTC.
 func (l *MemoryLease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, error) {
-	exp := now.Add(ttl)
-	if capAt := acquired.Add(l.maxHold); exp.After(capAt) {
-		exp = capAt
-	}
-	if err := validTime("expiry now + ttl", exp); err != nil {
-		return time.Time{}, err
-	}
-	return exp, nil
+	return vocab.LeaseExpiry(ErrInvalid, acquired, now, ttl, l.maxHold)
 }
 
 // Acquire implements Lease.

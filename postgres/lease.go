@@ -78,13 +78,7 @@ func (l *Lease) check(op, holder string, ttl time.Duration, now time.Time) error
 	if l.bad != nil {
 		return fmt.Errorf("postgres: Lease.%s: %w", op, l.bad)
 	}
-	if err := vocab.Name(maintenance.ErrInvalid, "holder", holder); err != nil {
-		return fmt.Errorf("postgres: Lease.%s: %w", op, err)
-	}
-	if ttl <= 0 {
-		return fmt.Errorf("postgres: Lease.%s: %w: ttl must be positive, got %v", op, maintenance.ErrInvalid, ttl)
-	}
-	if err := vocab.Time(maintenance.ErrInvalid, "now", now); err != nil {
+	if err := vocab.LeaseCall(maintenance.ErrInvalid, holder, ttl, now); err != nil {
 		return fmt.Errorf("postgres: Lease.%s: %w", op, err)
 	}
 	return nil
@@ -93,14 +87,8 @@ func (l *Lease) check(op, holder string, ttl time.Duration, now time.Time) error
 // expiry is now+ttl capped at acquired+maxHold, truncated to the microsecond, or
 // maintenance.ErrInvalid when the server cannot hold it.
 func (l *Lease) expiry(acquired, now time.Time, ttl time.Duration) (time.Time, error) {
-	exp := now.Add(ttl)
-	if capAt := acquired.Add(l.maxHold); exp.After(capAt) {
-		exp = capAt
-	}
-	if err := vocab.Time(maintenance.ErrInvalid, "expiry now + ttl", exp); err != nil {
-		return time.Time{}, err
-	}
-	return exp.Truncate(time.Microsecond), nil
+	exp, err := vocab.LeaseExpiry(maintenance.ErrInvalid, acquired, now, ttl, l.maxHold)
+	return exp.Truncate(time.Microsecond), err
 }
 
 // txIdleTimeout bounds how long the server keeps a Lease or StateStore transaction open

@@ -130,6 +130,32 @@ func ClaimWindow(sentinel error, now, until time.Time) error {
 	return nil
 }
 
+// LeaseCall checks the arguments of a lease's Acquire or Renew: holder a valid name, ttl
+// positive and now in [MinTime, MaxTime]. The error wraps sentinel and names the field.
+func LeaseCall(sentinel error, holder string, ttl time.Duration, now time.Time) error {
+	if err := Name(sentinel, "holder", holder); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: ttl must be positive, got %v", sentinel, ttl)
+	}
+	return Time(sentinel, "now", now)
+}
+
+// LeaseExpiry is the expiry of a lease granted at acquired and renewed at now for ttl:
+// now+ttl capped at acquired+maxHold, or an error wrapping sentinel when that lies outside
+// [MinTime, MaxTime].
+func LeaseExpiry(sentinel error, acquired, now time.Time, ttl, maxHold time.Duration) (time.Time, error) {
+	exp := now.Add(ttl)
+	if capAt := acquired.Add(maxHold); exp.After(capAt) {
+		exp = capAt
+	}
+	if err := Time(sentinel, "expiry now + ttl", exp); err != nil {
+		return time.Time{}, err
+	}
+	return exp, nil
+}
+
 // Limit returns nil when n lies in [1, MaxLimit], and otherwise an error wrapping
 // sentinel: "field must be in [1, 1048576], got 0".
 func Limit(sentinel error, field string, n int) error { return Range(sentinel, field, n, 1, MaxLimit) }
