@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/rotaworks/rota/internal/taskstate"
 	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
@@ -219,7 +220,7 @@ func (s *StateStore) update(ctx context.Context, names []string, given map[strin
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUpdateFunc, err)
 	}
-	if err := checkWrites(given, raise, writes); err != nil {
+	if err := taskstate.CheckWrites(given, raise, writes); err != nil {
 		return err
 	}
 	puts, err := statePuts(writes)
@@ -274,22 +275,6 @@ func (s *StateStore) read(ctx context.Context, names []string) ([]maintenance.Ta
 		out[i] = st
 	}
 	return out, nil
-}
-
-// checkWrites checks what an UpdateFunc given the names in given returned.
-func checkWrites(given map[string]bool, raise uint64, writes []maintenance.TaskState) error {
-	if raise > math.MaxInt64 {
-		return fmt.Errorf("%w: raise must be at most %d, got %d", maintenance.ErrInvalid, int64(math.MaxInt64), raise)
-	}
-	for i, st := range writes {
-		if !given[st.Name] {
-			return fmt.Errorf("%w: writes[%d] is of task %q, which the update was not given", maintenance.ErrInvalid, i, st.Name)
-		}
-		if err := st.Validate(); err != nil {
-			return fmt.Errorf("writes[%d]: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // The fields of a task state item.

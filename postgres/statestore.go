@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rotaworks/rota/internal/taskstate"
 	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/maintenance"
 )
@@ -185,7 +186,7 @@ func (s *StateStore) Update(ctx context.Context, names []string, f maintenance.U
 		if err != nil {
 			return err
 		}
-		if err := checkWrites(given, raise, writes); err != nil {
+		if err := taskstate.CheckWrites(given, raise, writes); err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
@@ -216,22 +217,6 @@ func aligned(names []string, found []maintenance.TaskState) []maintenance.TaskSt
 		out[i] = st
 	}
 	return out
-}
-
-// checkWrites checks what an UpdateFunc given the names in given returned.
-func checkWrites(given map[string]bool, raise uint64, writes []maintenance.TaskState) error {
-	if raise > math.MaxInt64 {
-		return fmt.Errorf("%w: raise must be at most %d, got %d", maintenance.ErrInvalid, int64(math.MaxInt64), raise)
-	}
-	for i, st := range writes {
-		if !given[st.Name] {
-			return fmt.Errorf("%w: writes[%d] is of task %q, which the update was not given", maintenance.ErrInvalid, i, st.Name)
-		}
-		if err := st.Validate(); err != nil {
-			return fmt.Errorf("writes[%d]: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // lockFence locks the fence row (creating it if needed) and shares the locks of the lease
