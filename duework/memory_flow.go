@@ -45,7 +45,13 @@ func addScaled(sec int64, nsec int32, k int64, d time.Duration) (int64, int32) {
 // subScaled returns (sec, nsec) − k·d, clamped at vocab.MinTime.
 func subScaled(sec int64, nsec int32, k int64, d time.Duration) (int64, int32) {
 	ks, kn := scaled(k, d)
-	s, n := sec-ks, int64(nsec)-kn
+	return subClamped(sec, nsec, ks, kn)
+}
+
+// subClamped returns (sec, nsec) − (ds seconds + dn nanoseconds), for ds ≥ 0 and dn in
+// [0, 1e9), clamped at vocab.MinTime.
+func subClamped(sec int64, nsec int32, ds, dn int64) (int64, int32) {
+	s, n := sec-ds, int64(nsec)-dn
 	if n < 0 {
 		s, n = s-1, n+nanosPerSec
 	}
@@ -72,14 +78,7 @@ func strideFloor(ls int64, ln int32, sec int64, nsec int32, w int) (int64, int32
 	bn := gn * int64(w)
 	bs := gs*int64(w) + bn/nanosPerSec
 	bn %= nanosPerSec
-	s, n := sec-bs, int64(nsec)-bn
-	if n < 0 {
-		s, n = s-1, n+nanosPerSec
-	}
-	if s < 0 {
-		return 0, 0
-	}
-	return s, int32(n)
+	return subClamped(sec, nsec, bs, bn)
 }
 
 // later returns the later of two stored times.
