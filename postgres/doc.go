@@ -265,8 +265,9 @@
 // # Operations
 //
 // Claims, completions and holds update rows of rota_due and rota_users on every cycle:
-// leave autovacuum on. Writing a hold or LastServed changes no indexed column and stays a
-// HOT update (rota_users is created with fillfactor 70); a served user's Turn moves, which
+// leave autovacuum on. Writing a hold or LastServed, or starting a claim, changes no
+// indexed column and stays a HOT update (rota_users and rota_due leave 30 % of each page
+// free, fillfactor 70); a served user's Turn moves, which
 // leaves a dead entry at the front of its queue. The first read to pass it marks it dead,
 // but only VACUUM removes it, so until then every Groups and Ready steps over it, and
 // behind many serves reads their pages before the first live user. Migrate therefore sets

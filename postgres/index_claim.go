@@ -522,37 +522,45 @@ func checkUntil(op string, c duework.Claim) error {
 }
 
 // sqlStartClaims marks started the claims of the items ($1 users, $2 work keys, $3 tokens,
-// $4 untils) that are their entries' current claims, token and until, and not started
-// yet, and returns each item found with whether its claim was started before: e locks the
-// items' rows by primary key in (UserID, WorkKey) order, waiting for a row another
-// transaction holds and reading it again after the wait (READ COMMITTED), so that of two
-// calls starting one claim at once the second sees the first's mark; s marks those not
-// started. The untils (never NULL) are compared with IS NOT DISTINCT FROM, which, unlike =,
-// does not imply claim_until IS NOT NULL, so that the planner cannot take
-// rota_due_claimed_user, a walk of the user's claims, for the probe of the primary key. It
-// locks entry rows only, in one global order, so it cannot deadlock. The caller sends each
-// (key, token, until) once.
+// $4 untils) that are their entries' current claims, token and until, and not started yet,
+// and returns each item it started: one UPDATE joined to k, the items sorted by (UserID,
+// WorkKey) byte by byte, by a nested loop with k outside and the primary key inside
+// (sqlPlanSettings), so that it writes the rows in that order, locking each as it writes it
+// and re-checking the claim and the mark after waiting for a row another transaction holds
+// (READ COMMITTED): of two calls starting one claim at once, the second finds it started
+// and leaves it. It locks entry rows only, in one global order, with no lock before the
+// write, so it cannot deadlock, and writes each row once. The untils (never NULL) are
+// compared with IS NOT DISTINCT FROM, which, unlike =, does not imply claim_until IS NOT
+// NULL, so that the planner cannot take rota_due_claimed_user, a walk of the user's claims,
+// for the probe of the primary key. The caller sends each (key, token, until) once.
 const sqlStartClaims = `
 WITH k AS MATERIALIZED (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
-), e AS MATERIALIZED (
-	SELECT d.ctid AS tid, d.claim_started AS started, k.ord FROM k JOIN rota_due d
-		ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
-		AND d.claim_until IS NOT DISTINCT FROM k.until
-	ORDER BY d.user_id, d.work_key
-	FOR UPDATE OF d
+	ORDER BY k.user_id COLLATE "C", k.work_key COLLATE "C"
 ), s AS (
-	UPDATE rota_due d SET claim_started = true FROM e WHERE d.ctid = e.tid AND NOT e.started
+	UPDATE rota_due d SET claim_started = true FROM k
+	WHERE d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+		AND d.claim_until IS NOT DISTINCT FROM k.until AND NOT d.claim_started
+	RETURNING k.ord
 )
-SELECT e.ord, e.started FROM e`
+SELECT s.ord, false FROM s`
+
+// sqlStartedClaims returns, of the items of sqlStartClaims' arguments, those whose claim is
+// their entry's current claim and started: the items sqlStartClaims did not start, read
+// after it committed, are refused as started when it returns them and lost otherwise.
+const sqlStartedClaims = `
+SELECT k.ord, true FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
+JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+	AND d.claim_until IS NOT DISTINCT FROM k.until AND d.claim_started`
 
 // StartClaims marks started each claim that is its entry's current claim, token and Until
 // as Claim returned them, and not started yet, in one round trip and one statement
-// (sqlStartClaims). errs[i] is item i's outcome: nil when this call started the claim,
+// (sqlStartClaims), and one more when it did not start them all, to tell the claims
+// started already from those lost (sqlStartedClaims). errs[i] is item i's outcome: nil when this call started the claim,
 // duework.ErrClaimStarted when it was started already (as for the second of one claim
 // given twice), duework.ErrClaimLost when it is not current, or the validation error of
-// an item refused before anything was sent. When err is not nil, nothing was marked: the
-// call is one transaction.
+// an item refused before anything was sent. When err is not nil, any subset may have been
+// marked, as the contract says: the marks are written by the first round trip alone.
 func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -576,8 +584,48 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 		if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
 			return nil, err
 		}
+		if err := x.refuseStarted(ctx, ci, untils, claimOf); err != nil {
+			return nil, err
+		}
 	}
 	return ci.settle(true, claimOf), nil
+}
+
+// refuseStarted reads the claims of ci's sent items that sqlStartClaims did not start
+// (those it left ErrClaimLost) with sqlStartedClaims, in one more round trip, and gives
+// those it finds current and started ErrClaimStarted. It reads nothing when every claim
+// was started.
+func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, untils []time.Time, claimOf func(i int) duework.Claim) error {
+	var rest []int // positions in ci.ords
+	for j, i := range ci.ords {
+		if errors.Is(ci.errs[i], duework.ErrClaimLost) {
+			rest = append(rest, j)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	users, works, tokens, us := make([]string, len(rest)), make([]string, len(rest)), make([]int64, len(rest)), make([]time.Time, len(rest))
+	for k, j := range rest {
+		users[k], works[k], tokens[k], us[k] = ci.users[j], ci.works[j], ci.tokens[j], untils[j]
+	}
+	b := &pgx.Batch{}
+	b.Queue(sqlPlanSettings)
+	b.Queue(sqlStartedClaims, users, works, tokens, us)
+	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
+		var k int64
+		var started bool
+		if err := rows.Scan(&k, &started); err != nil {
+			return err
+		}
+		if k < 1 || k > int64(len(rest)) {
+			return fmt.Errorf("the server answered item %d of %d", k, len(rest))
+		}
+		i := ci.ords[rest[k-1]]
+		ci.errs[i] = startedErr(ci.op, claimOf(i))
+		return nil
+	})
+	return interpret(ctx, ci.op, err)
 }
 
 // UnscheduleClaimed removes tc's entry c.Entry.WorkKey while c is its current claim, and

@@ -286,3 +286,91 @@ func sameState(a, b maintenance.TaskState) bool {
 	b.LastRunAt, b.RunningSince, b.RunningUntil, b.DeferredSince, b.DeferredAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	return a == b
 }
+
+// Step 10 leaves room on rota_due's pages, so that StartClaims, which changes no indexed
+// column, writes each started claim on the page of the row it replaces, a HOT update with
+// no index entry, in a schema migrated from step 9 as in a new one. Without the room a
+// claimed row's page is full and the started version goes elsewhere, with an entry in each
+// index.
+func TestStartClaimsStayOnTheirPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolIn(t, pgtest.Schema(t, "rota_test"), 2)
+	if err := postgres.MigrateTo(ctx, pool, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var opts []string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class
+		WHERE oid = to_regclass(quote_ident(current_schema()) || '.rota_due')`).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(opts, "fillfactor=70") {
+		t.Fatalf("rota_due options %v lack fillfactor=70", opts)
+	}
+	users := make([]string, 10)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%02d", i)
+	}
+	pgtest.LoadDue(t, pool, users, slices.Repeat([]int{100}, len(users)), func(int) time.Time { return t0 })
+	idx := postgres.NewIndex(pool)
+	var keys []duework.Key
+	for _, u := range users {
+		for j := 0; j < 100; j += 10 {
+			keys = append(keys, duework.Key{UserID: u, WorkKey: fmt.Sprintf("w%07d", j)})
+		}
+	}
+	claims, err := idx.Claim(ctx, keys, t0.Add(time.Second), t0.Add(time.Hour))
+	if err != nil || len(claims) != len(keys) {
+		t.Fatalf("Claim: %d of %d: %v", len(claims), len(keys), err)
+	}
+	pages := func() map[string]string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT user_id || '/' || work_key, split_part(trim('()' FROM ctid::text), ',', 1)
+			FROM rota_due WHERE claim_token IS NOT NULL`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for rows.Next() {
+			var k, page string
+			if err := rows.Scan(&k, &page); err != nil {
+				t.Fatal(err)
+			}
+			m[k] = page
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := pages()
+	starts := make([]duework.Unclaim, len(claims))
+	for i, c := range claims {
+		starts[i] = duework.Unclaim{Tenant: mustTC(t, c.Entry.UserID), Claim: c}
+	}
+	errs, err := idx.StartClaims(ctx, starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("StartClaims item %d: %v", i, e)
+		}
+	}
+	after := pages()
+	if len(after) != len(keys) {
+		t.Fatalf("%d claimed rows after StartClaims, want %d", len(after), len(keys))
+	}
+	moved := 0
+	for k, p := range after {
+		if before[k] != p {
+			moved++
+		}
+	}
+	if moved > 0 {
+		t.Errorf("StartClaims moved %d of %d rows to another page; want each next to the row it replaces", moved, len(keys))
+	}
+}

@@ -312,36 +312,46 @@ func allowedScans(scans, allowed []string) bool {
 	return len(scans) > 0 || len(allowed) == 0
 }
 
-// CompleteMany locks no row before it writes it: its UPDATE takes the rows' locks as it
-// writes them, so it keeps the one global lock order (UserID, WorkKey) only when its plan
-// writes them in that order — a nested loop with the items, sorted, outside and the
-// primary key inside. Checked in the plan for these values and in the generic plan, under
-// stale and fresh statistics.
-func TestCompleteManyWritesInKeyOrder(t *testing.T) {
+// CompleteMany and StartClaims lock no row before they write it: each UPDATE takes the
+// rows' locks as it writes them, so it keeps the one global lock order (UserID, WorkKey)
+// only when its plan writes them in that order — a nested loop with the items, sorted,
+// outside and the primary key inside. Checked in the plan for these values and in the
+// generic plan, under stale and fresh statistics.
+func TestWritesInKeyOrder(t *testing.T) {
 	t.Parallel()
 	pool := staleFixture(t, 20_000, 2_000, 5_000)
 	now := t0.Add(time.Minute)
-	args := []any{[]string{"quiet007", "bulk00001", "noisy", "bulk00002"}, []string{"w0", "w0", "w0000001", "w0"}, []int64{1, 2, 3, 4},
-		[]string{"hot", "hot", "hot", "hot"}, []time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}, []int64{0, 1, 0, 0}}
+	users, works, tokens := []string{"quiet007", "bulk00001", "noisy", "bulk00002"}, []string{"w0", "w0", "w0000001", "w0"}, []int64{1, 2, 3, 4}
+	writes := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"CompleteMany", postgres.SQLCompleteMany, []any{users, works, tokens, []string{"hot", "hot", "hot", "hot"},
+			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}, []int64{0, 1, 0, 0}}},
+		{"StartClaims", postgres.SQLStartClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}},
+	}
 	for _, stats := range []string{"stale", "analyzed"} {
 		if stats == "analyzed" {
 			if _, err := pool.Exec(context.Background(), "ANALYZE rota_due; ANALYZE rota_users"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-			plan := planOf(t, pool, mode, postgres.SQLPlanSettings, postgres.SQLCompleteMany, args...)
-			write := plan.find(func(n planNode) bool { return n.NodeType == "ModifyTable" && n.Relation == "rota_due" })
-			switch {
-			case write == nil || len(write.Plans) != 1 || write.Plans[0].NodeType != "Nested Loop":
-				t.Errorf("%s, %s: the write of rota_due is not driven by a nested loop: %+v", stats, mode, write)
-			case len(write.Plans[0].Plans) != 2 || write.Plans[0].Plans[0].NodeType != "CTE Scan" || write.Plans[0].Plans[0].CTEName != "k" ||
-				write.Plans[0].Plans[1].NodeType+" using "+write.Plans[0].Plans[1].IndexName != "Index Scan using rota_due_pkey":
-				t.Errorf("%s, %s: the nested loop is not the sorted items outside and rota_due's primary key inside: %+v", stats, mode, write.Plans[0])
-			}
-			k := plan.find(func(n planNode) bool { return n.SubplanName == "CTE k" })
-			if k == nil || k.NodeType != "Sort" || !slices.Equal(k.SortKey, []string{`k.user_id COLLATE "C"`, `k.work_key COLLATE "C"`}) {
-				t.Errorf("%s, %s: the items are not sorted by (user_id, work_key) byte by byte: %+v", stats, mode, k)
+		for _, w := range writes {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				plan := planOf(t, pool, mode, postgres.SQLPlanSettings, w.sql, w.args...)
+				write := plan.find(func(n planNode) bool { return n.NodeType == "ModifyTable" && n.Relation == "rota_due" })
+				switch {
+				case write == nil || len(write.Plans) != 1 || write.Plans[0].NodeType != "Nested Loop":
+					t.Errorf("%s, %s, %s: the write of rota_due is not driven by a nested loop: %+v", w.name, stats, mode, write)
+				case len(write.Plans[0].Plans) != 2 || write.Plans[0].Plans[0].NodeType != "CTE Scan" || write.Plans[0].Plans[0].CTEName != "k" ||
+					write.Plans[0].Plans[1].NodeType+" using "+write.Plans[0].Plans[1].IndexName != "Index Scan using rota_due_pkey":
+					t.Errorf("%s, %s, %s: the nested loop is not the sorted items outside and rota_due's primary key inside: %+v", w.name, stats, mode, write.Plans[0])
+				}
+				k := plan.find(func(n planNode) bool { return n.SubplanName == "CTE k" })
+				if k == nil || k.NodeType != "Sort" || !slices.Equal(k.SortKey, []string{`k.user_id COLLATE "C"`, `k.work_key COLLATE "C"`}) {
+					t.Errorf("%s, %s, %s: the items are not sorted by (user_id, work_key) byte by byte: %+v", w.name, stats, mode, k)
+				}
 			}
 		}
 	}
