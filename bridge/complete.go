@@ -28,6 +28,8 @@ const (
 // that no worker waits for one.
 type writer struct {
 	w         *Worker
+	begun     atomic.Uint64 // calls of write begun
+	ended     atomic.Uint64 // calls of write returned
 	mu        sync.Mutex
 	pending   []*job
 	stopTimer func() bool
@@ -92,9 +94,26 @@ func (wr *writer) loop(js []*job) {
 	}
 }
 
+// writeCalls is what calls returns: how many writes had begun and ended.
+type writeCalls struct{ begun, ended uint64 }
+
+// calls returns how many writes have begun and ended so far.
+func (wr *writer) calls() writeCalls {
+	e := wr.ended.Load() // first: ended never passes begun
+	return writeCalls{begun: wr.begun.Load(), ended: e}
+}
+
+// overlapped reports whether a write was in flight at some point since calls returned
+// since.
+func (wr *writer) overlapped(since writeCalls) bool {
+	return since.begun != since.ended || wr.begun.Load() != since.begun
+}
+
 // write hands back the unrun items of js in one Index.Unclaim, completes the others in
 // one Index.CompleteMany, and settles each.
 func (wr *writer) write(js []*job) {
+	wr.begun.Add(1)
+	defer wr.ended.Add(1)
 	ctx, cancel := writeContext(js)
 	defer cancel()
 	idx := wr.w.b.Index

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,6 +170,118 @@ func TestRunRetriesADispatchThatRacedItsOwnWrites(t *testing.T) {
 		defer cycles.mu.Unlock()
 		if n := len(cycles.at); n != 7 {
 			t.Fatalf("%d cycles in a minute of 10s ticks with every user passed over, want 7", n)
+		}
+	})
+}
+
+// writeHoldingIndex passes over, in Ready, the users of a CompleteMany in flight, as
+// PostgreSQL's Ready passes over users whose rows a concurrent write holds; its first
+// CompleteMany waits until release is closed.
+type writeHoldingIndex struct {
+	duework.Index
+	release chan struct{}
+	first   atomic.Bool
+	mu      sync.Mutex
+	held    map[string]int
+	claims  atomic.Int64
+}
+
+func (x *writeHoldingIndex) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+	x.claims.Add(1)
+	return x.Index.Claim(ctx, keys, now, until)
+}
+
+func (x *writeHoldingIndex) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
+	x.mu.Lock()
+	for _, d := range done {
+		x.held[d.Tenant.UserID()]++
+	}
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		for _, d := range done {
+			x.held[d.Tenant.UserID()]--
+		}
+		x.mu.Unlock()
+	}()
+	if x.first.CompareAndSwap(false, true) {
+		<-x.release
+	}
+	return x.Index.CompleteMany(ctx, done)
+}
+
+func (x *writeHoldingIndex) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyPage, error) {
+	x.mu.Lock()
+	held := 0
+	for _, n := range x.held {
+		held += n
+	}
+	x.mu.Unlock()
+	want := q.Users
+	q.Users += held // read past the held users, as a scan that skips locked rows does
+	p, err := x.Index.Ready(ctx, q)
+	if err != nil {
+		return p, err
+	}
+	x.mu.Lock()
+	var passed []string
+	p.Heads = slices.DeleteFunc(p.Heads, func(h duework.Head) bool {
+		if x.held[h.UserID] > 0 {
+			passed = append(passed, h.UserID)
+			return true
+		}
+		return false
+	})
+	x.mu.Unlock()
+	if len(p.Heads) > want {
+		for _, h := range p.Heads[want:] {
+			passed = append(passed, h.UserID)
+		}
+		p.Heads = p.Heads[:want]
+	}
+	if len(passed) > 0 && q.Hold > 0 {
+		err = x.Index.Release(ctx, passed, q.Now.Add(q.Hold)) // never held, as PostgreSQL skips a locked row
+	}
+	return p, err
+}
+
+// TestRunRetriesAfterItsWritesEnd: a cycle that dispatched some users while the Runner's
+// own completions held others, which its index passed over, is followed by the next once
+// those completions are written, not an Interval later.
+func TestRunRetriesAfterItsWritesEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		idx := &writeHoldingIndex{Index: newIndex(), release: make(chan struct{}), held: map[string]int{}}
+		w := newWorld(t, worldConfig{idx: idx, pipe: bridge.PipelineFunc(func(context.Context, tenancy.Context, tenancy.WatchlistEntry) (bridge.Result, error) {
+			return hit, nil
+		}), lanes: []dispatch.LaneCapacity{{Lane: "free", PerUserLimit: 1, PerCycleLimit: 2}}})
+		start := time.Now()
+		for i := range 6 {
+			w.add(t, fmt.Sprintf("u%d", i%3), tenancy.PlanFree, fmt.Sprintf("s%d", i), "hot", start)
+		}
+		cycles := &cycleTimes{}
+		r := w.runner(t, bridge.RunnerConfig{Interval: time.Hour, MinInterval: 10 * time.Millisecond, Observer: cycles})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		go func() {
+			// The first cycle serves u0 and u1 and sheds u2; while its completions are
+			// held, the second serves u2 alone. Then they are written.
+			time.Sleep(time.Second)
+			close(idx.release)
+		}()
+		if err := r.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cycles.mu.Lock()
+		defer cycles.mu.Unlock()
+		ran := 0
+		for i, n := range cycles.hit {
+			ran += n
+			if n > 0 && cycles.at[i].Sub(start) > 2*time.Second {
+				t.Errorf("cycle %d ran %d items at +%v; want every cycle with work within a second of the writes", i, n, cycles.at[i].Sub(start))
+			}
+		}
+		if ran != 6 {
+			t.Errorf("%d of 6 items ran within a minute of an hour's Interval; cycles at %v ran %v", ran, cycles.at, cycles.hit)
 		}
 	})
 }

@@ -94,6 +94,25 @@ func TestRunnerReadsACycleInOneGetMany(t *testing.T) {
 	}
 }
 
+// TestRunnerStartsACycleInOneCall: the items of a cycle that all find a worker at once
+// start their claims in one StartClaims; with fewer workers, those that get one at once
+// start together, and the rest as workers free.
+func TestRunnerStartsACycleInOneCall(t *testing.T) {
+	for _, tc := range []struct {
+		workers, most int
+	}{{30, 1}, {64, 1}, {10, 21}} {
+		t.Run(fmt.Sprintf("workers=%d", tc.workers), func(t *testing.T) {
+			w, idx, pipe := readsWorld(t)
+			r := w.runner(t, bridge.RunnerConfig{Workers: tc.workers})
+			rep, err := r.Cycle(context.Background(), t0)
+			wantHits(t, rep, err, pipe, 30)
+			if n, m := idx.n("StartClaims"), idx.n("claims started"); n > tc.most || m != 30 {
+				t.Errorf("the cycle started %d claims in %d StartClaims; want 30 in at most %d", m, n, tc.most)
+			}
+		})
+	}
+}
+
 // TestRunnerReadsNothingForItemsItHandsBack: a cycle whose context has ended hands its
 // items back unstarted and reads no watchlist entry for them.
 func TestRunnerReadsNothingForItemsItHandsBack(t *testing.T) {

@@ -40,6 +40,7 @@ type Runner struct {
 	w               *Worker
 	wake            chan struct{}
 	open            atomic.Int64 // cycles started whose items have not all settled
+	cycles          cycleSet
 	alarms          alarmState
 	weights         weightWatch
 	late            lateState
@@ -76,6 +77,7 @@ func newRunner(b *Bridge, d dispatcher, cfg RunnerConfig) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{b: b, d: d, cfg: cfg.withDefaults(), intervalDefault: cfg.Interval == 0, holdFor: holdFor, wake: make(chan struct{}, 1)}
+	r.cycles.ended = make(chan struct{})
 	r.w = newWorker(b, wc)
 	return r, nil
 }
@@ -98,8 +100,11 @@ func (r *Runner) Cycle(ctx context.Context, now time.Time) (CycleReport, error) 
 // so a backlog drains at the speed of the workers; so is a cycle that dispatched nothing
 // while ready users waited and an earlier cycle's items were still running or being
 // written (an index such as PostgreSQL's passes over the users a concurrent write holds,
-// and the Runner's own completions are such writes). [Runner.Wake] starts a cycle early
-// the same way. When ctx ends, a dispatch under way still finishes its claim, items waiting
+// and the Runner's own completions are such writes). Any other cycle whose dispatch ran
+// while the Runner wrote completions, which may have held users it passed over, is
+// followed by the next once the cycles open when it began have all ended, their writes
+// with them, at least MinInterval after it began, rather than an Interval later. [Runner.Wake] starts a
+// cycle early the same way. When ctx ends, a dispatch under way still finishes its claim, items waiting
 // for a worker are handed back at once, and items in flight run on for up to
 // ShutdownTimeout before their contexts are cancelled; Run returns an error wrapping
 // [ErrShutdownTimeout] if it had to. Cycles overlap when items are slow, sharing the
@@ -145,20 +150,74 @@ func (r *Runner) Wake() {
 }
 
 // pause waits until Run may start the next cycle: the next tick, or MinInterval after c
-// began when c drains a backlog or Wake was called.
+// began when c drains a backlog or Wake was called, or when c began while an earlier cycle
+// was open and one such has ended since.
 func (r *Runner) pause(ctx context.Context, ticks <-chan time.Time, c *cycle) {
-	if !c.drain {
+	for !c.drain {
+		var ended chan struct{}
+		if c.overlaps {
+			var done bool
+			if ended, done = r.cycles.before(c.seq); done {
+				break
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticks:
 			return
 		case <-r.wake:
+		case <-ended:
+			continue
 		}
+		break
 	}
 	if d := r.cfg.MinInterval - r.cfg.Clock.Now().Sub(c.started); d > 0 {
 		clock.Sleep(ctx, r.cfg.Clock, d)
 	}
+}
+
+// cycleSet is the Runner's open cycles, by the order they began, so that a cycle can wait
+// for those that began before it to end.
+type cycleSet struct {
+	mu    sync.Mutex
+	next  uint64
+	open  map[uint64]bool
+	ended chan struct{} // closed, and replaced, when a cycle ends
+}
+
+// begin opens a cycle and returns its place.
+func (s *cycleSet) begin() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		s.open = map[uint64]bool{}
+	}
+	s.next++
+	s.open[s.next] = true
+	return s.next
+}
+
+// end ends the cycle at seq.
+func (s *cycleSet) end(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, seq)
+	close(s.ended)
+	s.ended = make(chan struct{})
+}
+
+// before reports whether every cycle that began before seq has ended and, if not, returns
+// a channel closed when a cycle next ends.
+func (s *cycleSet) before(seq uint64) (ended chan struct{}, done bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for o := range s.open {
+		if o < seq {
+			return s.ended, false
+		}
+	}
+	return nil, true
 }
 
 // cycle is one cycle in progress: the owner of its items' jobs.
@@ -168,7 +227,11 @@ type cycle struct {
 	now     time.Time // the cycle's now, the claims' time
 	started time.Time // on the Runner's Clock
 	drain   bool      // the dispatch left ready work it could not dispatch, or passed it over
-	wg      sync.WaitGroup
+	// overlaps: the Worker was writing completions or hand-backs while it dispatched,
+	// so its dispatch may have passed over users whose rows those writes held.
+	overlaps bool
+	seq      uint64 // the cycle's place in the order cycles began
+	wg       sync.WaitGroup
 
 	mu       sync.Mutex
 	report   CycleReport
@@ -207,7 +270,10 @@ func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	c := &cycle{r: r, st: st, now: now, started: r.cfg.Clock.Now(), starting: true}
 	c.report.Now = now
 	overlaps := r.open.Add(1) > 1 // an earlier cycle's items still run or are being written
+	c.seq = r.cycles.begin()
+	writes := r.w.writes.calls()
 	batch, err := r.d.Dispatch(st.drain, now)
+	c.overlaps = r.w.writes.overlapped(writes)
 	c.report.DispatchDuration = r.cfg.Clock.Now().Sub(c.started)
 	r.dispatched(st.drain, &c.report, batch, err)
 	c.drain = drains(batch, err) || overlaps && passedOver(batch, err)
@@ -274,6 +340,7 @@ func keepsWaiting(b dispatch.Batch) bool {
 // finish waits for the cycle's items, counts them, logs the cycle and tells the Observer.
 func (r *Runner) finish(c *cycle) CycleReport {
 	c.wg.Wait()
+	r.cycles.end(c.seq)
 	r.open.Add(-1)
 	c.mu.Lock()
 	rep := c.report

@@ -13,22 +13,56 @@ import (
 // starter starts the claims of the items that get a worker together: one
 // Index.StartClaims for all of them, then one Watchlist.GetMany for the entries of those
 // started and not read yet. One round is in flight at a time; the items that get a worker
-// meanwhile go in the next.
+// meanwhile go in the next. A batch handed to the Worker at once (a Runner's cycle) holds
+// the next round back while it hands its items to their workers, so that those that get a
+// worker at once start in one round.
 type starter struct {
 	w       *Worker
 	mu      sync.Mutex
 	waiting []*job
 	busy    bool
+	held    int // holds of the next round: batches handing out items, items on their way
+}
+
+// hold keeps the next round from beginning until a matching release.
+func (s *starter) hold(n int) {
+	s.mu.Lock()
+	s.held += n
+	s.mu.Unlock()
+}
+
+// release ends n holds, and begins the next round when none is left and items wait.
+func (s *starter) release(n int) {
+	s.mu.Lock()
+	s.held -= n
+	begin := s.begins()
+	s.mu.Unlock()
+	if begin {
+		go s.loop()
+	}
+}
+
+// begins reports whether a round should begin now, and marks the starter busy if so;
+// s.mu must be held.
+func (s *starter) begins() bool {
+	if s.busy || s.held > 0 || len(s.waiting) == 0 {
+		return false
+	}
+	s.busy = true
+	return true
 }
 
 // start returns once j's claim is started (j.startErr says how that went) and, when it
-// was, its watchlist entry read.
+// was, its watchlist entry read. A job a batch counted on (j.held) ends that hold.
 func (s *starter) start(j *job) {
 	j.ready = make(chan struct{})
 	s.mu.Lock()
 	s.waiting = append(s.waiting, j)
-	begin := !s.busy
-	s.busy = true
+	if j.held {
+		j.held = false
+		s.held--
+	}
+	begin := s.begins()
 	s.mu.Unlock()
 	if begin {
 		go s.loop()
@@ -36,19 +70,32 @@ func (s *starter) start(j *job) {
 	<-j.ready
 }
 
+// skip ends the hold of a job a batch counted on that does not start.
+func (s *starter) skip(j *job) {
+	if j.held {
+		j.held = false
+		s.release(1)
+	}
+}
+
 func (s *starter) loop() {
 	for {
 		s.mu.Lock()
 		js := s.waiting
-		s.waiting = nil
-		if len(js) == 0 {
+		if len(js) == 0 || s.held > 0 {
 			s.busy = false
 			s.mu.Unlock()
 			return
 		}
+		s.waiting = nil
 		s.mu.Unlock()
 		s.w.startClaims(s.w.kill, js)
-		s.w.read(s.w.kill, js)
+		for _, j := range js {
+			if j.reading != nil {
+				<-j.reading
+			}
+		}
+		s.w.read(s.w.kill, js, false)
 		for _, j := range js {
 			close(j.ready)
 		}
@@ -77,15 +124,16 @@ func (w *Worker) startClaims(ctx context.Context, jobs []*job) {
 	}
 }
 
-// read reads the watchlist entries of those of jobs that are started, or not yet tried,
-// and not read yet, with one Watchlist.GetMany, each under its own tenant. A call that
-// fails as a whole is logged once and becomes each of its jobs' read error: they are
-// retried unrun.
-func (w *Worker) read(ctx context.Context, jobs []*job) {
+// read reads the watchlist entries of those of jobs that are not read yet — all of them
+// with all set, else only those started — with one Watchlist.GetMany, each under its own
+// tenant. A call that fails as a whole is logged once and becomes each of its jobs' read
+// error: they are retried unrun. A batch's read (all) runs beside the starts, so it does
+// not look at their outcomes.
+func (w *Worker) read(ctx context.Context, jobs []*job, all bool) {
 	var lookups []tenancy.Lookup
 	var reading []*job
 	for _, j := range jobs {
-		if !j.bad && j.startErr == nil && j.read == nil {
+		if !j.bad && j.read == nil && (all || j.startErr == nil) {
 			lookups = append(lookups, tenancy.Lookup{Tenant: j.tc, Slug: j.item.Claim.Entry.WorkKey})
 			reading = append(reading, j)
 		}

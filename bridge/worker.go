@@ -88,6 +88,8 @@ type job struct {
 	write     context.Context // under which its write is made
 	bad       bool            // the item names no valid tenant: ir is its outcome
 	read      *watchRead      // the watchlist entry, once read
+	reading   chan struct{}   // closed once the batch's GetMany, which reads the entry, returned
+	held      bool            // its batch holds the starter's next round until it arrives
 	startErr  error           // Index.StartClaims's outcome for the item's claim
 	ir        itemRun
 	ready     chan struct{} // closed once the starter has started the item's claim
@@ -187,14 +189,33 @@ func (w *Worker) noteDropped(ctx context.Context, rep ItemReport) {
 }
 
 // doBatch takes jobs, all of one owner and admitted by the caller, to their writes: one
-// Watchlist.GetMany reads all their entries, then each in turn waits for a worker and
-// starts on a goroutine of its own. Jobs still waiting when wait ends are handed back.
+// Watchlist.GetMany reads all their entries while they take workers, in order, each
+// starting on a goroutine of its own; those that get a worker at once start their claims
+// in one round (see starter). Jobs still waiting when wait ends are handed back.
 func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 	if wait.Err() == nil && len(jobs) > 0 {
-		w.read(jobs[0].run, jobs)
+		reading := make(chan struct{})
+		for _, j := range jobs {
+			j.reading = reading
+		}
+		go func() {
+			w.read(jobs[0].run, jobs, true)
+			close(reading)
+		}()
 	}
+	w.starts.hold(1)
+	holding := true
 	for i, j := range jobs {
+		if holding && len(w.sem) == cap(w.sem) {
+			// j waits for a worker: the jobs that have one start meanwhile.
+			w.starts.release(1)
+			holding = false
+		}
 		if w.enter(wait, j) {
+			if holding {
+				j.held = true
+				w.starts.hold(1)
+			}
 			go w.start(j)
 			continue
 		}
@@ -202,9 +223,15 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 			for _, j := range jobs[i+1:] {
 				w.queue(j, releasedRun(j, context.Cause(wait)))
 			}
+			if holding {
+				w.starts.release(1)
+			}
 			w.writes.flush() // hand them back at once, in one call
 			return
 		}
+	}
+	if holding {
+		w.starts.release(1)
 	}
 }
 
@@ -271,9 +298,11 @@ func (w *Worker) start(j *job) {
 func (w *Worker) runHeld(j *job) itemRun {
 	c := j.item.Claim
 	if left := claimLeft(c, j.span.current(), j.margin); left <= 0 {
+		w.starts.skip(j)
 		return lateRun(j, left, false)
 	}
 	if err := w.pausedHere(j); err != nil {
+		w.starts.skip(j)
 		return releasedRun(j, err)
 	}
 	w.starts.start(j)
