@@ -523,13 +523,24 @@ func checkUntil(op string, c duework.Claim) error {
 
 // sqlStartClaims marks started the claims of the items ($1 users, $2 work keys, $3 tokens,
 // $4 untils) that are their entries' current claims, token and until, and not started yet,
-// and returns each item it started: one UPDATE joined to k, the items sorted by (UserID,
-// WorkKey) byte by byte, by a nested loop with k outside and the primary key inside
-// (sqlPlanSettings), so that it writes the rows in that order, locking each as it writes it
-// and re-checking the claim and the mark after waiting for a row another transaction holds
-// (READ COMMITTED): of two calls starting one claim at once, the second finds it started
-// and leaves it. It locks entry rows only, in one global order, with no lock before the
-// write, so it cannot deadlock, and writes each row once. The untils (never NULL) are
+// and returns each item it started, and each item it found started already, with whether
+// it was:
+//
+//   - k: the items sorted by (UserID, WorkKey), byte by byte as the primary key orders
+//     them;
+//   - s: one UPDATE joined to k by a nested loop with k outside and the primary key inside
+//     (sqlPlanSettings), so that it writes the rows in that order, locking each as it
+//     writes it and re-checking the claim and the mark after waiting for a row another
+//     transaction holds (READ COMMITTED): of two calls starting one claim at once, the
+//     second finds it started and leaves it. It locks entry rows only, in one global
+//     order, with no lock before the write, so it cannot deadlock, and writes each row
+//     once;
+//   - then the items whose claims the statement's snapshot shows current and started:
+//     copies of a claim started earlier. The snapshot does not see s's writes, so an item
+//     comes back one way or the other, not both.
+//
+// An item it returns neither way is lost, or was started by a call that committed while
+// this one waited for its row: sqlStartedClaims tells which. The untils (never NULL) are
 // compared with IS NOT DISTINCT FROM, which, unlike =, does not imply claim_until IS NOT
 // NULL, so that the planner cannot take rota_due_claimed_user, a walk of the user's claims,
 // for the probe of the primary key. The caller sends each (key, token, until) once.
@@ -543,11 +554,15 @@ WITH k AS MATERIALIZED (
 		AND d.claim_until IS NOT DISTINCT FROM k.until AND NOT d.claim_started
 	RETURNING k.ord
 )
-SELECT s.ord, false FROM s`
+SELECT s.ord, false FROM s
+UNION ALL
+SELECT k.ord, true FROM k JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+	AND d.claim_until IS NOT DISTINCT FROM k.until AND d.claim_started`
 
 // sqlStartedClaims returns, of the items of sqlStartClaims' arguments, those whose claim is
-// their entry's current claim and started: the items sqlStartClaims did not start, read
-// after it committed, are refused as started when it returns them and lost otherwise.
+// their entry's current claim and started. Read after sqlStartClaims committed, for the
+// items it returned neither way, it tells those a concurrent call started (refused as
+// started) from those lost.
 const sqlStartedClaims = `
 SELECT k.ord, true FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
 JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
@@ -555,8 +570,9 @@ JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim
 
 // StartClaims marks started each claim that is its entry's current claim, token and Until
 // as Claim returned them, and not started yet, in one round trip and one statement
-// (sqlStartClaims), and one more when it did not start them all, to tell the claims
-// started already from those lost (sqlStartedClaims). errs[i] is item i's outcome: nil when this call started the claim,
+// (sqlStartClaims), which also finds the copies of claims started earlier; one more round
+// trip, only for claims it found neither way, tells those a concurrent call started from
+// those lost (sqlStartedClaims). errs[i] is item i's outcome: nil when this call started the claim,
 // duework.ErrClaimStarted when it was started already (as for the second of one claim
 // given twice), duework.ErrClaimLost when it is not current, or the validation error of
 // an item refused before anything was sent. When err is not nil, any subset may have been
@@ -591,10 +607,10 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 	return ci.settle(true, claimOf), nil
 }
 
-// refuseStarted reads the claims of ci's sent items that sqlStartClaims did not start
-// (those it left ErrClaimLost) with sqlStartedClaims, in one more round trip, and gives
-// those it finds current and started ErrClaimStarted. It reads nothing when every claim
-// was started.
+// refuseStarted reads the claims of ci's sent items that sqlStartClaims returned neither
+// started nor found started (those it left ErrClaimLost) with sqlStartedClaims, in one
+// more round trip, and gives those it finds current and started ErrClaimStarted. It reads
+// nothing when there are none.
 func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, untils []time.Time, claimOf func(i int) duework.Claim) error {
 	var rest []int // positions in ci.ords
 	for j, i := range ci.ords {
