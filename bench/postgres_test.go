@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,8 +130,8 @@ func oneLane(perUser int) dispatch.Config {
 // and "hot" backs off to an hour at most. Its dispatcher is oneLane(10) over the postgres
 // Index; it has pgBatch workers, as River's client has MaxWorkers pgBatch, so both sides
 // work up to pgBatch jobs at once over pgConns connections; and the default batched
-// completion.
-func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser int) *bridge.Runner {
+// completion. cfg may set the Runner's Clock and Observer.
+func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser int, cfg bridge.RunnerConfig) *bridge.Runner {
 	tb.Helper()
 	ctx := context.Background()
 	byUser := contexts(tb, users)
@@ -179,14 +180,34 @@ func newRotaRunner(tb testing.TB, pool *pgxpool.Pool, users []string, perUser in
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r, err := bridge.NewRunner(br, d, bridge.RunnerConfig{Workers: pgBatch, Logger: discardLogger})
+	cfg.Workers, cfg.Logger = pgBatch, discardLogger
+	r, err := bridge.NewRunner(br, d, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return r
 }
 
-// workAll runs the ops of BenchmarkClaimComplete's rota side: each calls cycle at a now
+// aheadClock is the real clock, ahead by ahead nanoseconds.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+
+func (c *aheadClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+func (c *aheadClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// observeCycles is a bridge.Observer of f.
+type observeCycles func(bridge.CycleReport)
+
+func (f observeCycles) ObserveCycle(rep bridge.CycleReport) { f(rep) }
+
+// workAll runs the ops of BenchmarkClaimComplete's rota-cycle side: each calls cycle at a now
 // two hours after the previous op's until it works nothing, and fails unless that makes
 // pgJobs items in all. It reports jobs/s.
 func workAll(b *testing.B, cycle func(now time.Time) (worked int, err error)) {
@@ -285,12 +306,19 @@ const pgJobs = 10_000
 // with the same pool size (pgConns) and the same concurrency (pgBatch workers).
 //
 // rota: pgJobs watched sources of 100 tenants (100 each) in the postgres adapter's Index
-// and Watchlist, worked by a bridge.Runner with a pipeline that does nothing: the op runs
-// Runner.Cycle — one dispatch of up to pgBatch items (PerUserLimit 10), the items'
-// watchlist entries read in one Watchlist.GetMany, each item on one of pgBatch workers,
-// completions written in Index.CompleteMany batches — until a cycle hands out nothing, at
-// a now two hours after the previous op's. Rescheduling is how rota finishes work, so
-// every op finds all pgJobs due again.
+// and Watchlist, worked by a bridge.Runner with a pipeline that does nothing, as a daemon
+// runs it: the op starts Runner.Run, with its defaults but for the pgBatch workers, and
+// ends when the cycles it reports to its Observer have run pgJobs items — a cycle reports
+// once its completions are written — then stops it (not timed). Each cycle dispatches up to
+// pgBatch items (PerUserLimit 10), reads their watchlist entries in one Watchlist.GetMany
+// while it starts their claims in one Index.StartClaims, runs each item on a worker and
+// writes the completions in Index.CompleteMany batches; the next cycle dispatches as soon
+// as the items of the last have all started, so it overlaps their writes. The Runner's
+// clock runs 2 hours ahead of the previous op's: rescheduling is how rota finishes work,
+// so every op finds all pgJobs due again.
+//
+// rota-cycle: the same Runner driven one Runner.Cycle at a time until a cycle hands out
+// nothing: each cycle's writes end before the next dispatch begins.
 //
 // rota-dispatch: the same work without the Runner — Dispatch, then completeAll writes the
 // completions as the Runner batches them: the index's own cost.
@@ -307,7 +335,42 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 	perUser := pgJobs / len(users)
 	b.Run("rota", func(b *testing.B) {
-		r := newRotaRunner(b, rotaPool(b), users, perUser)
+		clk := &aheadClock{}
+		var worked atomic.Int64
+		all := make(chan struct{}, 1)
+		obs := observeCycles(func(rep bridge.CycleReport) {
+			if rep.Misses > 0 && worked.Add(int64(rep.Misses)) == pgJobs {
+				all <- struct{}{}
+			}
+		})
+		r := newRotaRunner(b, rotaPool(b), users, perUser, bridge.RunnerConfig{Clock: clk, Observer: obs})
+		var elapsed time.Duration
+		for range b.N {
+			clk.ahead.Add(int64(2 * time.Hour))
+			worked.Store(0)
+			ctx, cancel := context.WithCancel(context.Background())
+			stopped := make(chan error, 1)
+			start := time.Now()
+			go func() { stopped <- r.Run(ctx) }()
+			select {
+			case <-all:
+			case err := <-stopped:
+				b.Fatalf("Run returned %v after %d items", err, worked.Load())
+			}
+			elapsed += time.Since(start)
+			cancel()
+			if err := <-stopped; err != nil {
+				b.Fatal(err)
+			}
+			if n := worked.Load(); n != pgJobs {
+				b.Fatalf("worked %d items, want %d", n, pgJobs)
+			}
+		}
+		b.ReportMetric(elapsed.Seconds()*1e9/float64(b.N), "ns/op")
+		b.ReportMetric(float64(b.N*pgJobs)/elapsed.Seconds(), "jobs/s")
+	})
+	b.Run("rota-cycle", func(b *testing.B) {
+		r := newRotaRunner(b, rotaPool(b), users, perUser, bridge.RunnerConfig{})
 		workAll(b, func(now time.Time) (int, error) {
 			rep, err := r.Cycle(context.Background(), now)
 			if err == nil && rep.Misses != rep.Dispatched {
