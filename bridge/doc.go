@@ -131,7 +131,8 @@
 // an item decoded from a queue, or forged, runs nothing unless its claim is current
 // ([StatusLostClaim]), and no two copies of an item ever run, in one process or across a
 // fleet, whatever a broker redelivers. A Runner reads the watchlist entries of a whole
-// dispatch in one GetMany before its items wait for workers. A source removed, or moved
+// dispatch in one GetMany while its items take their workers, and the items that find a
+// worker at once start their claims in one call, beside that read. A source removed, or moved
 // to another tier, after that read runs once more as it was read — within its claim —
 // and its next dispatch sees the change. A source found gone is removed only under the
 // item's claim (Index.UnscheduleClaimed). If a read fails as a whole, one Warn line says
