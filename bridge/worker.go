@@ -206,16 +206,17 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 	w.starts.hold(1)
 	holding := true
 	for i, j := range jobs {
-		if holding && len(w.sem) == cap(w.sem) {
-			// j waits for a worker: the jobs that have one start meanwhile.
+		if holding {
+			if w.enterNow(wait, j) {
+				continue
+			}
+			// j waits for a worker: the jobs that have one start meanwhile. (Holding the
+			// round while j waits could deadlock: the workers it waits for are held by
+			// jobs waiting for that round.)
 			w.starts.release(1)
 			holding = false
 		}
 		if w.enter(wait, j) {
-			if holding {
-				j.held = true
-				w.starts.hold(1)
-			}
 			go w.start(j)
 			continue
 		}
@@ -233,6 +234,37 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 	if holding {
 		w.starts.release(1)
 	}
+}
+
+// enterNow is enter for a job that must not wait, in a batch holding the starter's next
+// round: it returns true once j holds a worker, counted in that round and started on a
+// goroutine of its own, or once j's outcome is queued (bad, late, its tenant paused); and
+// false, with nothing done, when no worker is free now or wait has ended.
+func (w *Worker) enterNow(wait context.Context, j *job) bool {
+	if wait.Err() != nil {
+		return false
+	}
+	if j.bad {
+		w.queue(j, j.ir)
+		return true
+	}
+	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
+		w.queue(j, lateRun(j, left, false))
+		return true
+	}
+	if err := w.pausedHere(j); err != nil {
+		w.queue(j, releasedRun(j, err))
+		return true
+	}
+	select {
+	case w.sem <- struct{}{}:
+	default:
+		return false
+	}
+	j.held = true
+	w.starts.hold(1)
+	go w.start(j)
+	return true
 }
 
 // enter returns true once j holds a worker, or queues j's outcome and returns false: j is
