@@ -103,12 +103,13 @@ func (r *Runner) Cycle(ctx context.Context, now time.Time) (CycleReport, error) 
 // and the Runner's own completions are such writes). Any other cycle whose dispatch ran
 // while the Runner wrote completions, which may have held users it passed over, is
 // followed by the next once the cycles open when it began have all ended, their writes
-// with them, at least MinInterval after it began, rather than an Interval later. [Runner.Wake] starts a
-// cycle early the same way. When ctx ends, a dispatch under way still finishes its claim, items waiting
-// for a worker are handed back at once, and items in flight run on for up to
-// ShutdownTimeout before their contexts are cancelled; Run returns an error wrapping
-// [ErrShutdownTimeout] if it had to. Cycles overlap when items are slow, sharing the
-// Workers; a dispatch waits until the previous cycle's items have all started.
+// with them, at least MinInterval after it began, rather than an Interval later.
+// [Runner.Wake] starts a cycle early the same way. When ctx ends, a dispatch under way
+// still finishes its claim, items waiting for a worker are handed back at once, and items
+// in flight run on for up to ShutdownTimeout before their contexts are cancelled; Run
+// returns an error wrapping [ErrShutdownTimeout] if it had to. Cycles overlap when items
+// are slow, sharing the Workers; a dispatch waits until the previous cycle's items have
+// all started.
 func (r *Runner) Run(ctx context.Context) error {
 	r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "rota: runner started",
 		slog.Duration("interval", r.cfg.Interval), slog.Bool("interval_default", r.intervalDefault),
@@ -150,8 +151,8 @@ func (r *Runner) Wake() {
 }
 
 // pause waits until Run may start the next cycle: the next tick, or MinInterval after c
-// began when c drains a backlog or Wake was called, or when c began while an earlier cycle
-// was open and one such has ended since.
+// began when c drains a backlog or Wake was called, or when c dispatched while the
+// Worker wrote and the cycles open when c began have all ended since.
 func (r *Runner) pause(ctx context.Context, ticks <-chan time.Time, c *cycle) {
 	for !c.drain {
 		var ended chan struct{}
