@@ -244,12 +244,7 @@ func (w *Worker) enterNow(wait context.Context, j *job) bool {
 	if wait.Err() != nil {
 		return false
 	}
-	if j.bad {
-		w.queue(j, j.ir)
-		return true
-	}
-	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
-		w.queue(j, lateRun(j, left, false))
+	if w.turnedAway(j) {
 		return true
 	}
 	if err := w.pausedHere(j); err != nil {
@@ -267,15 +262,24 @@ func (w *Worker) enterNow(wait context.Context, j *job) bool {
 	return true
 }
 
-// enter returns true once j holds a worker, or queues j's outcome and returns false: j is
-// bad, late, or its wait ended first.
-func (w *Worker) enter(wait context.Context, j *job) bool {
+// turnedAway queues j's outcome and returns true when j may not take a worker at all: it
+// is bad, or late by the claim rule.
+func (w *Worker) turnedAway(j *job) bool {
 	if j.bad {
 		w.queue(j, j.ir)
-		return false
+		return true
 	}
 	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
 		w.queue(j, lateRun(j, left, false))
+		return true
+	}
+	return false
+}
+
+// enter returns true once j holds a worker, or queues j's outcome and returns false: j is
+// bad, late, or its wait ended first.
+func (w *Worker) enter(wait context.Context, j *job) bool {
+	if w.turnedAway(j) {
 		return false
 	}
 	if err := w.acquire(wait, j); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/maintenance"
 	"github.com/rotaworks/rota/postgres"
@@ -53,22 +55,14 @@ func TestMigrateSetsQueueVacuumThreshold(t *testing.T) {
 	if err := postgres.MigrateTo(ctx, pool, 4); err != nil {
 		t.Fatal(err)
 	}
-	var opts []string
-	read := func() {
-		t.Helper()
-		if err := pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class
-			WHERE oid = to_regclass(quote_ident(current_schema()) || '.rota_users')`).Scan(&opts); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read()
+	opts := relOptions(t, pool, "rota_users")
 	if slices.Contains(opts, "autovacuum_vacuum_threshold=10000") {
 		t.Fatalf("at step 4 rota_users already has %v", opts)
 	}
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	read()
+	opts = relOptions(t, pool, "rota_users")
 	for _, want := range []string{"fillfactor=70", "autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=10000"} {
 		if !slices.Contains(opts, want) {
 			t.Errorf("rota_users options %v lack %s", opts, want)
@@ -287,6 +281,17 @@ func sameState(a, b maintenance.TaskState) bool {
 	return a == b
 }
 
+// relOptions returns the storage options of table in the pool's schema.
+func relOptions(t *testing.T, pool *pgxpool.Pool, table string) []string {
+	t.Helper()
+	var opts []string
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(reloptions, '{}') FROM pg_class
+		WHERE oid = to_regclass(quote_ident(current_schema()) || '.' || $1)`, table).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}
+
 // Step 10 leaves room on rota_due's pages, so that StartClaims, which changes no indexed
 // column, writes each started claim on the page of the row it replaces, a HOT update with
 // no index entry, in a schema migrated from step 9 as in a new one. Without the room a
@@ -302,12 +307,7 @@ func TestStartClaimsStayOnTheirPages(t *testing.T) {
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	var opts []string
-	if err := pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class
-		WHERE oid = to_regclass(quote_ident(current_schema()) || '.rota_due')`).Scan(&opts); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(opts, "fillfactor=70") {
+	if opts := relOptions(t, pool, "rota_due"); !slices.Contains(opts, "fillfactor=70") {
 		t.Fatalf("rota_due options %v lack fillfactor=70", opts)
 	}
 	users := make([]string, 10)
