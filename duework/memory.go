@@ -36,7 +36,7 @@ import (
 // caller (a tier name is kept once however many entries have it), and about 75 more while
 // it is claimed (its record in its user's tree of claims and in the map of claims by
 // token); each user, kept for good, about 210 more beyond its ID, 24 to 48 while it has
-// entries (its slot in the heap of users by first DueAt, which grows by doubling), 288 from
+// entries (its slot in the heap of users by first DueAt, which grows by doubling), 576 from
 // its second entry until it has none (the array of its first entries, its front), and 64
 // while its pause counts.
 //

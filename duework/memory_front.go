@@ -13,7 +13,7 @@ package duework
 // Every entry of the front is ordered before every entry of the tree.
 
 // headSize is the most entries a user's front holds.
-const headSize = 8
+const headSize = 16
 
 // frontSlot is one entry of a front, with its DueAt and visible-at as its node has them.
 type frontSlot struct {

@@ -497,7 +497,7 @@ func TestTimeRoundTrip(t *testing.T) {
 // TestNodeSize pins the layout the figures of Memory's doc rest on (see
 // BenchmarkMemoryPerEntry): a node fills one 128-byte size class, a user one 192-byte
 // class, a ticket (the record of a current claim) one 48-byte class, and a front one
-// 288-byte class.
+// 576-byte class.
 func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(node{}); s != 128 {
 		t.Errorf("node is %d bytes, want 128", s)
@@ -512,7 +512,7 @@ func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(ticket{}); s <= 32 || s > 48 {
 		t.Errorf("ticket is %d bytes, want 33 to 48", s)
 	}
-	if s := unsafe.Sizeof(front{}); s <= 256 || s > 288 {
-		t.Errorf("front is %d bytes, want 257 to 288", s)
+	if s := unsafe.Sizeof(front{}); s <= 512 || s > 576 {
+		t.Errorf("front is %d bytes, want 513 to 576", s)
 	}
 }
