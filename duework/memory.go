@@ -254,10 +254,57 @@ func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error)
 	errs := make([]error, len(done))
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for i := 0; i < len(done); i += warmBatch {
+		m.warm(done[i:min(i+warmBatch, len(done))])
+	}
 	for i := range done {
 		errs[i] = m.complete(done[i])
 	}
 	return errs, nil
+}
+
+// warmBatch is how many completions warm reads at once.
+const warmBatch = 32
+
+// warm reads, ahead of completing them, the path down its user's entries tree that each of
+// done (at most warmBatch) will walk to file its next DueAt there: one step of every path
+// in turn, so that the reads of different paths, which depend on nothing of each other's,
+// wait on memory together and not one after another as the completions' own walks would.
+// It writes nothing; an item whose claim is not current, or whose user has no tree, is
+// passed over. O(len(done) · log n).
+func (m *Memory) warm(done []Done) {
+	var at [warmBatch]*node
+	var sec [warmBatch]int64
+	var nsec [warmBatch]int32
+	k := 0
+	for i := range done {
+		t := m.claims[done[i].Claim.Token]
+		if t == nil || t.u.entries == nil {
+			continue
+		}
+		at[k] = t.u.entries
+		sec[k], nsec[k] = splitTime(done[i].Next.DueAt)
+		k++
+	}
+	for k > 0 {
+		live := 0
+		for i := range k {
+			n := at[i]
+			if n == nil {
+				continue
+			}
+			// Ties of DueAt go right: the walk only has to pass near the path.
+			if sec[i] < n.dueSec || sec[i] == n.dueSec && nsec[i] < n.dueNsec {
+				at[i] = n.kid[0]
+			} else {
+				at[i] = n.kid[1]
+			}
+			live++
+		}
+		if live == 0 {
+			return
+		}
+	}
 }
 
 // User returns userID's place in its queue at now. O(log n).
