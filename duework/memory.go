@@ -36,7 +36,8 @@ import (
 // caller (a tier name is kept once however many entries have it), and about 75 more while
 // it is claimed (its record in its user's tree of claims and in the map of claims by
 // token); each user, kept for good, about 210 more beyond its ID, 24 to 48 while it has
-// entries (its slot in the heap of users by first DueAt, which grows by doubling), and 64
+// entries (its slot in the heap of users by first DueAt, which grows by doubling), 576 from
+// its second entry until it has none (the array of its first entries, its front), and 64
 // while its pause counts.
 //
 // Memory keeps every time of years 1 to 9999 UTC exactly, to the nanosecond, and returns it
@@ -96,19 +97,19 @@ func NewMemory() *Memory {
 
 // put stores e as u's entry n (nil: a new one), unclaimed. O(log n).
 func (m *Memory) put(u *user, n *node, e Entry) {
-	had, first := u.entries != nil, u.first
+	had, first := u.first != nil, u.first
 	if n == nil {
 		n = &node{workKey: e.WorkKey, tier: noTier, prio: rand.Uint32()}
 		u.keys = byKey.insert(u.keys, n)
 	} else {
-		u.entries = byDueAt.remove(u.entries, n)
+		u.unfile(n)
 		m.forget(n)
 	}
 	n.set(e)
-	u.entries = byDueAt.insert(u.entries, n)
+	u.file(n)
+	u.settle()
 	// u's place in byDue, filed under its first entry, moves only when that changes.
-	if first == nil || first == n || entryBefore(n, first) {
-		u.first = byDueAt.first(u.entries)
+	if u.first != first || first == n {
 		m.byDue.file(u)
 	}
 	m.requeue(u, had)
@@ -118,15 +119,15 @@ func (m *Memory) put(u *user, n *node, e Entry) {
 func (m *Memory) drop(u *user, n *node) {
 	m.forget(n)
 	m.drops++
-	u.entries = byDueAt.remove(u.entries, n)
+	first := u.first
+	u.unfile(n)
 	u.keys = byKey.remove(u.keys, n)
-	if n == u.first {
-		u.first = byDueAt.first(u.entries)
-		if u.first != nil {
-			m.byDue.file(u)
-		} else {
-			m.byDue.remove(u)
-		}
+	u.settle()
+	switch {
+	case u.first == nil:
+		m.byDue.remove(u)
+	case u.first != first || first == n:
+		m.byDue.file(u)
 	}
 	m.requeue(u, true)
 }
@@ -253,10 +254,57 @@ func (m *Memory) CompleteMany(ctx context.Context, done []Done) ([]error, error)
 	errs := make([]error, len(done))
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for i := 0; i < len(done); i += warmBatch {
+		m.warm(done[i:min(i+warmBatch, len(done))])
+	}
 	for i := range done {
 		errs[i] = m.complete(done[i])
 	}
 	return errs, nil
+}
+
+// warmBatch is how many completions warm reads at once.
+const warmBatch = 32
+
+// warm reads, ahead of completing them, the path down its user's entries tree that each of
+// done (at most warmBatch) will walk to file its next DueAt there: one step of every path
+// in turn, so that the reads of different paths, which depend on nothing of each other's,
+// wait on memory together and not one after another as the completions' own walks would.
+// It writes nothing; an item whose claim is not current, or whose user has no tree, is
+// passed over. O(len(done) · log n).
+func (m *Memory) warm(done []Done) {
+	var at [warmBatch]*node
+	var sec [warmBatch]int64
+	var nsec [warmBatch]int32
+	k := 0
+	for i := range done {
+		t := m.claims[done[i].Claim.Token]
+		if t == nil || t.u.entries == nil {
+			continue
+		}
+		at[k] = t.u.entries
+		sec[k], nsec[k] = splitTime(done[i].Next.DueAt)
+		k++
+	}
+	for k > 0 {
+		live := 0
+		for i := range k {
+			n := at[i]
+			if n == nil {
+				continue
+			}
+			// Ties of DueAt go right: the walk only has to pass near the path.
+			if sec[i] < n.dueSec || sec[i] == n.dueSec && nsec[i] < n.dueNsec {
+				at[i] = n.kid[0]
+			} else {
+				at[i] = n.kid[1]
+			}
+			live++
+		}
+		if live == 0 {
+			return
+		}
+	}
 }
 
 // User returns userID's place in its queue at now. O(log n).
@@ -279,7 +327,7 @@ func (m *Memory) User(ctx context.Context, userID string, now time.Time) (UserSt
 		LastServed: joinTime(u.servedSec, u.servedNsec),
 		InFlight:   u.inFlight(sec, nsec),
 	}
-	if u.entries != nil {
+	if u.first != nil {
 		st.Turn = joinTime(u.turnSec, u.turnNsec)
 	}
 	if u.heldAt(sec, nsec) {

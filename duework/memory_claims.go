@@ -213,7 +213,7 @@ func (m *Memory) unclaim(u *user, n *node) {
 	m.forget(n)
 	n.token = 0
 	n.visSec, n.visNsec = n.dueSec, n.dueNsec
-	byDueAt.update(u.entries, n)
+	u.revisit(n)
 	m.requeue(u, true)
 }
 

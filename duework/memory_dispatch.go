@@ -149,10 +149,22 @@ func (m *Memory) appendVisible(found []claimed, u *user, sec int64, nsec int32, 
 	if limit == 1 && u.first.visibleBy(sec, nsec) {
 		return append(found, claimed{u, u.first}), visibleBesides(u, sec, nsec)
 	}
+	n, more := 0, false
+	if f := u.front; f != nil {
+		for i := range f.n {
+			if s := &f.slot[i]; cmpTime(s.visSec, s.visNsec, sec, nsec) > 0 {
+				continue
+			}
+			if n == limit {
+				return found, true
+			}
+			found = append(found, claimed{u, f.slot[i].n})
+			n++
+		}
+	}
 	c := &m.walk
 	c.sec, c.nsec = sec, nsec
 	c.start(u.entries)
-	n, more := 0, false
 	for x := c.next(); x != nil; x = c.next() {
 		if !x.visibleBy(sec, nsec) {
 			continue
@@ -190,7 +202,7 @@ func (m *Memory) route(routes []Route) {
 		}
 		u.setLimits(r.Limits)
 		switch {
-		case u.entries == nil:
+		case u.first == nil:
 			u.group = r.Group
 		case u.group == r.Group:
 			m.requeue(u, true) // the limits may move its ReadyAt
@@ -270,7 +282,7 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		n.token = m.tokens
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
 		m.remember(u, n)
-		byDueAt.update(u.entries, n)
+		u.revisit(n)
 		m.served(u, sec, nsec)
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
@@ -312,7 +324,7 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 		// Bring in every user whose first entry may come before the heap's top.
 		for s := w.peek(); s != nil && cmpTime(s.sec, s.nsec, sec, nsec) <= 0 &&
 			(len(h) == 0 || thenID(cmpTime(s.sec, s.nsec, h[0].n.dueSec, h[0].n.dueNsec), s.u.id, h[0].u.id) < 0); s = w.peek() {
-			if n := visibleAfter(s.u.entries, nil, sec, nsec); n != nil {
+			if n := s.u.visibleAfter(nil, sec, nsec); n != nil {
 				h.push(dueItem{n, s.u})
 			}
 			w.next()
@@ -322,7 +334,7 @@ func (m *Memory) DueBefore(ctx context.Context, now time.Time, limit int) ([]Ent
 		}
 		top := h.pop()
 		out = append(out, top.n.entry(top.u))
-		if n := visibleAfter(top.u.entries, top.n, sec, nsec); n != nil {
+		if n := top.u.visibleAfter(top.n, sec, nsec); n != nil {
 			h.push(dueItem{n, top.u})
 		}
 	}

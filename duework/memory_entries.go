@@ -12,9 +12,9 @@ import (
 // Memory's entries: how a node stores one, its times, and the two trees of a user's
 // entries.
 
-// node is one stored entry: in its user's entries tree (byDueAt), ordered by (DueAt,
-// WorkKey) and augmented with the least visible-at instant of its subtree, and in its
-// user's keys tree (byKey). Times are seconds since vocab.MinTime plus nanoseconds, so the
+// node is one stored entry: in its user's front (memory_front.go) or entries tree
+// (byDueAt), both in (DueAt, WorkKey) order, the tree augmented with the least visible-at
+// instant of its subtree, and in its user's keys tree (byKey). Times are seconds since vocab.MinTime plus nanoseconds, so the
 // zero value is the zero time and every time in [vocab.MinTime, vocab.MaxTime] is kept
 // exactly. Its tier is interned, one copy per distinct tier name. It has no pointer to its
 // user: every path to a node comes through the user. It fills one 128-byte size class,
@@ -227,9 +227,18 @@ func visibleAfter(root, key *node, sec int64, nsec int32) *node {
 
 // visibleBesides reports whether u, whose first entry is visible at now, has another entry
 // visible then. Ready of one entry per user, the dispatcher's usual read, needs no more of
-// a user, and the tree's root or first's right subtree usually tells without the O(log n)
-// walk down first's path that decides the rest.
+// a user: the rest of its front and its tree's root tell. Without a front, the tree's root
+// or first's right subtree usually tells without the O(log n) walk down first's path that
+// decides the rest.
 func visibleBesides(u *user, sec int64, nsec int32) bool {
+	if fr := u.front; fr != nil {
+		for i := 1; i < fr.n; i++ {
+			if s := &fr.slot[i]; cmpTime(s.visSec, s.visNsec, sec, nsec) <= 0 {
+				return true
+			}
+		}
+		return u.entries != nil && !laterThan(u.entries, sec, nsec)
+	}
 	f, root := u.first, u.entries
 	if root != f && root.visibleBy(sec, nsec) {
 		return true

@@ -364,9 +364,13 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 	if u.id != id {
 		return fmt.Errorf("filed under %q", u.id)
 	}
-	entries, err := checkTree[node, entryOrder](u.entries)
+	tree, err := checkTree[node, entryOrder](u.entries)
 	if err != nil {
 		return fmt.Errorf("entries: %w", err)
+	}
+	entries, err := u.checkFront(tree)
+	if err != nil {
+		return fmt.Errorf("front: %w", err)
 	}
 	keys, err := checkTree[node, keyOrder](u.keys)
 	if err != nil {
@@ -377,16 +381,20 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 	if !slices.Equal(sorted, keys) {
 		return errors.New("the entries and keys trees hold different nodes")
 	}
-	if u.first != byDueAt.first(u.entries) {
-		return errors.New("first is not the entries tree's first node")
+	want := byDueAt.first(u.entries)
+	if u.front != nil {
+		want = u.front.slot[0].n
 	}
-	if u.entries != nil {
+	if u.first != want {
+		return errors.New("first is not the first of its front, or of its entries tree without one")
+	}
+	if u.first != nil {
 		if ts, tn := u.turn(); ts != u.turnSec || tn != u.turnNsec {
 			return errors.New("filed under a Turn that is not its own")
 		}
 	}
 	group, listed := inGroups[u]
-	if has := u.entries != nil; listed != has || inDue[u] != has || (listed && group != u.group) {
+	if has := len(entries) > 0; listed != has || inDue[u] != has || (listed && group != u.group) {
 		return fmt.Errorf("has entries %v, in group tree %q %v (its group %q), in byDue %v", has, group, listed, u.group, inDue[u])
 	}
 	for _, n := range entries {
@@ -408,6 +416,50 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 		return err
 	}
 	return m.checkTickets(u, entries)
+}
+
+// checkFront verifies u's front against tree, the nodes of its entries tree in order, and
+// returns all of u's entries in (DueAt, WorkKey) order: the front holds at least one entry
+// and at most headSize, in order, each before the tree's first, its slots as their nodes
+// have them and unused ones empty, its least visible-at, its nodes' tree links cleared; a
+// user without a front has fewer than two entries.
+func (u *user) checkFront(tree []*node) ([]*node, error) {
+	f := u.front
+	if f == nil {
+		if len(tree) > 1 {
+			return nil, fmt.Errorf("none, with %d entries", len(tree))
+		}
+		return tree, nil
+	}
+	if f.n < 1 || f.n > headSize {
+		return nil, fmt.Errorf("holds %d entries", f.n)
+	}
+	var all []*node
+	for i := range headSize {
+		s := f.slot[i]
+		if i >= f.n {
+			if s != (frontSlot{}) {
+				return nil, fmt.Errorf("unused slot %d is not empty", i)
+			}
+			continue
+		}
+		if s != slotOf(s.n) || s.n.kid != [2]*node{} {
+			return nil, fmt.Errorf("slot %d is not as its node %q", i, s.n.workKey)
+		}
+		all = append(all, s.n)
+	}
+	all = append(all, tree...)
+	for i := 1; i < len(all); i++ {
+		if !entryBefore(all[i-1], all[i]) {
+			return nil, fmt.Errorf("entry %q is not ordered before %q", all[i-1].workKey, all[i].workKey)
+		}
+	}
+	g := *f
+	g.fixMin()
+	if g.minSec != f.minSec || g.minNsec != f.minNsec {
+		return nil, errors.New("its least visible-at is stale")
+	}
+	return all, nil
 }
 
 // TestTimeRoundTrip pins that stored times come back Equal and in UTC, the zero time as the
@@ -444,7 +496,8 @@ func TestTimeRoundTrip(t *testing.T) {
 
 // TestNodeSize pins the layout the figures of Memory's doc rest on (see
 // BenchmarkMemoryPerEntry): a node fills one 128-byte size class, a user one 192-byte
-// class, and a ticket (the record of a current claim) one 48-byte class.
+// class, a ticket (the record of a current claim) one 48-byte class, and a front one
+// 576-byte class.
 func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(node{}); s != 128 {
 		t.Errorf("node is %d bytes, want 128", s)
@@ -458,5 +511,8 @@ func TestNodeSize(t *testing.T) {
 	}
 	if s := unsafe.Sizeof(ticket{}); s <= 32 || s > 48 {
 		t.Errorf("ticket is %d bytes, want 33 to 48", s)
+	}
+	if s := unsafe.Sizeof(front{}); s <= 512 || s > 576 {
+		t.Errorf("front is %d bytes, want 513 to 576", s)
 	}
 }

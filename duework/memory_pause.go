@@ -93,7 +93,7 @@ func (m *Memory) Pause(ctx context.Context, tc tenancy.Context, until time.Time,
 		return nil // the stored pause is the later
 	}
 	p.sec, p.nsec, p.reason = sec, nsec, reason
-	m.requeue(u, u.entries != nil)
+	m.requeue(u, u.first != nil)
 	return nil
 }
 
@@ -124,7 +124,7 @@ func (m *Memory) unpause(u *user, all bool) {
 	m.paused = byUserID.remove(m.paused, p)
 	u.pause = nil
 	if counted {
-		m.requeue(u, u.entries != nil)
+		m.requeue(u, u.first != nil)
 	}
 }
 

@@ -1,10 +1,10 @@
 package duework
 
-// Memory keeps every ordered set but one (Memory.byDue, a heap: memory_due.go) in one kind
-// of tree: an intrusive treap, a binary search tree whose nodes carry their own links (so a
-// tree costs no allocation beyond its nodes) and a random priority that keeps the expected
-// depth O(log n). A tree is its root pointer; every operation takes the root and returns
-// the new one.
+// Memory keeps every ordered set but two (Memory.byDue, a heap: memory_due.go; each user's
+// first entries, a sorted array: memory_front.go) in one kind of tree: an intrusive treap,
+// a binary search tree whose nodes carry their own links (so a tree costs no allocation
+// beyond its nodes) and a random priority that keeps the expected depth O(log n). A tree is
+// its root pointer; every operation takes the root and returns the new one.
 //
 // What differs between the trees — which of a node's fields hold its links in this tree,
 // how the tree orders its nodes, and the value each node may keep about its subtree (its

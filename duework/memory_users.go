@@ -13,9 +13,10 @@ import (
 type user struct {
 	id      string
 	group   string
-	entries *node    // by (DueAt, WorkKey)
+	entries *node    // the entries after its front, by (DueAt, WorkKey)
 	keys    *node    // by WorkKey
-	first   *node    // the entries tree's first node; nil when it is empty
+	first   *node    // its first entry; nil when it has none
+	front   *front   // its first entries, ahead of entries; nil without two or more
 	claims  *ticket  // its current claims by (Until, token); nil while it has none
 	gkid    [2]*user // links in the group's tree
 	dueAt   int      // its slot in Memory.byDue plus 1; 0 while it is not there
@@ -108,7 +109,7 @@ func (m *Memory) enqueue(u *user) {
 // requeue moves u to where its Turn now puts it after a write, had telling whether it had
 // entries before: a write that leaves the Turn as it was costs nothing here.
 func (m *Memory) requeue(u *user, had bool) {
-	if had && u.entries != nil {
+	if had && u.first != nil {
 		if ts, tn := u.turn(); ts == u.turnSec && tn == u.turnNsec {
 			return
 		}
@@ -116,7 +117,7 @@ func (m *Memory) requeue(u *user, had bool) {
 	if had {
 		m.dequeue(u)
 	}
-	if u.entries != nil {
+	if u.first != nil {
 		m.enqueue(u)
 	}
 }
@@ -124,7 +125,8 @@ func (m *Memory) requeue(u *user, had bool) {
 // turn computes the user's Turn, max(ReadyAt, pass); the user must have entries. O(log c)
 // for c current claims.
 func (u *user) turn() (int64, int32) {
-	s, n := later(u.entries.minSec, u.entries.minNsec, u.passSec, u.passNsec)
+	ms, mn := u.leastVisible()
+	s, n := later(ms, mn, u.passSec, u.passNsec)
 	if m := int(u.maxInFlight); m > 0 {
 		if t := latest(u.claims, m); t != nil {
 			s, n = later(s, n, t.n.visSec, t.n.visNsec)
