@@ -3,8 +3,10 @@ package cadence
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotaworks/rota/internal/vocab"
@@ -24,21 +26,24 @@ var ErrInvalidTierName = errors.New("cadence: invalid tier name")
 
 // Registry resolves tier names to policies. [NewRegistry] returns one holding the presets
 // under "hot", "warm", "cold" and "digest_weekly"; a host adds its own tiers with Register
-// and resolves an entry's tier with Lookup, one map read under a read lock. A Registry is
-// safe for concurrent use; the zero Registry is empty and usable.
+// and resolves an entry's tier with Lookup, one map read and no lock (Register, rare, copies
+// the map), so that the many workers that resolve tiers at once never wait on one another. A
+// Registry is safe for concurrent use; the zero Registry is empty and usable.
 type Registry struct {
-	mu       sync.RWMutex
-	policies map[string]Policy
+	mu       sync.Mutex                        // serializes Register
+	policies atomic.Pointer[map[string]Policy] // never written once stored
 }
 
 // NewRegistry returns a Registry holding the four presets.
 func NewRegistry() *Registry {
-	return &Registry{policies: map[string]Policy{
+	r := &Registry{}
+	r.policies.Store(&map[string]Policy{
 		nameHot:          TierHot,
 		nameWarm:         TierWarm,
 		nameCold:         TierCold,
 		nameDigestWeekly: DigestWeekly,
-	}}
+	})
+	return r
 }
 
 // validator is implemented by policies that can check themselves, such as [Backoff].
@@ -59,13 +64,24 @@ func (r *Registry) Register(name string, p Policy) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, taken := r.policies[name]; taken {
+	old := r.snapshot()
+	if _, taken := old[name]; taken {
 		return fmt.Errorf("%w: %q", ErrTierTaken, name)
 	}
-	if r.policies == nil {
-		r.policies = make(map[string]Policy)
+	m := maps.Clone(old)
+	if m == nil {
+		m = make(map[string]Policy, 1)
 	}
-	r.policies[name] = p
+	m[name] = p
+	r.policies.Store(&m)
+	return nil
+}
+
+// snapshot returns the policies registered so far; nil for none. The map is never written.
+func (r *Registry) snapshot() map[string]Policy {
+	if m := r.policies.Load(); m != nil {
+		return *m
+	}
 	return nil
 }
 
@@ -107,9 +123,7 @@ const minTierInterval = 10 * time.Millisecond
 // Lookup returns the policy registered under name, or an error wrapping [ErrUnknownTier]
 // that names it.
 func (r *Registry) Lookup(name string) (Policy, error) {
-	r.mu.RLock()
-	p, ok := r.policies[name]
-	r.mu.RUnlock()
+	p, ok := r.snapshot()[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTier, name)
 	}

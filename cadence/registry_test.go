@@ -34,9 +34,7 @@ func TestRegistryResolvesPresets(t *testing.T) {
 
 // names returns the tier names r holds, sorted.
 func names(r *Registry) []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return slices.Sorted(maps.Keys(r.policies))
+	return slices.Sorted(maps.Keys(r.snapshot()))
 }
 
 func TestPresetsAreValidAndOrdered(t *testing.T) {
