@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
@@ -39,8 +38,7 @@ type Runner struct {
 	holdFor         time.Duration // the dispatcher's HoldFor
 	w               *Worker
 	wake            chan struct{}
-	open            atomic.Int64 // cycles started whose items have not all settled
-	cycles          cycleSet
+	cycles          cycleSet // cycles started whose items have not all settled
 	alarms          alarmState
 	weights         weightWatch
 	late            lateState
@@ -77,7 +75,6 @@ func newRunner(b *Bridge, d dispatcher, cfg RunnerConfig) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{b: b, d: d, cfg: cfg.withDefaults(), intervalDefault: cfg.Interval == 0, holdFor: holdFor, wake: make(chan struct{}, 1)}
-	r.cycles.ended = make(chan struct{})
 	r.w = newWorker(b, wc)
 	return r, nil
 }
@@ -156,7 +153,7 @@ func (r *Runner) Wake() {
 func (r *Runner) pause(ctx context.Context, ticks <-chan time.Time, c *cycle) {
 	for !c.drain {
 		var ended chan struct{}
-		if c.overlaps {
+		if c.besideWrites {
 			var done bool
 			if ended, done = r.cycles.before(c.seq); done {
 				break
@@ -187,16 +184,17 @@ type cycleSet struct {
 	ended chan struct{} // closed, and replaced, when a cycle ends
 }
 
-// begin opens a cycle and returns its place.
-func (s *cycleSet) begin() uint64 {
+// begin opens a cycle and returns its place, and whether an earlier cycle is still open.
+func (s *cycleSet) begin() (seq uint64, others bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.open == nil {
-		s.open = map[uint64]bool{}
+		s.open, s.ended = map[uint64]bool{}, make(chan struct{})
 	}
+	others = len(s.open) > 0
 	s.next++
 	s.open[s.next] = true
-	return s.next
+	return s.next, others
 }
 
 // end ends the cycle at seq.
@@ -228,11 +226,11 @@ type cycle struct {
 	now     time.Time // the cycle's now, the claims' time
 	started time.Time // on the Runner's Clock
 	drain   bool      // the dispatch left ready work it could not dispatch, or passed it over
-	// overlaps: the Worker was writing completions or hand-backs while it dispatched,
-	// so its dispatch may have passed over users whose rows those writes held.
-	overlaps bool
-	seq      uint64 // the cycle's place in the order cycles began
-	wg       sync.WaitGroup
+	// besideWrites: the Worker was writing completions or hand-backs while it
+	// dispatched, so its dispatch may have passed over users whose rows those writes held.
+	besideWrites bool
+	seq          uint64 // the cycle's place in the order cycles began
+	wg           sync.WaitGroup
 
 	mu       sync.Mutex
 	report   CycleReport
@@ -270,11 +268,11 @@ func (c *cycle) flushFailed(err error) {
 func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	c := &cycle{r: r, st: st, now: now, started: r.cfg.Clock.Now(), starting: true}
 	c.report.Now = now
-	overlaps := r.open.Add(1) > 1 // an earlier cycle's items still run or are being written
-	c.seq = r.cycles.begin()
+	var overlaps bool // an earlier cycle's items still run or are being written
+	c.seq, overlaps = r.cycles.begin()
 	writes := r.w.writes.calls()
 	batch, err := r.d.Dispatch(st.drain, now)
-	c.overlaps = r.w.writes.overlapped(writes)
+	c.besideWrites = r.w.writes.overlapped(writes)
 	c.report.DispatchDuration = r.cfg.Clock.Now().Sub(c.started)
 	r.dispatched(st.drain, &c.report, batch, err)
 	c.drain = drains(batch, err) || overlaps && passedOver(batch, err)
@@ -342,7 +340,6 @@ func keepsWaiting(b dispatch.Batch) bool {
 func (r *Runner) finish(c *cycle) CycleReport {
 	c.wg.Wait()
 	r.cycles.end(c.seq)
-	r.open.Add(-1)
 	c.mu.Lock()
 	rep := c.report
 	c.mu.Unlock()

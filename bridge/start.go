@@ -25,16 +25,16 @@ type starter struct {
 }
 
 // hold keeps the next round from beginning until a matching release.
-func (s *starter) hold(n int) {
+func (s *starter) hold() {
 	s.mu.Lock()
-	s.held += n
+	s.held++
 	s.mu.Unlock()
 }
 
-// release ends n holds, and begins the next round when none is left and items wait.
-func (s *starter) release(n int) {
+// release ends a hold, and begins the next round when none is left and items wait.
+func (s *starter) release() {
 	s.mu.Lock()
-	s.held -= n
+	s.held--
 	begin := s.begins()
 	s.mu.Unlock()
 	if begin {
@@ -74,7 +74,7 @@ func (s *starter) start(j *job) {
 func (s *starter) skip(j *job) {
 	if j.held {
 		j.held = false
-		s.release(1)
+		s.release()
 	}
 }
 

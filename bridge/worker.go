@@ -203,7 +203,7 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 			close(reading)
 		}()
 	}
-	w.starts.hold(1)
+	w.starts.hold()
 	holding := true
 	for i, j := range jobs {
 		if holding {
@@ -213,7 +213,7 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 			// j waits for a worker: the jobs that have one start meanwhile. (Holding the
 			// round while j waits could deadlock: the workers it waits for are held by
 			// jobs waiting for that round.)
-			w.starts.release(1)
+			w.starts.release()
 			holding = false
 		}
 		if w.enter(wait, j) {
@@ -224,15 +224,12 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 			for _, j := range jobs[i+1:] {
 				w.queue(j, releasedRun(j, context.Cause(wait)))
 			}
-			if holding {
-				w.starts.release(1)
-			}
 			w.writes.flush() // hand them back at once, in one call
 			return
 		}
 	}
 	if holding {
-		w.starts.release(1)
+		w.starts.release()
 	}
 }
 
@@ -257,7 +254,7 @@ func (w *Worker) enterNow(wait context.Context, j *job) bool {
 		return false
 	}
 	j.held = true
-	w.starts.hold(1)
+	w.starts.hold()
 	go w.start(j)
 	return true
 }

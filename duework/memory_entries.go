@@ -125,12 +125,17 @@ type entryOrder struct{}
 
 // entryBefore reports whether a is ordered before b in the entries tree, by (DueAt,
 // WorkKey); it compares the keys only when the times are equal.
-func entryBefore(a, b *node) bool {
-	if a.dueSec != b.dueSec {
-		return a.dueSec < b.dueSec
+func entryBefore(a, b *node) bool { return dueBeforeAt(a.dueSec, a.dueNsec, a, b.dueSec, b.dueNsec, b) }
+
+// dueBeforeAt reports whether entry a, due at (as, an), is ordered before entry b, due at
+// (bs, bn), in (DueAt, WorkKey) order. The due times are given apart from the nodes so
+// that a front compares its own copies of them, and reads a node only for a tie.
+func dueBeforeAt(as int64, an int32, a *node, bs int64, bn int32, b *node) bool {
+	if as != bs {
+		return as < bs
 	}
-	if a.dueNsec != b.dueNsec {
-		return a.dueNsec < b.dueNsec
+	if an != bn {
+		return an < bn
 	}
 	return a.workKey < b.workKey
 }

@@ -41,24 +41,12 @@ func slotOf(n *node) frontSlot {
 
 // beforeSlot reports whether n is ordered before s's entry in (DueAt, WorkKey) order.
 func beforeSlot(n *node, s *frontSlot) bool {
-	if n.dueSec != s.dueSec {
-		return n.dueSec < s.dueSec
-	}
-	if n.dueNsec != s.dueNsec {
-		return n.dueNsec < s.dueNsec
-	}
-	return n.workKey < s.n.workKey
+	return dueBeforeAt(n.dueSec, n.dueNsec, n, s.dueSec, s.dueNsec, s.n)
 }
 
 // slotBefore reports whether s's entry is ordered before n in (DueAt, WorkKey) order.
 func slotBefore(s *frontSlot, n *node) bool {
-	if s.dueSec != n.dueSec {
-		return s.dueSec < n.dueSec
-	}
-	if s.dueNsec != n.dueNsec {
-		return s.dueNsec < n.dueNsec
-	}
-	return s.n.workKey < n.workKey
+	return dueBeforeAt(s.dueSec, s.dueNsec, s.n, n.dueSec, n.dueNsec, n)
 }
 
 // fixMin recomputes the front's least visible-at.

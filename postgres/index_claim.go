@@ -546,27 +546,32 @@ func checkUntil(op string, c duework.Claim) error {
 // for the probe of the primary key. The caller sends each (key, token, until) once.
 const sqlStartClaims = `
 WITH k AS MATERIALIZED (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
+	SELECT * FROM ` + sqlStartItems + `
 	ORDER BY k.user_id COLLATE "C", k.work_key COLLATE "C"
 ), s AS (
 	UPDATE rota_due d SET claim_started = true FROM k
-	WHERE d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
-		AND d.claim_until IS NOT DISTINCT FROM k.until AND NOT d.claim_started
+	WHERE ` + sqlStartCurrent + ` AND NOT d.claim_started
 	RETURNING k.ord
 )
 SELECT s.ord, false FROM s
 UNION ALL
-SELECT k.ord, true FROM k JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
-	AND d.claim_until IS NOT DISTINCT FROM k.until AND d.claim_started`
+SELECT k.ord, true FROM k JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started`
 
 // sqlStartedClaims returns, of the items of sqlStartClaims' arguments, those whose claim is
 // their entry's current claim and started. Read after sqlStartClaims committed, for the
 // items it returned neither way, it tells those a concurrent call started (refused as
 // started) from those lost.
 const sqlStartedClaims = `
-SELECT k.ord, true FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)
-JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
-	AND d.claim_until IS NOT DISTINCT FROM k.until AND d.claim_started`
+SELECT k.ord, true FROM ` + sqlStartItems + `
+JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started`
+
+// sqlStartItems and sqlStartCurrent are the items of sqlStartClaims' arguments, and the
+// condition that the entry row d holds item k's claim, token and until.
+const (
+	sqlStartItems   = `unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)`
+	sqlStartCurrent = `d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
+	AND d.claim_until IS NOT DISTINCT FROM k.until`
+)
 
 // StartClaims marks started each claim that is its entry's current claim, token and Until
 // as Claim returned them, and not started yet, in one round trip and one statement
@@ -612,36 +617,25 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 // more round trip, and gives those it finds current and started ErrClaimStarted. It reads
 // nothing when there are none.
 func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, untils []time.Time, claimOf func(i int) duework.Claim) error {
-	var rest []int // positions in ci.ords
+	rest := &claimItems{op: ci.op} // the items left lost, in ci's order; rest.ords maps them back to the call's items
+	var us []time.Time
 	for j, i := range ci.ords {
 		if errors.Is(ci.errs[i], duework.ErrClaimLost) {
-			rest = append(rest, j)
+			rest.ords = append(rest.ords, i)
+			rest.users, rest.works, rest.tokens = append(rest.users, ci.users[j]), append(rest.works, ci.works[j]), append(rest.tokens, ci.tokens[j])
+			us = append(us, untils[j])
 		}
 	}
-	if len(rest) == 0 {
+	if len(rest.ords) == 0 {
 		return nil
 	}
-	users, works, tokens, us := make([]string, len(rest)), make([]string, len(rest)), make([]int64, len(rest)), make([]time.Time, len(rest))
-	for k, j := range rest {
-		users[k], works[k], tokens[k], us[k] = ci.users[j], ci.works[j], ci.tokens[j], untils[j]
-	}
+	// runClaimItems indexes errs by the call's items, as rest.ords names them.
+	rest.errs = ci.errs
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlStartedClaims, users, works, tokens, us)
-	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
-		var k int64
-		var started bool
-		if err := rows.Scan(&k, &started); err != nil {
-			return err
-		}
-		if k < 1 || k > int64(len(rest)) {
-			return fmt.Errorf("the server answered item %d of %d", k, len(rest))
-		}
-		i := ci.ords[rest[k-1]]
-		ci.errs[i] = startedErr(ci.op, claimOf(i))
-		return nil
-	})
-	return interpret(ctx, ci.op, err)
+	b.Queue(sqlStartedClaims, rest.users, rest.works, rest.tokens, us)
+	_, err := x.runClaimItems(ctx, rest, b, 1, claimOf)
+	return err
 }
 
 // UnscheduleClaimed removes tc's entry c.Entry.WorkKey while c is its current claim, and
