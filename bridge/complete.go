@@ -113,7 +113,6 @@ func (wr *writer) overlapped(since writeCalls) bool {
 // one Index.CompleteMany, and settles each.
 func (wr *writer) write(js []*job) {
 	wr.begun.Add(1)
-	defer wr.ended.Add(1)
 	ctx, cancel := writeContext(js)
 	defer cancel()
 	idx := wr.w.b.Index
@@ -148,6 +147,9 @@ func (wr *writer) write(js []*job) {
 			j.ir = j.ir.completed(j.item.Claim, errs[k])
 		}
 	}
+	// The write has ended before any of its items is settled: a cycle reported settled
+	// never counts its own write as one in flight beside the next dispatch.
+	wr.ended.Add(1)
 	for _, j := range js {
 		wr.w.settle(j)
 	}
