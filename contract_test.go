@@ -1100,8 +1100,9 @@ func TestContractZeroContextIsErrNoTenant(t *testing.T) {
 // examples of the root module are standard library only too; nested example modules
 // (those with a go.mod of their own) may use the adapter modules and are not read here.
 // Below every layer sit the internal packages that hold what the packages share — the
-// validation rules (internal/vocab), the Clock (internal/clock) and the rate-limited log
-// line (internal/lograte): any runtime package
+// validation rules (internal/vocab), the Clock (internal/clock), the rate-limited log
+// line (internal/lograte) and duework.Memory's appending read and claim, which the
+// dispatcher calls (internal/reuse): any runtime package
 // may import them, and they import nothing of rota, so they join no two layers.
 // internal/fleettest is test support that the adapters' tests share: it imports only the
 // standard library and the core, and no runtime package or example imports it. Read from
@@ -1120,7 +1121,7 @@ func TestContractLayering(t *testing.T) {
 		"maintenance": nil,
 		"inspect":     {"cadence", "tenancy", "duework", "dispatch", "bridge", "maintenance"},
 	}
-	shared := []string{"internal/clock", "internal/lograte", "internal/vocab"}
+	shared := []string{"internal/clock", "internal/lograte", "internal/reuse", "internal/vocab"}
 	for _, dir := range shared {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {

@@ -114,11 +114,11 @@ func dispatchAllocs(t testing.TB, cfg Config, x *fixedIndex) float64 {
 }
 
 // dispatchAllocsPin is what one Dispatch of allocScenario allocates, with or without an
-// Observer: the items and the claims' keys, the reads' per-lane slices, Select's orders
-// (one backing array for every lane), picks and counts, the users handed back, the shed
-// users (sized exactly), the lane reports and their Overdue (one backing array for every
-// lane).
-const dispatchAllocsPin = 13
+// Observer: only what its Batch holds — the items, the lane reports, the shed users (sized
+// exactly) and the lanes' Overdue (one backing array for every lane). Its working memory
+// (the reads' per-lane slices, Select's orders, picks and counts, the claims' keys) is
+// reused from cycle to cycle.
+const dispatchAllocsPin = 4
 
 func TestDispatchAllocatesAFixedCountPerCycle(t *testing.T) {
 	cfg, x, _ := allocScenario(t)
@@ -132,6 +132,41 @@ func TestDispatchAllocatesAFixedCountPerCycle(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("the observer was never called")
+	}
+}
+
+// TestDispatchOverMemoryAllocatesItsBatch pins that a Dispatch over duework.Memory
+// allocates what its Batch holds and nothing per user read or entry claimed: its reads and
+// claims go into the memory the Dispatcher kept from its last cycle, and the items are one
+// allocation.
+func TestDispatchOverMemoryAllocatesItsBatch(t *testing.T) {
+	allocs := func(users int) float64 {
+		idx := duework.NewMemory()
+		for u := range users {
+			user := fmt.Sprintf("u%04d", u)
+			schedule(t, idx, ent(user, "a", -2), ent(user, "b", -1))
+		}
+		d := mustNew(t, idx, Config{
+			Lanes:            []LaneCapacity{{Lane: "all", PerUserLimit: 1, PerCycleLimit: users}},
+			GlobalBatchLimit: users,
+			LaneFor:          func(context.Context, string) (Lane, error) { return "all", nil },
+			ClaimFor:         time.Minute,
+		})
+		now := t0
+		return testing.AllocsPerRun(20, func() {
+			now = now.Add(time.Hour) // past the last run's claims
+			b, err := d.Dispatch(context.Background(), now)
+			if err != nil || len(b.Items) != users {
+				t.Fatalf("Dispatch: %d items, %v; want %d", len(b.Items), err, users)
+			}
+		})
+	}
+	// The items, the lane reports, the shed users (each has a second entry) and the lane's
+	// Overdue, and the list of groups that Index.Groups returns to the routing step.
+	for _, users := range []int{10, 1000} {
+		if got := allocs(users); got != 5 {
+			t.Errorf("Dispatch over Memory of %d users allocates %v times per cycle, want 5", users, got)
+		}
 	}
 }
 

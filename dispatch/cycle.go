@@ -24,6 +24,7 @@ type cycle struct {
 	heads     [][]duework.Head    // per lane, the users its Ready returned
 	peeks     []duework.Head      // per lane left no room, the user its unheld peek returned
 	batch     Batch
+	s         *scratch // memory that ends with the cycle: heads and peeks live in it
 }
 
 // run is the cycle: route, read the lanes, choose, claim, hand back the users not served,
@@ -40,7 +41,7 @@ func (c *cycle) run() (Batch, error) {
 	if err := c.readLanes(); err != nil {
 		return c.fail(err)
 	}
-	ch := choose(c.lanes, c.heads, c.global)
+	ch := choose(c.lanes, c.heads, c.global, &c.s.choose)
 	served, err := c.claim(&ch)
 	if err != nil {
 		return c.fail(err)
@@ -168,7 +169,7 @@ func (c *cycle) resolveRouted() error {
 // user, unheld, for its WaitingSince, OldestDue and Overdue only.
 func (c *cycle) readLanes() error {
 	d := c.d
-	c.heads = make([][]duework.Head, len(c.lanes))
+	c.heads = recycle(&c.s.heads, len(c.lanes))
 	filled := 0
 	for li, lc := range c.lanes {
 		caps := capsOf(lc)
@@ -177,7 +178,7 @@ func (c *cycle) readLanes() error {
 		if n < 1 {
 			q.Users, q.PerUser, q.Hold = 1, 1, 0
 		}
-		page, err := d.idx.Ready(c.ctx, q)
+		page, err := c.ready(q)
 		if err != nil {
 			return fmt.Errorf("dispatch: Index.Ready(%q): %w", lc.Lane, err)
 		}
@@ -227,19 +228,20 @@ func inRoundOrder(heads []duework.Head) {
 // dispatched and lost items per lane, and returns, per head (as ch.got), whether Claim
 // claimed an entry for it.
 func (c *cycle) claim(ch *choice) ([]bool, error) {
-	served := make([]bool, len(ch.got))
+	served := recycle(&c.s.served, len(ch.got))
 	if len(ch.picks) == 0 {
 		return served, nil
 	}
-	keys := make([]duework.Key, len(ch.picks))
-	for i, p := range ch.picks {
-		keys[i] = ch.entry(c.heads, p).Key()
+	keys := c.s.keys[:0]
+	for _, p := range ch.picks {
+		keys = append(keys, ch.entry(c.heads, p).Key())
 	}
-	claims, err := c.d.idx.Claim(c.ctx, keys, c.now, c.now.Add(c.d.claimFor))
+	c.s.keys = keys
+	claims, err := c.claimKeys(keys, c.now.Add(c.d.claimFor))
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: Index.Claim: %w", err)
 	}
-	at := pairClaims(keys, claims)
+	at := pairClaims(recycle(&c.s.at, len(keys)), keys, claims)
 	c.batch.Items = make([]Item, 0, len(claims))
 	for i, p := range ch.picks {
 		lane := &c.batch.Lanes[p.lane]
@@ -254,11 +256,10 @@ func (c *cycle) claim(ch *choice) ([]bool, error) {
 	return served, nil
 }
 
-// pairClaims returns, for each key, the index in claims of its claim, or -1 when it was
-// lost; no claim is paired twice. Claim returns its claims in the order of keys, and one
+// pairClaims sets at[i], for each key i (at is as long as keys), to the index in claims
+// of its claim, or -1 when it was lost, and returns at; no claim is paired twice. Claim returns its claims in the order of keys, and one
 // walk pairs them; for an Index that does not, each key takes the last unpaired claim of it.
-func pairClaims(keys []duework.Key, claims []duework.Claim) []int {
-	at := make([]int, len(keys))
+func pairClaims(at []int, keys []duework.Key, claims []duework.Claim) []int {
 	j := 0
 	for i, k := range keys {
 		at[i] = -1

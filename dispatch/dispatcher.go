@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotaworks/rota/duework"
@@ -23,7 +24,7 @@ var (
 )
 
 // Dispatcher hands out fair batches of due work from a duework.Index; each Dispatch call
-// is one cycle. It keeps nothing between cycles — turns, holds and lanes live in the
+// is one cycle. It keeps no state between cycles — turns, holds and lanes live in the
 // index — so several Dispatchers, in one process or many, may share one index. It is safe
 // for concurrent use as far as its Index and LaneFor are.
 type Dispatcher struct {
@@ -38,7 +39,9 @@ type Dispatcher struct {
 	retryAfter time.Duration
 	routeLimit int
 	obs        Observer
-	cfg        Config // as given to New, with its defaults
+	cfg        Config                  // as given to New, with its defaults
+	memory     *duework.Memory         // idx, when it is one: cycles read and claim into kept memory
+	spare      atomic.Pointer[scratch] // the last cycle's memory, for the next
 }
 
 // New returns a Dispatcher over idx, or an error wrapping ErrInvalidConfig that names
@@ -66,6 +69,7 @@ func New(idx duework.Index, cfg Config) (*Dispatcher, error) {
 		obs:        cfg.Observer,
 		cfg:        cfg,
 	}
+	d.memory, _ = idx.(*duework.Memory)
 	d.cfg.Lanes = slices.Clone(cfg.Lanes)
 	for i, lc := range d.lanes {
 		d.laneIdx[lc.Lane] = i
@@ -204,8 +208,9 @@ func (d *Dispatcher) DispatchAtMost(ctx context.Context, now time.Time, t Take) 
 
 // dispatch runs one cycle over lanes, the Dispatcher's with their caps, and global.
 func (d *Dispatcher) dispatch(ctx context.Context, now time.Time, lanes []LaneCapacity, global int) (Batch, error) {
-	c := cycle{d: d, ctx: ctx, now: now, lanes: lanes, global: global}
+	c := cycle{d: d, ctx: ctx, now: now, lanes: lanes, global: global, s: d.getScratch()}
 	b, err := c.run()
+	d.putScratch(c.s)
 	if d.obs != nil {
 		d.obs.ObserveDispatch(CycleInfo{Now: now, Batch: b, Err: err})
 	}

@@ -25,7 +25,13 @@ var indexes = []struct {
 }{
 	{"memory", func() duework.Index { return duework.NewMemory() }},
 	{"model", func() duework.Index { return indextest.NewModel() }},
+	// Memory behind the Index interface: the Dispatcher reads and claims with Ready and
+	// Claim, as over any Index, and not into memory of its own as over a *duework.Memory.
+	{"memory-ready", func() duework.Index { return readyOnly{duework.NewMemory()} }},
 }
+
+// readyOnly is an Index whose method set is the Index interface's alone.
+type readyOnly struct{ duework.Index }
 
 // forEachIndex runs f as one subtest per Index implementation.
 func forEachIndex(t *testing.T, f func(t *testing.T, newIndex func() duework.Index)) {

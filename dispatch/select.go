@@ -74,7 +74,7 @@ func Select(in SelectInput) Selection {
 		panic(fmt.Sprintf("dispatch: Select: user %q has two Heads", user))
 	}
 	lanes, unrouted := bucket(in)
-	ch := choose(in.Lanes, lanes, in.GlobalBatchLimit)
+	ch := choose(in.Lanes, lanes, in.GlobalBatchLimit, nil)
 	sel := Selection{Items: make([]Selected, len(ch.picks))}
 	for i, p := range ch.picks {
 		sel.Items[i] = Selected{Entry: ch.entry(lanes, p), Lane: in.Lanes[p.lane].Lane}
@@ -212,6 +212,23 @@ func (ch *choice) appendShed(shed []string, lanes []LaneCapacity, heads [][]duew
 	return shed
 }
 
+// chooseMem is choose's working memory, which a Dispatcher reuses from cycle to cycle.
+type chooseMem struct {
+	off, counts, backing, active []int
+	orders                       []laneOrder
+	picks                        []pick
+}
+
+// recycle returns (*buf)[:n], zeroed, allocating it when *buf is shorter.
+func recycle[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	*buf = (*buf)[:n]
+	clear(*buf)
+	return *buf
+}
+
 // laneOrder is one lane's order, as indexes into its heads, and how much of it the
 // global limit lets it take.
 type laneOrder struct {
@@ -222,20 +239,26 @@ type laneOrder struct {
 // choose makes the fair choice over heads[li], lane li's heads in round order, each with
 // its Due in (DueAt, WorkKey) order: every lane's fair part and burst, then their shares
 // of the global limit. It costs O(H + picks) for H heads, in a fixed number of allocations.
-func choose(lanes []LaneCapacity, heads [][]duework.Head, global int) choice {
+//
+// Its working memory comes from mem, which the choice then refers to; a nil mem allocates
+// it.
+func choose(lanes []LaneCapacity, heads [][]duework.Head, global int, mem *chooseMem) choice {
+	if mem == nil {
+		mem = new(chooseMem)
+	}
 	global = max(global, 0)
-	ch := choice{off: make([]int, len(lanes)+1)}
+	ch := choice{off: recycle(&mem.off, len(lanes)+1)}
 	most := 0 // the most heads one lane holds
 	for li := range lanes {
 		ch.off[li+1] = ch.off[li] + len(heads[li])
 		most = max(most, len(heads[li]))
 	}
 	n := ch.off[len(lanes)]
-	counts := make([]int, n+2*len(lanes))
+	counts := recycle(&mem.counts, n+2*len(lanes))
 	// want holds each head's wants while the orders are built, and then becomes got.
 	want := counts[:n:n]
 	fairN, burstN := counts[n:n+len(lanes)], counts[n+len(lanes):]
-	orders := make([]laneOrder, len(lanes))
+	orders := recycle(&mem.orders, len(lanes))
 
 	// Sizes first, so that every lane's orders share one backing array.
 	size := 0
@@ -254,8 +277,8 @@ func choose(lanes []LaneCapacity, heads [][]duework.Head, global int) choice {
 		}
 		size += fairN[li] + burstN[li]
 	}
-	backing := make([]int, 0, size)
-	active := make([]int, 0, most)
+	backing := recycle(&mem.backing, size)[:0]
+	active := recycle(&mem.active, most)[:0]
 	for li, lc := range lanes {
 		c, lw := capsOf(lc), want[ch.off[li]:ch.off[li+1]]
 		for h := range heads[li] {
@@ -275,7 +298,7 @@ func choose(lanes []LaneCapacity, heads [][]duework.Head, global int) choice {
 		}
 	}
 	total := apportion(lanes, orders, global)
-	ch.picks = make([]pick, 0, total)
+	ch.picks = recycle(&mem.picks, total)[:0]
 	ch.got = want
 	clear(ch.got)
 	for li := range orders {

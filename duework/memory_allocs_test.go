@@ -57,12 +57,12 @@ func TestMemoryClaimSizesItsResultOnce(t *testing.T) {
 
 // TestMemoryReadAllocatesItsResultOnly pins that Ready allocates its heads and one array
 // for every head's Due entries, and nothing else once its working space has grown: its
-// allocations do not grow with the number of heads, nor with a hold. A read that finds no
-// one allocates nothing.
+// allocations do not grow with the number of heads, nor with a hold. appendReady (the
+// dispatcher's read) into a buffer with room allocates nothing. A read that finds no one allocates nothing.
 func TestMemoryReadAllocatesItsResultOnly(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	allocs := func(users int, hold time.Duration) float64 {
+	allocs := func(users int, hold time.Duration, buf *readyBuffer) float64 {
 		m := NewMemory()
 		for u := range users {
 			id := "u" + strconv.Itoa(u)
@@ -79,7 +79,15 @@ func TestMemoryReadAllocatesItsResultOnly(t *testing.T) {
 		now := t0
 		return testing.AllocsPerRun(10, func() {
 			now = now.Add(time.Hour) // past the last run's holds
-			p, err := m.Ready(ctx, ReadyQuery{Now: now, Users: users, PerUser: 2, Hold: hold})
+			q := ReadyQuery{Now: now, Users: users, PerUser: 2, Hold: hold}
+			var p ReadyPage
+			var err error
+			if buf != nil {
+				*buf.heads, *buf.due = (*buf.heads)[:0], (*buf.due)[:0]
+				p, err = m.appendReady(ctx, buf, q)
+			} else {
+				p, err = m.Ready(ctx, q)
+			}
 			if err != nil || len(p.Heads) != users {
 				t.Fatalf("Ready: %d heads, %v; want %d", len(p.Heads), err, users)
 			}
@@ -87,8 +95,11 @@ func TestMemoryReadAllocatesItsResultOnly(t *testing.T) {
 	}
 	for _, users := range []int{100, 2000} {
 		for _, hold := range []time.Duration{0, time.Minute} {
-			if got := allocs(users, hold); got != 2 {
+			if got := allocs(users, hold, nil); got != 2 {
 				t.Errorf("Ready of %d users with hold %v allocates %v times, want 2", users, hold, got)
+			}
+			if got := allocs(users, hold, &readyBuffer{new([]Head), new([]Entry)}); got != 0 {
+				t.Errorf("appendReady into a buffer with room, of %d users with hold %v, allocates %v times, want 0", users, hold, got)
 			}
 		}
 	}

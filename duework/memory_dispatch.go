@@ -6,10 +6,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rotaworks/rota/internal/reuse"
 	"github.com/rotaworks/rota/internal/vocab"
 )
 
 // The dispatcher's cross-tenant calls of Memory.
+
+func init() {
+	reuse.AppendReady = func(m *Memory, ctx context.Context, heads *[]Head, due *[]Entry, q ReadyQuery) (ReadyPage, error) {
+		return m.appendReady(ctx, &readyBuffer{heads: heads, due: due}, q)
+	}
+	reuse.AppendClaim = (*Memory).appendClaim
+}
 
 // claimed is an entry with its user.
 type claimed struct {
@@ -32,8 +40,21 @@ const maxScratch = 4096
 // Ready returns the next users of q.Group that are ready and not held, and holds them. It
 // walks the group's queue from the front: O(log n), then O(1) for each user it reads or
 // passes over because it is held, plus O(q.PerUser · log n) for each user's entries. It
-// allocates its result only.
+// allocates its result only: two allocations.
 func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
+	return m.appendReady(ctx, nil, q)
+}
+
+// readyBuffer is where appendReady appends a page: its heads to *heads, their Due entries
+// to *due.
+type readyBuffer struct {
+	heads *[]Head
+	due   *[]Entry
+}
+
+// appendReady is Ready, appending the page to buf when it is not nil (see
+// internal/reuse.AppendReady): it allocates nothing when buf has room for the page.
+func (m *Memory) appendReady(ctx context.Context, buf *readyBuffer, q ReadyQuery) (ReadyPage, error) {
 	if err := q.Validate(); err != nil {
 		return ReadyPage{}, err
 	}
@@ -68,7 +89,7 @@ func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
 	}
 	c.start(nil)
 	if len(picks) > 0 {
-		page.Heads = m.heads(picks, found, q)
+		page.Heads = m.heads(picks, found, q, buf)
 	}
 	clear(picks)
 	m.picks = picks[:0]
@@ -111,12 +132,18 @@ func (m *Memory) claimable(k Key) (*user, *node) {
 	return u, u.lookup(k.WorkKey)
 }
 
-// heads copies the picked users and their nodes into Ready's result, two allocations in
-// all, and holds the users. Each Due is capped at its length, so a caller appending to one
-// reallocates it.
-func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery) []Head {
-	heads := make([]Head, len(picks))
-	all := make([]Entry, len(found))
+// heads copies the picked users and their nodes into Ready's result and holds the users:
+// appended to buf, or in two allocations when buf is nil. Each Due is capped at its
+// length, so a caller appending to one reallocates it.
+func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery, buf *readyBuffer) []Head {
+	var heads []Head
+	var all []Entry
+	if buf == nil {
+		heads, all = make([]Head, len(picks)), make([]Entry, len(found))
+	} else {
+		heads, *buf.heads = grow(*buf.heads, len(picks))
+		all, *buf.due = grow(*buf.due, len(found))
+	}
 	hsec, hnsec := splitTime(q.Now.Add(q.Hold))
 	start := 0
 	for i, p := range picks {
@@ -139,6 +166,15 @@ func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery) []Head {
 		start = p.end
 	}
 	return heads
+}
+
+// grow extends s by n elements and returns them, capped at their length so that
+// appending to them never writes into s, and the extended slice. The n may hold what an
+// earlier use left: the caller sets every field.
+func grow[T any](s []T, n int) (added, all []T) {
+	l := len(s)
+	s = slices.Grow(s, n)[:l+n]
+	return s[l : l+n : l+n], s
 }
 
 // appendVisible appends to found the first limit entries of u visible at now, in (DueAt,
@@ -257,20 +293,26 @@ func (m *Memory) Release(ctx context.Context, userIDs []string, heldUntil time.T
 // limits allow, until until. It applies the limits one key after another, and moves each
 // served user's pass and place in its queue once, at the end. O(len(keys) · log n).
 func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([]Claim, error) {
+	return m.appendClaim(ctx, nil, keys, now, until)
+}
+
+// appendClaim is Claim, appending the claims to dst (see internal/reuse.AppendClaim): it
+// allocates nothing when dst has room for them.
+func (m *Memory) appendClaim(ctx context.Context, dst []Claim, keys []Key, now, until time.Time) ([]Claim, error) {
 	if err := vocab.ClaimWindow(ErrInvalid, now, until); err != nil {
-		return nil, err
+		return dst, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return dst, err
 	}
 	sec, nsec := splitTime(now)
 	usec, unsec := splitTime(until)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
-	// out stays nil when nothing is claimed; at the first claim it is sized for every key
+	// out stays dst when nothing is claimed; at the first claim it grows room for every key
 	// left, which is exact when all are claimable, as a dispatcher's keys usually are.
-	var out []Claim
+	out := dst
 	untilAt := joinTime(usec, unsec)
 	for i, k := range keys {
 		u, n := m.claimable(k)
@@ -286,6 +328,8 @@ func (m *Memory) Claim(ctx context.Context, keys []Key, now, until time.Time) ([
 		m.served(u, sec, nsec)
 		if out == nil {
 			out = make([]Claim, 0, len(keys)-i)
+		} else if len(out) == len(dst) {
+			out = slices.Grow(out, len(keys)-i)
 		}
 		out = append(out, Claim{Entry: n.entry(u), Token: n.token, Until: untilAt})
 	}

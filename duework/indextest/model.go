@@ -1,6 +1,7 @@
 package indextest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/reuse"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -112,6 +114,14 @@ type sequence struct {
 	claims []claimPair
 	holds  []hold // every Ready with a hold that read someone, for Release
 	tokens map[duework.Key]map[uint64]bool
+	// heads and due are what Ready appends to when x is a *duework.Memory, and appended
+	// holds a copy of each page appended to them since they were last emptied, which must
+	// not change.
+	heads    []duework.Head
+	due      []duework.Entry
+	appended []appendedPage
+	// lastClaims is what the last AppendClaim returned, which the next appends to.
+	lastClaims []duework.Claim
 	// cover, when not nil, counts the cases of the contract the run met (see note).
 	cover map[string]bool
 }
@@ -258,7 +268,7 @@ func (s *sequence) ready() {
 	if s.cover != nil {
 		s.note("Ready passes over a held user", s.m.heldIn(q.Group, q.Now) > 0)
 	}
-	got, gerr := s.x.Ready(bg, q)
+	got, gerr := s.read(q)
 	want, werr := s.m.Ready(bg, q)
 	s.sameErr("Ready", gerr, werr)
 	if !samePage(got, want) {
@@ -279,6 +289,65 @@ func (s *sequence) ready() {
 		u := s.m.users[h.UserID]
 		return u.pauseCounts() && !u.paused.After(q.Now)
 	}))
+}
+
+// read is x's Ready of q, or, when x is a *duework.Memory and the draw says so, the
+// appending read the dispatcher makes of it (internal/reuse) into s.heads and s.due,
+// after which every page appended to them before must be as it was. Now and then they are
+// emptied first, as the dispatcher does between cycles.
+func (s *sequence) read(q duework.ReadyQuery) (duework.ReadyPage, error) {
+	m, ok := s.x.(*duework.Memory)
+	if !ok || !rapid.Bool().Draw(s.t, "append") {
+		return s.x.Ready(bg, q)
+	}
+	if rapid.IntRange(0, 4).Draw(s.t, "emptyBuffer") == 0 {
+		clear(s.heads)
+		clear(s.due)
+		s.heads, s.due, s.appended = s.heads[:0], s.due[:0], nil
+	}
+	appendReady := reuse.AppendReady.(func(*duework.Memory, context.Context, *[]duework.Head, *[]duework.Entry, duework.ReadyQuery) (duework.ReadyPage, error))
+	p, err := appendReady(m, bg, &s.heads, &s.due, q)
+	for i, kept := range s.appended {
+		if !samePage(kept.page, kept.copy) {
+			s.fail("the appending Ready(%s) changed page %d appended before it to the buffer:\n%s\nwas\n%s", showQuery(q), i, showPage(kept.page), showPage(kept.copy))
+		}
+	}
+	if err == nil {
+		s.appended = append(s.appended, appendedPage{page: p, copy: clonePage(p)})
+	}
+	return p, err
+}
+
+// claimed is x's Claim of keys, or, when x is a *duework.Memory and the draw says so, the
+// appending claim the dispatcher makes of it (internal/reuse), appending to the claims of
+// earlier calls, which must be left as they were; it returns the claims this call
+// appended.
+func (s *sequence) claimed(keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
+	m, ok := s.x.(*duework.Memory)
+	if !ok || !rapid.Bool().Draw(s.t, "append") {
+		return s.x.Claim(bg, keys, now, until)
+	}
+	dst := s.lastClaims[:rapid.IntRange(0, len(s.lastClaims)).Draw(s.t, "keep")]
+	kept := slices.Clone(dst)
+	appendClaim := reuse.AppendClaim.(func(*duework.Memory, context.Context, []duework.Claim, []duework.Key, time.Time, time.Time) ([]duework.Claim, error))
+	out, err := appendClaim(m, bg, dst, keys, now, until)
+	if len(out) < len(kept) || !slices.Equal(out[:len(kept)], kept) || !slices.Equal(dst, kept) {
+		s.fail("the appending Claim(%v, t0%+v) changed the %d claims it appended to", keys, now.Sub(t0), len(kept))
+	}
+	s.lastClaims = out
+	return out[len(kept):], err
+}
+
+// appendedPage is a page the appending Ready returned and a copy of it made then.
+type appendedPage struct{ page, copy duework.ReadyPage }
+
+// clonePage copies p's heads and their Due.
+func clonePage(p duework.ReadyPage) duework.ReadyPage {
+	p.Heads = slices.Clone(p.Heads)
+	for i := range p.Heads {
+		p.Heads[i].Due = slices.Clone(p.Heads[i].Due)
+	}
+	return p
 }
 
 // group draws a group, most often one a stored user with entries is in.
@@ -373,7 +442,7 @@ func (s *sequence) claim() {
 			visible[k] = true
 		}
 	}
-	got, gerr := s.x.Claim(bg, keys, now, until)
+	got, gerr := s.claimed(keys, now, until)
 	want, werr := s.m.Claim(bg, keys, now, until)
 	s.sameErr("Claim", gerr, werr)
 	s.note("Claim is cut by a user's limits", len(want) < len(visible))
