@@ -88,10 +88,10 @@
 //
 // # Several dispatchers
 //
-// A Dispatcher keeps no state between cycles, only memory to reuse: over a
-// [duework.Memory], a cycle reads its lanes and claims into the memory of the last cycle
-// and allocates little more than the Batch it returns. Each read holds the users it returns for
-// HoldFor, so Dispatchers sharing one index — in one process or on several machines — read
+// A Dispatcher keeps no state between cycles, only memory: over a [duework.Memory], a
+// cycle reads its lanes and claims into the memory its last cycle used (at most about
+// 7 MB) and allocates little more than the Batch it returns. Each read holds the users it
+// returns for HoldFor, so Dispatchers sharing one index — in one process or on several machines — read
 // disjoint users and rarely claim the same entry; an entry another dispatcher claimed first
 // counts in [LaneReport.LostClaims], is not refilled and does not shed its user. A claim
 // lasts ClaimFor: no entry is handed out twice while it lasts. Their clocks may disagree by
