@@ -33,8 +33,8 @@ import (
 // entries it has due are all claimed.
 //
 // A stored entry takes 128 bytes of heap beyond its work key, which Memory shares with the
-// caller (a tier name is kept once however many entries have it), and about 75 more while
-// it is claimed (its record in its user's tree of claims and in the map of claims by
+// caller (a tier name is kept once however many entries have it), and about 90 more while
+// it is claimed (its record in its user's tree of claims and in the pages of claims by
 // token); each user, kept for good, about 210 more beyond its ID, 24 to 48 while it has
 // entries (its slot in the heap of users by first DueAt, which grows by doubling), 576 from
 // its second entry until it has none (the array of its first entries, its front), and 64
@@ -52,15 +52,12 @@ type Memory struct {
 	tokens uint64           // the last token handed out; only grows
 
 	// claims finds each entry that has a claim by its token, so that a completion costs no
-	// walk down its user's keys tree. It holds exactly the nodes whose token is not 0, each
-	// as the ticket that files it in its user's tree of claims. claimsPeak is its most
-	// entries since it was made: a map never shrinks, so once one that grew past
-	// maxScratch empties it is made anew. spare lists, through kid[0], up to maxScratch
-	// tickets of ended claims for the next claims to reuse, spares of them.
-	claims     map[uint64]*ticket
-	claimsPeak int
-	spare      *ticket
-	spares     int
+	// walk down its user's keys tree. It holds exactly the nodes that have a claim, each as
+	// the ticket that files it in its user's tree of claims. spare lists, through kid[0], up
+	// to maxScratch tickets of ended claims for the next claims to reuse, spares of them.
+	claims tokenPages
+	spare  *ticket
+	spares int
 
 	// paused holds the users' pauses by UserID, each of which counts: the sparse set
 	// Paused pages through.
@@ -90,7 +87,6 @@ func NewMemory() *Memory {
 	return &Memory{
 		users:  map[string]*user{},
 		groups: map[string]*user{},
-		claims: map[uint64]*ticket{},
 		walk:   cursor[node, entryOrder]{prune: laterThan},
 	}
 }
@@ -278,7 +274,7 @@ func (m *Memory) warm(done []Done) {
 	var nsec [warmBatch]int32
 	k := 0
 	for i := range done {
-		t := m.claims[done[i].Claim.Token]
+		t := m.claims.get(done[i].Claim.Token)
 		if t == nil || t.u.entries == nil {
 			continue
 		}
@@ -365,7 +361,7 @@ func (m *Memory) Entries(ctx context.Context, userID, after string, limit int) (
 	var out []EntryState
 	walkAfter[node, keyOrder](u.keys, after, func(n *node) bool {
 		es := EntryState{Entry: n.entry(u)}
-		if n.token != 0 {
+		if n.claim != nil {
 			es.ClaimedUntil = joinTime(n.visSec, n.visNsec)
 		}
 		out = append(out, es)

@@ -10,16 +10,18 @@ import (
 // Memory's claims: the record of each current claim, its user's tree of claims, and the
 // calls that start and hand back claims.
 
-// ticket is one current claim of an entry: in Memory.claims under its token, and in its
-// user's tree of claims, a treap ordered by (Until, token) and augmented with each
-// subtree's size, so that the user's in-flight count at any now and the M-th latest Until
-// among its claims each cost O(log c) for c claims. The Until is the entry's visible-at,
-// which a claimed node keeps (DueAt <= the Claim's now < Until), and the token is the
-// node's: a ticket is taken out of its tree before either changes. A user has a tree only
-// while it has current claims, so an unclaimed entry costs nothing here.
+// ticket is one current claim of an entry: the node's claim, in Memory.claims under its
+// token, and in its user's tree of claims, a treap ordered by (Until, token) and augmented
+// with each subtree's size, so that the user's in-flight count at any now and the M-th
+// latest Until among its claims each cost O(log c) for c claims. The Until is the entry's
+// visible-at, which a claimed node keeps (DueAt <= the Claim's now < Until): a ticket is
+// taken out of its tree before it changes. The node points at its ticket, so ending a claim
+// finds it without a look-up by token. A user has a tree only while it has current claims,
+// so an unclaimed entry costs nothing here.
 type ticket struct {
 	u       *user
 	n       *node
+	token   uint64
 	kid     [2]*ticket
 	prio    uint32 // the node's priority: random, and independent of the tree's order
 	size    int32  // the tickets in this subtree
@@ -36,7 +38,7 @@ func ticketBefore(a, b *ticket) bool {
 	if an.visNsec != bn.visNsec {
 		return an.visNsec < bn.visNsec
 	}
-	return an.token < bn.token
+	return a.token < b.token
 }
 
 func ticketsIn(t *ticket) int32 {
@@ -118,16 +120,16 @@ func latest(root *ticket, k int) *ticket {
 // current returns the ticket of tc's entry named by c while c is its current claim, or
 // nil. O(1) expected: it finds the entry by c's token.
 func (m *Memory) current(tc tenancy.Context, c Claim) *ticket {
-	t := m.claims[c.Token]
+	t := m.claims.get(c.Token)
 	if t == nil || t.u.id != tc.UserID() || t.n.workKey != c.Entry.WorkKey {
 		return nil
 	}
 	return t
 }
 
-// remember files n, u's entry, under the claim token and Until it has just been given: in
-// m.claims and in u's tree of claims. O(log c).
-func (m *Memory) remember(u *user, n *node) {
+// remember files n, u's entry, under its new claim's token and the Until it has just been
+// given: in m.claims, in u's tree of claims and as n's claim. O(log c).
+func (m *Memory) remember(u *user, n *node, token uint64) {
 	t := m.spare
 	if t != nil {
 		m.spare, t.kid[0] = t.kid[0], nil
@@ -135,28 +137,26 @@ func (m *Memory) remember(u *user, n *node) {
 	} else {
 		t = &ticket{}
 	}
-	t.u, t.n, t.prio = u, n, n.prio
+	t.u, t.n, t.token, t.prio = u, n, token, n.prio
 	u.claims = byEnd.insert(u.claims, t)
-	m.claims[n.token] = t
-	m.claimsPeak = max(m.claimsPeak, len(m.claims))
+	m.claims.put(t)
+	n.claim = t
 }
 
 // forget ends n's claim, if it has one, in m.claims and in its user's tree of claims; the
 // caller is about to clear or replace n's token, or drop n. O(log c).
 func (m *Memory) forget(n *node) {
-	if n.token == 0 {
+	t := n.claim
+	if t == nil {
 		return
 	}
-	t := m.claims[n.token]
-	delete(m.claims, n.token)
+	m.claims.remove(t.token)
 	t.u.claims = byEnd.remove(t.u.claims, t)
+	n.claim = nil
 	*t = ticket{}
 	if m.spares < maxScratch {
 		t.kid[0], m.spare = m.spare, t
 		m.spares++
-	}
-	if len(m.claims) == 0 && m.claimsPeak > maxScratch {
-		m.claims, m.claimsPeak = map[uint64]*ticket{}, 0
 	}
 }
 
@@ -211,7 +211,6 @@ func (m *Memory) Unclaim(ctx context.Context, claims []Unclaim) ([]error, error)
 // its place in every tree but the tree of claims, stays. O(log n).
 func (m *Memory) unclaim(u *user, n *node) {
 	m.forget(n)
-	n.token = 0
 	n.visSec, n.visNsec = n.dueSec, n.dueNsec
 	u.revisit(n)
 	m.requeue(u, true)

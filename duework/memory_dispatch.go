@@ -321,9 +321,8 @@ func (m *Memory) appendClaim(ctx context.Context, dst []Claim, keys []Key, now, 
 		}
 		m.forget(n)
 		m.tokens++
-		n.token = m.tokens
 		n.visSec, n.visNsec = usec, unsec // max(DueAt, until): DueAt <= now < until
-		m.remember(u, n)
+		m.remember(u, n, m.tokens)
 		u.revisit(n)
 		m.served(u, sec, nsec)
 		if out == nil {
@@ -331,7 +330,7 @@ func (m *Memory) appendClaim(ctx context.Context, dst []Claim, keys []Key, now, 
 		} else if len(out) == len(dst) {
 			out = slices.Grow(out, len(keys)-i)
 		}
-		out = append(out, Claim{Entry: n.entry(u), Token: n.token, Until: untilAt})
+		out = append(out, Claim{Entry: n.entry(u), Token: m.tokens, Until: untilAt})
 	}
 	for _, u := range m.touched {
 		m.stride(u, sec, nsec)

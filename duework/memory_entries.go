@@ -30,7 +30,7 @@ type node struct {
 	visNsec  int32
 	minNsec  int32
 	prio     uint32
-	token    uint64 // the entry's current claim; 0 when it has none
+	claim    *ticket // the entry's current claim; nil when it has none
 	workKey  string
 	tier     unique.Handle[string]
 	keyKid   [2]*node // links in the keys tree
@@ -78,8 +78,16 @@ func (n *node) set(e Entry) {
 	n.dueSec, n.dueNsec = splitTime(e.DueAt)
 	n.lastSec, n.lastNsec = splitTime(e.LastRunAt)
 	n.streak, n.errors = int32(e.MissStreak), int32(e.ErrorStreak)
-	n.token = 0
+	n.claim = nil
 	n.visSec, n.visNsec = n.dueSec, n.dueNsec
+}
+
+// claimToken is the token of n's current claim, or 0 when it has none.
+func (n *node) claimToken() uint64 {
+	if n.claim == nil {
+		return 0
+	}
+	return n.claim.token
 }
 
 func (n *node) entry(u *user) Entry {

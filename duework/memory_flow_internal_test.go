@@ -114,8 +114,9 @@ func TestTicketsAgainstSortedSlice(t *testing.T) {
 			"insert": func(t *rapid.T) {
 				token++
 				n := &node{visSec: rapid.Int64Range(0, 20).Draw(t, "sec"), visNsec: int32(rapid.IntRange(0, 2).Draw(t, "nsec")),
-					token: token, prio: rapid.Uint32Range(0, 8).Draw(t, "prio")} // many ties
-				tk := &ticket{n: n, prio: n.prio}
+					prio: rapid.Uint32Range(0, 8).Draw(t, "prio")} // many ties
+				tk := &ticket{n: n, token: token, prio: n.prio}
+				n.claim = tk
 				root = byEnd.insert(root, tk)
 				i, _ := slices.BinarySearchFunc(live, tk, func(a, b *ticket) int {
 					if ticketBefore(a, b) {

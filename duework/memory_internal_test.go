@@ -255,8 +255,8 @@ func (m *Memory) check() error {
 			return fmt.Errorf("read holds entry %q of user %q, which it no longer has", r.n.workKey, r.u.id)
 		}
 	}
-	for token, h := range m.claims {
-		if h.n.token != token || m.users[h.u.id] != h.u || h.u.lookup(h.n.workKey) != h.n {
+	for token, h := range m.claims.all() {
+		if h.n.claimToken() != token || m.users[h.u.id] != h.u || h.u.lookup(h.n.workKey) != h.n {
 			return fmt.Errorf("claims files token %d, which no stored entry has", token)
 		}
 	}
@@ -327,7 +327,7 @@ func (m *Memory) checkTickets(u *user, entries []*node) error {
 		if len(filed) > 0 && !ticketBefore(&ticket{n: filed[len(filed)-1]}, t) {
 			return 0, errors.New("claims out of (Until, token) order")
 		}
-		if t.u != u || t.n.token == 0 || m.claims[t.n.token] != t || t.prio != t.n.prio {
+		if t.u != u || t.n.claim != t || m.claims.get(t.token) != t || t.prio != t.n.prio {
 			return 0, fmt.Errorf("the claim of %q is not filed as its user's, under its token, with its priority", t.n.workKey)
 		}
 		filed = append(filed, t.n)
@@ -345,7 +345,7 @@ func (m *Memory) checkTickets(u *user, entries []*node) error {
 	}
 	var claimed []*node
 	for _, n := range entries {
-		if n.token != 0 {
+		if n.claim != nil {
 			claimed = append(claimed, n)
 		}
 	}
@@ -399,11 +399,11 @@ func (m *Memory) checkUser(id string, u *user, inGroups map[*user]string, inDue 
 	}
 	for _, n := range entries {
 		c := cmpTime(n.visSec, n.visNsec, n.dueSec, n.dueNsec)
-		if (n.token == 0 && c != 0) || (n.token != 0 && c <= 0) || n.token > m.tokens {
-			return fmt.Errorf("entry %q: token %d (last %d), visible-at vs DueAt %d", n.workKey, n.token, m.tokens, c)
+		if tok := n.claimToken(); (tok == 0 && c != 0) || (tok != 0 && c <= 0) || tok > m.tokens {
+			return fmt.Errorf("entry %q: token %d (last %d), visible-at vs DueAt %d", n.workKey, tok, m.tokens, c)
 		}
-		if t := m.claims[n.token]; n.token != 0 && (t == nil || t.u != u || t.n != n) {
-			return fmt.Errorf("entry %q: claims does not file it under its token %d", n.workKey, n.token)
+		if t := n.claim; t != nil && (m.claims.get(t.token) != t || t.u != u || t.n != n) {
+			return fmt.Errorf("entry %q: claims does not file it under its token %d", n.workKey, t.token)
 		}
 	}
 	if u.called != 0 {
@@ -496,7 +496,7 @@ func TestTimeRoundTrip(t *testing.T) {
 
 // TestNodeSize pins the layout the figures of Memory's doc rest on (see
 // BenchmarkMemoryPerEntry): a node fills one 128-byte size class, a user one 192-byte
-// class, a ticket (the record of a current claim) one 48-byte class, and a front one
+// class, a ticket (the record of a current claim) one 64-byte class, and a front one
 // 576-byte class.
 func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(node{}); s != 128 {
@@ -509,8 +509,8 @@ func TestNodeSize(t *testing.T) {
 	if s := unsafe.Sizeof(user{}); s <= 176 || s > 192 {
 		t.Errorf("user is %d bytes, want 177 to 192", s)
 	}
-	if s := unsafe.Sizeof(ticket{}); s <= 32 || s > 48 {
-		t.Errorf("ticket is %d bytes, want 33 to 48", s)
+	if s := unsafe.Sizeof(ticket{}); s <= 48 || s > 64 {
+		t.Errorf("ticket is %d bytes, want 49 to 64", s)
 	}
 	if s := unsafe.Sizeof(front{}); s <= 512 || s > 576 {
 		t.Errorf("front is %d bytes, want 513 to 576", s)
