@@ -33,12 +33,12 @@ import (
 // entries it has due are all claimed.
 //
 // A stored entry takes 128 bytes of heap beyond its work key, which Memory shares with the
-// caller (a tier name is kept once however many entries have it), and about 90 more while
-// it is claimed (its record in its user's tree of claims and in the pages of claims by
-// token); each user, kept for good, about 210 more beyond its ID, 24 to 48 while it has
-// entries (its slot in the heap of users by first DueAt, which grows by doubling), 576 from
-// its second entry until it has none (the array of its first entries, its front), and 64
-// while its pause counts.
+// caller (a tier name is kept once however many entries have it), and 72 more while it is
+// claimed (its record in its user's tree of claims, and its slot in the pages of claims by
+// token, 2 KB for 256 consecutive tokens); each user, kept for good, about 210 more beyond
+// its ID, 24 to 48 while it has entries (its slot in the heap of users by first DueAt,
+// which grows by doubling), 576 from its second entry until it has none (the array of its
+// first entries, its front), and 64 while its pause counts.
 //
 // Memory keeps every time of years 1 to 9999 UTC exactly, to the nanosecond, and returns it
 // in UTC, without a monotonic clock reading; compare times with Equal. Its flow-control
