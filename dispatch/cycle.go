@@ -24,7 +24,7 @@ type cycle struct {
 	heads     [][]duework.Head    // per lane, the users its Ready returned
 	peeks     []duework.Head      // per lane left no room, the user its unheld peek returned
 	batch     Batch
-	s         *scratch // memory that ends with the cycle: heads and peeks live in it
+	s         *scratch // memory that ends with the cycle: the lanes' pages live in it
 }
 
 // run is the cycle: route, read the lanes, choose, claim, hand back the users not served,
@@ -257,8 +257,9 @@ func (c *cycle) claim(ch *choice) ([]bool, error) {
 }
 
 // pairClaims sets at[i], for each key i (at is as long as keys), to the index in claims
-// of its claim, or -1 when it was lost, and returns at; no claim is paired twice. Claim returns its claims in the order of keys, and one
-// walk pairs them; for an Index that does not, each key takes the last unpaired claim of it.
+// of its claim, or -1 when it was lost, and returns at; no claim is paired twice. Claim
+// returns its claims in the order of keys, and one walk pairs them; for an Index that does
+// not, each key takes the last unpaired claim of it.
 func pairClaims(at []int, keys []duework.Key, claims []duework.Claim) []int {
 	j := 0
 	for i, k := range keys {

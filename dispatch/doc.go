@@ -91,12 +91,12 @@
 // A Dispatcher keeps no state between cycles, only memory: over a [duework.Memory], a
 // cycle reads its lanes and claims into the memory its last cycle used (at most about
 // 7 MB) and allocates little more than the Batch it returns. Each read holds the users it
-// returns for HoldFor, so Dispatchers sharing one index — in one process or on several machines — read
-// disjoint users and rarely claim the same entry; an entry another dispatcher claimed first
-// counts in [LaneReport.LostClaims], is not refilled and does not shed its user. A claim
-// lasts ClaimFor: no entry is handed out twice while it lasts. Their clocks may disagree by
-// up to Config.MaxClockSkew: New refuses a HoldFor or ClaimFor not longer than it, and a
-// ClaimFor under one second.
+// returns for HoldFor, so Dispatchers sharing one index — in one process or on several
+// machines — read disjoint users and rarely claim the same entry; an entry another
+// dispatcher claimed first counts in [LaneReport.LostClaims], is not refilled and does not
+// shed its user. A claim lasts ClaimFor: no entry is handed out twice while it lasts.
+// Their clocks may disagree by up to Config.MaxClockSkew: New refuses a HoldFor or
+// ClaimFor not longer than it, and a ClaimFor under one second.
 //
 // A cycle that fails before its claim hands back what it read at once, even when ctx has
 // ended, and returns the error. Once the claim succeeds it returns its Batch: a failure

@@ -62,7 +62,7 @@ func TestMemoryClaimSizesItsResultOnce(t *testing.T) {
 func TestMemoryReadAllocatesItsResultOnly(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	allocs := func(users int, hold time.Duration, buf *readyBuffer) float64 {
+	allocs := func(users int, hold time.Duration, heads *[]Head, due *[]Entry) float64 {
 		m := NewMemory()
 		for u := range users {
 			id := "u" + strconv.Itoa(u)
@@ -82,9 +82,9 @@ func TestMemoryReadAllocatesItsResultOnly(t *testing.T) {
 			q := ReadyQuery{Now: now, Users: users, PerUser: 2, Hold: hold}
 			var p ReadyPage
 			var err error
-			if buf != nil {
-				*buf.heads, *buf.due = (*buf.heads)[:0], (*buf.due)[:0]
-				p, err = m.appendReady(ctx, buf, q)
+			if heads != nil {
+				*heads, *due = (*heads)[:0], (*due)[:0]
+				p, err = m.appendReady(ctx, heads, due, q)
 			} else {
 				p, err = m.Ready(ctx, q)
 			}
@@ -95,10 +95,10 @@ func TestMemoryReadAllocatesItsResultOnly(t *testing.T) {
 	}
 	for _, users := range []int{100, 2000} {
 		for _, hold := range []time.Duration{0, time.Minute} {
-			if got := allocs(users, hold, nil); got != 2 {
+			if got := allocs(users, hold, nil, nil); got != 2 {
 				t.Errorf("Ready of %d users with hold %v allocates %v times, want 2", users, hold, got)
 			}
-			if got := allocs(users, hold, &readyBuffer{new([]Head), new([]Entry)}); got != 0 {
+			if got := allocs(users, hold, new([]Head), new([]Entry)); got != 0 {
 				t.Errorf("appendReady into a buffer with room, of %d users with hold %v, allocates %v times, want 0", users, hold, got)
 			}
 		}

@@ -13,9 +13,7 @@ import (
 // The dispatcher's cross-tenant calls of Memory.
 
 func init() {
-	reuse.AppendReady = func(m *Memory, ctx context.Context, heads *[]Head, due *[]Entry, q ReadyQuery) (ReadyPage, error) {
-		return m.appendReady(ctx, &readyBuffer{heads: heads, due: due}, q)
-	}
+	reuse.AppendReady = (*Memory).appendReady
 	reuse.AppendClaim = (*Memory).appendClaim
 }
 
@@ -42,19 +40,13 @@ const maxScratch = 4096
 // passes over because it is held, plus O(q.PerUser · log n) for each user's entries. It
 // allocates its result only: two allocations.
 func (m *Memory) Ready(ctx context.Context, q ReadyQuery) (ReadyPage, error) {
-	return m.appendReady(ctx, nil, q)
+	return m.appendReady(ctx, nil, nil, q)
 }
 
-// readyBuffer is where appendReady appends a page: its heads to *heads, their Due entries
-// to *due.
-type readyBuffer struct {
-	heads *[]Head
-	due   *[]Entry
-}
-
-// appendReady is Ready, appending the page to buf when it is not nil (see
-// internal/reuse.AppendReady): it allocates nothing when buf has room for the page.
-func (m *Memory) appendReady(ctx context.Context, buf *readyBuffer, q ReadyQuery) (ReadyPage, error) {
+// appendReady is Ready, appending the page's heads to *heads and their Due entries to *due
+// when both are not nil (see internal/reuse.AppendReady): it allocates nothing when they
+// have room for the page.
+func (m *Memory) appendReady(ctx context.Context, heads *[]Head, due *[]Entry, q ReadyQuery) (ReadyPage, error) {
 	if err := q.Validate(); err != nil {
 		return ReadyPage{}, err
 	}
@@ -89,7 +81,7 @@ func (m *Memory) appendReady(ctx context.Context, buf *readyBuffer, q ReadyQuery
 	}
 	c.start(nil)
 	if len(picks) > 0 {
-		page.Heads = m.heads(picks, found, q, buf)
+		page.Heads = m.heads(picks, found, q, heads, due)
 	}
 	clear(picks)
 	m.picks = picks[:0]
@@ -133,16 +125,16 @@ func (m *Memory) claimable(k Key) (*user, *node) {
 }
 
 // heads copies the picked users and their nodes into Ready's result and holds the users:
-// appended to buf, or in two allocations when buf is nil. Each Due is capped at its
-// length, so a caller appending to one reallocates it.
-func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery, buf *readyBuffer) []Head {
+// appended to *into and *due, or in two allocations when they are nil. Each Due is capped
+// at its length, so a caller appending to one reallocates it.
+func (m *Memory) heads(picks []pick, found []claimed, q ReadyQuery, into *[]Head, due *[]Entry) []Head {
 	var heads []Head
 	var all []Entry
-	if buf == nil {
+	if into == nil {
 		heads, all = make([]Head, len(picks)), make([]Entry, len(found))
 	} else {
-		heads, *buf.heads = grow(*buf.heads, len(picks))
-		all, *buf.due = grow(*buf.due, len(found))
+		heads, *into = grow(*into, len(picks))
+		all, *due = grow(*due, len(found))
 	}
 	hsec, hnsec := splitTime(q.Now.Add(q.Hold))
 	start := 0

@@ -16,7 +16,6 @@ const tokenPageBits = 8
 // next.
 type tokenPages struct {
 	pages map[uint64]*tokenPage
-	n     int // the tickets held
 	// last caches the newest page looked up, which most adds and many look-ups fall on.
 	last   *tokenPage
 	lastNo uint64
@@ -68,7 +67,6 @@ func (tp *tokenPages) put(t *ticket) {
 	}
 	p.slot[t.token&(1<<tokenPageBits-1)] = t
 	p.n++
-	tp.n++
 }
 
 // remove takes out the ticket filed under token, which holds one, and lets its page go
@@ -77,7 +75,6 @@ func (tp *tokenPages) remove(token uint64) {
 	p := tp.page(token)
 	p.slot[token&(1<<tokenPageBits-1)] = nil
 	p.n--
-	tp.n--
 	if p.n == 0 {
 		no := token >> tokenPageBits
 		delete(tp.pages, no)
