@@ -434,8 +434,9 @@ func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
 	for _, h := range page.Heads {
 		users, works = append(users, h.UserID), append(works, h.Due[0].WorkKey)
 	}
-	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLCountSettings, statement{postgres.SQLClaimLock, []any{users}},
+	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLCountSettings, statement{postgres.SQLClaimLock, []any{users, now, true}},
 		statement{postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), fmt.Sprint(now.UnixMicro() * 1000)}},
+		statement{postgres.SQLClaimServed, []any{now}},
 		statement{postgres.SQLServe, []any{now, now.Add(time.Hour), fmt.Sprint(now.UnixMicro() * 1000)}}))
 	claims, err := idx.Claim(ctx, keysOf(page), now, now.Add(time.Hour))
 	if err != nil || len(claims) != len(users) {

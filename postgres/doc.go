@@ -122,12 +122,16 @@
 //     probe for Next. Its cost is what it returns, the claims in flight of the users it
 //     returns, and the held or locked users it passes — never the number of ready users,
 //     nor a user's backlog, and a limited user costs what an unlimited one does.
-//   - Claim locks the users of its keys in UserID order first, so that it decides on their
-//     limits under the locks; then, in a second statement whose snapshot sees every claim
-//     committed before them, it locks its keys by primary key with SKIP LOCKED and claims,
+//   - Claim locks the users of its keys in UserID order first when any of them has a cap,
+//     a rate or a weight, or is paused, so that it decides on their limits under the
+//     locks; then, in a second statement whose snapshot sees every claim committed before
+//     them, it locks its keys by primary key with SKIP LOCKED and claims,
 //     for each user, those within its free slots and rate allowance in the order of the
-//     keys, each with a token from the sequence rota_claim_token and its until; a third
-//     writes each user claimed for once: LastServed, the end of its hold, the rate mark,
+//     keys, each with a token from the sequence rota_claim_token and its until; when no
+//     user was locked first, a third locks the users it claimed for, in UserID order, and
+//     should one of them have gained a limit meanwhile the call starts again with the locks
+//     first (a user without limits is thus locked only while it is stamped, not for the
+//     whole claim); a last one writes each user claimed for once: LastServed, the end of its hold, the rate mark,
 //     the stride position, free_at (one probe of the user's unclaimed entries), slot_at
 //     (for a user with a cap, up to that many index entries), claim_end_at (the earlier
 //     of the stored one and until, probed only for a user of which it claimed again an
@@ -217,7 +221,9 @@
 // User rows are locked in UserID order, and no call waits for an entry row while it holds
 // a user row: the writers lock their entry rows first (several in (UserID, WorkKey) order)
 // and their users after; Claim locks its users first and then takes entry rows only with
-// SKIP LOCKED, which never waits. A call that holds a user therefore waits only for a user
+// SKIP LOCKED, which never waits — or, when none of its users has a limit, takes its entry
+// rows first, with SKIP LOCKED, and locks the users it claimed for after them, as a writer
+// does. A call that holds a user therefore waits only for a user
 // that sorts after it, and no cycle of waits can form. Ready never waits (it locks users
 // with SKIP LOCKED and no entries). An enqueue waits for a user row that a Claim or
 // CompleteMany holds, for the length of that call: keep dispatch transactions short, which

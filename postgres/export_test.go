@@ -12,6 +12,7 @@ var (
 	SQLPeek            = sqlPeek
 	SQLClaimLock       = sqlClaimLock
 	SQLClaim           = sqlClaim
+	SQLClaimServed     = sqlClaimServed
 	SQLServe           = sqlServe
 	SQLCompleteMany    = sqlCompleteMany
 	SQLUnclaim         = sqlUnclaim

@@ -125,7 +125,9 @@ func validUsers(ids []string) []string {
 // order, and no transaction waits for an entry row while it holds a user row. Writers lock
 // their entry rows first (several in (UserID, WorkKey) order) and their users after them;
 // Claim locks its users first, so that it decides on their limits under the lock, and then
-// takes entry rows only with SKIP LOCKED, which never waits. So a transaction that holds
+// takes entry rows only with SKIP LOCKED, which never waits; when none of its users has a
+// limit, it takes its entry rows first, with SKIP LOCKED, and its users after them, as a
+// writer (see sqlClaimLock). So a transaction that holds
 // a user waits only for a user that sorts after it, and no cycle of waits can form. Ready
 // never waits at all (SKIP LOCKED on users, no entry locks). Pause and Resume lock one user
 // row and no entry; StartClaims locks entry rows only, in (UserID, WorkKey) order.

@@ -6,64 +6,115 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Claim is three statements in one batch, so one round trip and one transaction:
+// Claim is four statements in one batch, so one round trip and one transaction. It takes
+// one of two paths, chosen by its first statement:
 //
-//   - sqlClaimLock locks the users of the keys, in UserID order (sqlLockUsers' scan), and
-//     names those with a cap, a rate or a weight, or paused at now, with their limits, rate
-//     mark and pause as the locks return them (the latest committed), in transaction-local
-//     settings (rota.lim_*);
-//   - sqlClaim, with a snapshot taken after those locks — so it sees every claim of those
-//     users committed before it — decides each limited user's allowance at now (the least
-//     of its free slots and its rate allowance, none while it is paused), locks the keys'
-//     rows that are visible at
-//     now by primary key, skipping rows another transaction holds, and claims, for each
-//     user, its first rows in the order of the keys, up to its allowance. It names the
+//   - sqlClaimLock reads the users of the keys. When any of them has a cap, a rate or a
+//     weight, or is paused at now (limitedAt), it takes the locked path: it locks all of
+//     them, in UserID order (sqlLockUsers' scan), and names the limited ones, with their
+//     limits, rate mark and pause as the locks return them (the latest committed), in
+//     transaction-local settings (rota.lim_*). Otherwise it takes the free path: it locks
+//     no user and names none (rota.fast);
+//   - sqlClaim, with a snapshot taken after those locks — so it sees every claim of the
+//     locked users committed before it — decides each limited user's allowance at now
+//     (the least of its free slots and its rate allowance, none while it is paused), locks
+//     the keys' rows that are visible at now by primary key, skipping rows another
+//     transaction holds, and claims, for each user, its first rows in the order of the
+//     keys, up to its allowance; every row it locks when no user is limited. It names the
 //     users it claimed for in rota.locked, with their caps, their number of claims and
 //     whether any claim replaced one that had ended, for
+//   - sqlClaimServed, which on the free path locks those users, in UserID order, and fails
+//     the call (errLimitsChanged) when one of them is limited now: a cap, a rate, a weight
+//     or a pause committed after the first statement read it. Claim then runs again on the
+//     locked path, so every limit committed before a user's lock holds. On the locked path
+//     it does nothing;
 //   - sqlServe, which stamps them.
 //
 // A concurrent Claim of the same user waits for the first one's user lock and then sees
 // its claims, so the limits hold whoever claims: no stale or concurrent claimer passes a
-// cap or a rate, and none claims for a user whose Pause committed before the lock. A concurrent Complete or Unclaim that the snapshot does not see yet only
-// makes the in-flight count one too high for this call, never too low. The statements
-// cannot deadlock: the user locks are taken first, in UserID order, and the entry locks
-// never wait (SKIP LOCKED).
+// cap or a rate, and none claims for a user whose Pause committed before the lock. A
+// concurrent Complete or Unclaim that the snapshot does not see yet only makes the
+// in-flight count one too high for this call, never too low. The statements cannot
+// deadlock: on the locked path the user locks are taken first, in UserID order, and the
+// entry locks never wait (SKIP LOCKED); on the free path the entry locks never wait
+// either, and the users are locked after them, in UserID order, as every writer of
+// entries locks them.
+//
+// The free path is what a user without limits costs: its row is locked only for the
+// stamp, not for the whole claim, so that writes of its other entries (a Runner's
+// completions, Schedule) wait for the claim's end only, and it for theirs.
 //
 // sqlClaimLock's aggregates filter the limited users rather than a WHERE on l, which the
-// planner would push down into l, leaving the users it dropped unlocked.
-var sqlClaimLock = `SELECT set_config('rota.lim_users', coalesce(array_agg(l.user_id) FILTER (WHERE l.limited), '{}')::text, true) ||
+// planner would push down into l, leaving the users it dropped unlocked; $3 false forces
+// the locked path.
+var sqlClaimLock = `WITH f AS MATERIALIZED (
+	SELECT $3::bool AND NOT EXISTS (SELECT FROM rota_users v WHERE v.user_id = ANY($1::text[]) AND (` + limitedAt("v", "$2::timestamptz") + `)) AS fast
+)
+SELECT set_config('rota.fast', (SELECT f.fast FROM f)::text, true) ||
+	set_config('rota.lim_users', coalesce(array_agg(l.user_id) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_caps', coalesce(array_agg(l.max_in_flight) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_every', coalesce(array_agg(l.every) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_burst', coalesce(array_agg(l.burst) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_mark', coalesce(array_agg(l.rate_mark) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_paused', coalesce(array_agg(l.paused) FILTER (WHERE l.limited), '{}')::text, true)
 FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, ` + pausedAt("u.paused_until", "u.last_served", "$2::timestamptz") + ` AS paused,
-		u.max_in_flight > 0 OR u.every > 0 OR u.weight > 1 OR ` + pausedAt("u.paused_until", "u.last_served", "$2::timestamptz") + ` AS limited
-	FROM rota_users u WHERE u.user_id = ANY($1::text[])
+		` + limitedAt("u", "$2::timestamptz") + ` AS limited
+	FROM rota_users u WHERE u.user_id = ANY($1::text[]) AND NOT (SELECT f.fast FROM f)
 	ORDER BY u.user_id FOR NO KEY UPDATE) l`
+
+// sqlClaimServed is Claim's third statement on the free path ($1 now): it locks the users
+// sqlClaim claimed for (rota.locked), in UserID order (one index scan over the sorted
+// array of their IDs), and fails with errLimitsChanged's error when one of them is
+// limited at now. On the locked path (rota.fast false) it reads nothing.
+var sqlClaimServed = `SELECT CASE WHEN bool_or(l.limited) THEN current_setting('` + limitsChanged + `') END
+FROM (SELECT ` + limitedAt("u", "$1::timestamptz") + ` AS limited FROM rota_users u
+	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT x.id FROM unnest(current_setting('rota.locked', true)::text[]) AS x(id) ORDER BY x.id))
+		AND current_setting('rota.fast', true)::bool
+	ORDER BY u.user_id FOR NO KEY UPDATE) l`
+
+// limitsChanged is the name of a setting nothing sets: reading it is how sqlClaimServed
+// fails the call, with an error that names it (errLimitsChanged).
+const limitsChanged = "rota.limits_changed_during_claim"
+
+// errLimitsChanged reports whether err is sqlClaimServed's failure: a user Claim's free
+// path claimed for was limited by the time it was locked.
+func errLimitsChanged(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42704" && strings.Contains(pgErr.Message, limitsChanged) // undefined_object
+}
+
+// limitedAt is whether the user row u has a cap, a rate or a weight, or is paused at now:
+// a user Claim decides for under its lock.
+func limitedAt(u, now string) string {
+	return u + ".max_in_flight > 0 OR " + u + ".every > 0 OR " + u + ".weight > 1 OR " + pausedAt(u+".paused_until", u+".last_served", now)
+}
 
 // sqlClaim is Claim's second statement (see above): $1 and $2 the keys' users and work
 // keys, $3 now, $4 until, $5 now in nanoseconds (nanosOf).
 //
 //   - lim: each limited user's allowance, from rota.lim_* and, for a user with a cap, its
 //     in-flight count (one index entry per claim in flight); none for a paused user;
-//   - k: the keys' rows visible at now, locked FOR UPDATE SKIP LOCKED by primary key; a
-//     row whose claim another transaction committed meanwhile is re-checked by the lock
-//     (READ COMMITTED) and dropped;
+//   - k: the keys' rows visible at now, locked FOR UPDATE SKIP LOCKED by primary key, with
+//     the place (ctid) of the version locked; a row whose claim another transaction
+//     committed meanwhile is re-checked by the lock (READ COMMITTED) and dropped;
 //   - r: k and lim sorted together by user, each user's lim row first, so that a window
 //     over the sort gives each key its user's allowance and its place among the user's
 //     locked keys, in the order of the keys, with no join;
 //   - c: the keys within their users' allowances get a new token from rota_claim_token and
-//     their until; the others stay locked until the end of the call, unclaimed. When no
+//     their until, each row written where k locked it (by ctid, which the lock keeps
+//     until the end of the call: no second probe of the primary key); the others stay
+//     locked until the end of the call, unclaimed. When no
 //     user of the call is limited, every locked key is claimed and r is never run.
 var sqlClaim = `
 WITH lim AS MATERIALIZED (
@@ -74,25 +125,25 @@ WITH lim AS MATERIALIZED (
 		current_setting('rota.lim_mark', true)::numeric[], current_setting('rota.lim_paused', true)::bool[])
 		AS l(user_id, m, every, burst, mark, paused)
 ), k AS MATERIALIZED (
-	SELECT d.user_id, d.work_key, d.claim_until AS ended, k.ord
+	SELECT d.ctid AS tid, d.user_id, d.work_key, d.claim_until AS ended, k.ord
 	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
 	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
 	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
 	FOR UPDATE OF d SKIP LOCKED
 ), r AS (
-	SELECT x.user_id, x.work_key, x.ended, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
+	SELECT x.tid, x.user_id, x.work_key, x.ended, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
 		first_value(x.head) OVER w AS heavy, row_number() OVER w - CASE WHEN first_value(x.head) OVER w THEN 1 ELSE 0 END AS n
-	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
+	FROM (SELECT k.tid, k.user_id, k.work_key, k.ended, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
 		UNION ALL
-		SELECT lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
+		SELECT NULL, lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
 	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
 ), c AS (
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4, claim_started = false
-	FROM (SELECT k.user_id, k.work_key, k.ended, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
+	FROM (SELECT k.tid, k.user_id, 0 AS m, k.ended, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
 		UNION ALL
-		SELECT r.user_id, r.work_key, r.ended, r.m, r.heavy FROM r
+		SELECT r.tid, r.user_id, r.m, r.ended, r.heavy FROM r
 		WHERE EXISTS (SELECT FROM lim) AND NOT r.head AND (r.allow IS NULL OR r.n <= r.allow)) s
-	WHERE d.user_id = s.user_id AND d.work_key = s.work_key
+	WHERE d.ctid = s.tid
 	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ended, s.m, s.heavy
 )
 SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.error_streak, c.claim_token, c.claim_until FROM c
@@ -184,12 +235,28 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if len(users) == 0 {
 		return nil, ctx.Err()
 	}
+	got, err := x.claim(ctx, users, works, now, until, true)
+	if errLimitsChanged(err) {
+		got, err = x.claim(ctx, users, works, now, until, false)
+	}
+	if err != nil {
+		return nil, interpret(ctx, "Index.Claim", err)
+	}
+	// The rows come in no particular order: put them in the order of keys (each key once).
+	slices.SortFunc(got, func(a, b duework.Claim) int { return cmp.Compare(ord[a.Entry.Key()], ord[b.Entry.Key()]) })
+	return got, nil
+}
+
+// claim runs Claim's batch for the keys (users[i], works[i]), on the free path when free
+// allows it (see sqlClaimLock), and returns the claims in no particular order.
+func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free bool) ([]duework.Claim, error) {
 	var got []duework.Claim
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
-	b.Queue(sqlClaimLock, validUsers(users), now)
+	b.Queue(sqlClaimLock, validUsers(users), now, free)
 	nowNs := nanosOf(now)
 	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs)
+	b.Queue(sqlClaimServed, now)
 	b.Queue(sqlServe, now, ceilMicro(until), nowNs)
 	err := x.sendBatch(ctx, b, 2, func(rows pgx.Rows) error {
 		var c duework.Claim
@@ -199,12 +266,7 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		got = append(got, c)
 		return err
 	})
-	if err != nil {
-		return nil, interpret(ctx, "Index.Claim", err)
-	}
-	// The rows come in no particular order: put them in the order of keys (each key once).
-	slices.SortFunc(got, func(a, b duework.Claim) int { return cmp.Compare(ord[a.Entry.Key()], ord[b.Entry.Key()]) })
-	return got, nil
+	return got, err
 }
 
 // writeClaimed runs a write of tc's entry c.Entry.WorkKey that applies only while c is its
@@ -337,8 +399,10 @@ type claimItems struct {
 	ords         []int
 	users, works []string
 	tokens       []int64
+	untils       []time.Time // with byUntil: row j's Until
 	byUntil      bool
-	seen         map[claimKey]int
+	byToken      map[int64]int    // the first row sent with each token
+	others       map[claimKey]int // rows sent with a token an earlier row of another key or Until has; nil until one is
 	dups         map[int]int
 }
 
@@ -351,7 +415,12 @@ type claimKey struct {
 // newClaimItems returns an empty batch of n items; byUntil tells repeats apart by Until
 // too (StartClaims, whose items are current only with the claim's own Until).
 func newClaimItems(op string, n int, byUntil bool) *claimItems {
-	return &claimItems{op: op, errs: make([]error, n), byUntil: byUntil, seen: make(map[claimKey]int, n), dups: map[int]int{}}
+	ci := &claimItems{op: op, errs: make([]error, n), byUntil: byUntil, byToken: make(map[int64]int, n),
+		ords: make([]int, 0, n), users: make([]string, 0, n), works: make([]string, 0, n), tokens: make([]int64, 0, n)}
+	if byUntil {
+		ci.untils = make([]time.Time, 0, n)
+	}
+	return ci
 }
 
 // add checks item i's claim (valid is its validation) and, when it may be sent, adds it
@@ -370,16 +439,53 @@ func (ci *claimItems) add(i int, c duework.Claim, valid error) bool {
 	if ci.byUntil {
 		k.until = c.Until.UTC()
 	}
-	if first, ok := ci.seen[k]; ok {
-		ci.dups[i] = first
+	if j, ok := ci.sent(k); ok {
+		if ci.dups == nil {
+			ci.dups = map[int]int{}
+		}
+		ci.dups[i] = ci.ords[j]
 		return false
 	}
-	ci.seen[k] = i
 	ci.ords = append(ci.ords, i)
 	ci.users = append(ci.users, c.Entry.UserID)
 	ci.works = append(ci.works, c.Entry.WorkKey)
 	ci.tokens = append(ci.tokens, tok)
+	if ci.byUntil {
+		ci.untils = append(ci.untils, c.Until)
+	}
 	return true
+}
+
+// sent returns the row already sent with k, or records that the next row is k's and
+// reports false. A token names one claim, so rows are looked up by token, and by the
+// whole of k only in the rare batch that carries one token with two keys or Untils
+// (a forged or foreign claim).
+func (ci *claimItems) sent(k claimKey) (int, bool) {
+	j, ok := ci.byToken[k.token]
+	if !ok {
+		ci.byToken[k.token] = len(ci.ords)
+		return 0, false
+	}
+	if ci.keyOf(j) == k {
+		return j, true
+	}
+	if j, ok := ci.others[k]; ok {
+		return j, true
+	}
+	if ci.others == nil {
+		ci.others = map[claimKey]int{}
+	}
+	ci.others[k] = len(ci.ords)
+	return 0, false
+}
+
+// keyOf is row j's claimKey.
+func (ci *claimItems) keyOf(j int) claimKey {
+	k := claimKey{key: duework.Key{UserID: ci.users[j], WorkKey: ci.works[j]}, token: ci.tokens[j]}
+	if ci.byUntil {
+		k.until = ci.untils[j].UTC()
+	}
+	return k
 }
 
 // settle gives each repeated item the outcome it gets applied after the item it repeats:
@@ -535,9 +641,11 @@ func checkUntil(op string, c duework.Claim) error {
 //     second finds it started and leaves it. It locks entry rows only, in one global
 //     order, with no lock before the write, so it cannot deadlock, and writes each row
 //     once;
-//   - then the items whose claims the statement's snapshot shows current and started:
-//     copies of a claim started earlier. The snapshot does not see s's writes, so an item
-//     comes back one way or the other, not both.
+//   - then, unless s started every item, the items whose claims the statement's snapshot
+//     shows current and started: copies of a claim started earlier. The snapshot does not
+//     see s's writes, so an item comes back one way or the other, not both. When s
+//     started them all, as it does for a batch of fresh claims, the items are not probed
+//     a second time.
 //
 // An item it returns neither way is lost, or was started by a call that committed while
 // this one waited for its row: sqlStartedClaims tells which. The untils (never NULL) are
@@ -555,7 +663,8 @@ WITH k AS MATERIALIZED (
 )
 SELECT s.ord, false FROM s
 UNION ALL
-SELECT k.ord, true FROM k JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started`
+SELECT k.ord, true FROM k JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started
+WHERE (SELECT count(*) FROM s) < (SELECT count(*) FROM k)`
 
 // sqlStartedClaims returns, of the items of sqlStartClaims' arguments, those whose claim is
 // their entry's current claim and started. Read after sqlStartClaims committed, for the
@@ -587,25 +696,22 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 		return nil, err
 	}
 	ci := newClaimItems("Index.StartClaims", len(claims), true)
-	var untils []time.Time
 	for i, c := range claims {
 		valid := c.Validate()
 		if valid == nil {
 			valid = checkUntil(ci.op, c.Claim)
 		}
-		if ci.add(i, c.Claim, valid) {
-			untils = append(untils, c.Claim.Until)
-		}
+		ci.add(i, c.Claim, valid)
 	}
 	claimOf := func(i int) duework.Claim { return claims[i].Claim }
 	if len(ci.ords) > 0 {
 		b := &pgx.Batch{}
 		b.Queue(sqlPlanSettings)
-		b.Queue(sqlStartClaims, ci.users, ci.works, ci.tokens, untils)
+		b.Queue(sqlStartClaims, ci.users, ci.works, ci.tokens, ci.untils)
 		if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
 			return nil, err
 		}
-		if err := x.refuseStarted(ctx, ci, untils, claimOf); err != nil {
+		if err := x.refuseStarted(ctx, ci, claimOf); err != nil {
 			return nil, err
 		}
 	}
@@ -616,14 +722,13 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 // started nor found started (those it left ErrClaimLost) with sqlStartedClaims, in one
 // more round trip, and gives those it finds current and started ErrClaimStarted. It reads
 // nothing when there are none.
-func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, untils []time.Time, claimOf func(i int) duework.Claim) error {
+func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, claimOf func(i int) duework.Claim) error {
 	rest := &claimItems{op: ci.op} // the items left lost, in ci's order; rest.ords maps them back to the call's items
-	var us []time.Time
 	for j, i := range ci.ords {
 		if errors.Is(ci.errs[i], duework.ErrClaimLost) {
 			rest.ords = append(rest.ords, i)
 			rest.users, rest.works, rest.tokens = append(rest.users, ci.users[j]), append(rest.works, ci.works[j]), append(rest.tokens, ci.tokens[j])
-			us = append(us, untils[j])
+			rest.untils = append(rest.untils, ci.untils[j])
 		}
 	}
 	if len(rest.ords) == 0 {
@@ -633,7 +738,7 @@ func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, untils []time
 	rest.errs = ci.errs
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlStartedClaims, rest.users, rest.works, rest.tokens, us)
+	b.Queue(sqlStartedClaims, rest.users, rest.works, rest.tokens, rest.untils)
 	_, err := x.runClaimItems(ctx, rest, b, 1, claimOf)
 	return err
 }

@@ -1,0 +1,155 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/postgres"
+	"github.com/rotaworks/rota/postgres/pgtest"
+)
+
+// claimBehind starts Claim of keys at now in a goroutine while tx holds user's row, waits
+// until the Claim waits for that row, runs during (with the Claim still waiting), commits
+// tx, and returns what the Claim claimed.
+func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.Tx, keys []duework.Key, now time.Time, during func()) []string {
+	t.Helper()
+	ctx := context.Background()
+	type result struct {
+		cs  []duework.Claim
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		cs, err := idx.Claim(ctx, keys, now, now.Add(time.Minute))
+		done <- result{cs, err}
+	}()
+	waitForClaimServed(t, pool, tx)
+	select {
+	case r := <-done:
+		t.Fatalf("Claim returned %v, %v while the user's row was held", r.cs, r.err)
+	default:
+	}
+	during()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("Claim: %v", r.err)
+	}
+	var got []string
+	for _, c := range r.cs {
+		got = append(got, c.Entry.WorkKey)
+	}
+	return got
+}
+
+// waitForClaimServed waits until a backend waits for tx's lock in Claim's statement that
+// locks the users it claimed for.
+func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	var xid string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'transactionid' AND l.transactionid::text = $1 AND NOT l.granted
+				AND a.query LIKE '%limits_changed_during_claim%'`, xid).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatal("no Claim waited for the held row to stamp its users within 10 s")
+}
+
+// A Claim of users without limits locks their rows only to stamp them, after its entries
+// are claimed: while another transaction holds the user's row, the Claim has already
+// locked the user's entries, and once the row is free it returns every key.
+func TestClaimOfUsersWithoutLimitsLocksThemLast(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	idx := postgres.NewIndex(pool)
+	var keys []duework.Key
+	for _, k := range []string{"a", "b", "c"} {
+		keys = append(keys, schedule(t, idx, "u", k, t0).Key())
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM rota_users WHERE user_id = 'u' FOR NO KEY UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	got := claimBehind(t, pool, idx, tx, keys, t0, func() {
+		var free int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM rota_due WHERE user_id = 'u' FOR UPDATE SKIP LOCKED) f`).Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		if free != 0 {
+			t.Errorf("%d of u's 3 entries unlocked while Claim waits for u's row; want all 3 locked by the Claim", free)
+		}
+	})
+	if !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("Claim = %v; want a b c", got)
+	}
+	checkReadyAt(t, pool)
+}
+
+// A limit committed while a Claim of users without limits claims their entries — after
+// the Claim read that they had none, before it locked their rows — holds: the Claim
+// starts again under the users' locks and claims only what the new limits allow.
+func TestClaimHoldsLimitsSetWhileItClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		limit string // run in the transaction that holds the user's row
+		want  []string
+	}{
+		{"cap", `UPDATE rota_users SET max_in_flight = 1 WHERE user_id = 'u'`, []string{"a"}},
+		{"rate", `UPDATE rota_users SET every = 60000000000, burst = 2 WHERE user_id = 'u'`, []string{"a", "b"}},
+		{"pause", `UPDATE rota_users SET paused_until = '9999-01-01' WHERE user_id = 'u'`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			idx := postgres.NewIndex(pool)
+			var keys []duework.Key
+			for _, k := range []string{"a", "b", "c"} {
+				keys = append(keys, schedule(t, idx, "u", k, t0).Key())
+			}
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, tc.limit); err != nil {
+				t.Fatal(err)
+			}
+			if got := claimBehind(t, pool, idx, tx, keys, t0, func() {}); !slices.Equal(got, tc.want) {
+				t.Fatalf("Claim = %v; want %v", got, tc.want)
+			}
+			var claimed int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM rota_due WHERE claim_token IS NOT NULL`).Scan(&claimed); err != nil {
+				t.Fatal(err)
+			}
+			if claimed != len(tc.want) {
+				t.Fatalf("%d entries claimed in the table; want %d", claimed, len(tc.want))
+			}
+		})
+	}
+}
