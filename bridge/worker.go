@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotaworks/rota/dispatch"
@@ -48,6 +49,7 @@ type Worker struct {
 	killFn     context.CancelCauseFunc
 	drops      *lograte.Limiter     // the lines about items Do did not run; nil: none (RunDueItem returns why)
 	paused     map[string]time.Time // tenants a Pushback paused, until when on the items' time line
+	anyPaused  atomic.Bool          // paused is not empty: pausedHere need not lock mu
 	pauseSig   chan struct{}        // closed, and replaced, when a pause is recorded
 }
 
@@ -304,12 +306,16 @@ func (w *Worker) pauseHere(userID string, now, until time.Time) {
 	if until.After(w.paused[userID]) {
 		w.paused[userID] = until
 	}
+	w.anyPaused.Store(len(w.paused) > 0)
 	close(w.pauseSig)
 	w.pauseSig = make(chan struct{})
 }
 
 // pausedHere returns a non-nil error when j's tenant is paused on this Worker at j's time.
 func (w *Worker) pausedHere(j *job) error {
+	if !w.anyPaused.Load() {
+		return nil
+	}
 	w.mu.Lock()
 	until, ok := w.paused[j.tc.UserID()]
 	w.mu.Unlock()
