@@ -174,28 +174,39 @@ var (
 	// sqlRecompute sets free_at, claim_end_at, slot_at and turn of the users $1, whose rows
 	// the caller has locked. A user whose free_at, claim_end_at and slot_at are already right
 	// is not written.
-	sqlRecompute = sqlRecomputeFrom + `(SELECT m.user_id, m.max_in_flight AS m FROM unnest($1::text[]) AS k(user_id)
-		JOIN rota_users m ON m.user_id = k.user_id) k` + sqlRecomputeWhere
-	// sqlRecomputeLocked is sqlRecompute of the users named in rota.locked (see sqlLocked).
-	sqlRecomputeLocked = sqlRecomputeFrom + lockedUsers + sqlRecomputeWhere
-
-	sqlRecomputeFrom = `UPDATE rota_users u SET free_at = n.free_at, claim_end_at = n.claim_end_at, slot_at = n.slot_at,
-		turn = ` + turnOf("n.free_at", "n.claim_end_at", "n.slot_at", "u.rate_mark", "u.every", "u.burst", "u.pass", "u.paused_until", "u.last_served") + `
-		FROM (SELECT k.user_id, ` + freeAtOfK + ` AS free_at, ` + claimEndAtOfK + ` AS claim_end_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at FROM `
-	sqlRecomputeWhere = ` OFFSET 0) n
-		WHERE u.user_id = n.user_id AND (u.free_at, u.claim_end_at, u.slot_at) IS DISTINCT FROM (n.free_at, n.claim_end_at, n.slot_at)`
+	sqlRecompute = recomputeOf(freeAtOfK, `(SELECT m.user_id, m.max_in_flight AS m FROM unnest($1::text[]) AS k(user_id)
+		JOIN rota_users m ON m.user_id = k.user_id) k`)
+	// sqlRecomputeLocked is sqlRecompute of the users named in rota.locked (see sqlLocked),
+	// after a write that only returned claimed entries to the unclaimed ones: such a write
+	// can only lower free_at, to the least due_at it gave them (rota.freed), so free_at is
+	// the lesser of that and the stored one, with no probe. The stored one is exact for
+	// everything but this transaction's own writes, as every write of a user's entries
+	// sets it under the user's lock, which this transaction holds (see "ReadyAt and locks").
+	sqlRecomputeLocked = recomputeOf("least(k.stored, k.freed)", `(SELECT k.user_id, k.m, k.freed, o.free_at AS stored
+		FROM unnest(current_setting('rota.locked', true)::text[], current_setting('rota.caps', true)::int[],
+			current_setting('rota.freed', true)::timestamptz[]) AS k(user_id, m, freed)
+		JOIN rota_users o ON o.user_id = k.user_id) k`)
 )
 
-// sqlLocked names, in transaction-local settings, the users l(user_id, max_in_flight)
-// locked: rota.locked their IDs and rota.caps their caps, in one order (the aggregates of
-// one query take its rows in the same order, so the arrays stay aligned without a sort).
-// The next statement of the batch finds them there (lockedUsers). It is the final SELECT's one-time
+// recomputeOf is the UPDATE of sqlRecompute for the users of from, a FROM item k(user_id,
+// m) of their IDs and caps, with freeAt their free_at.
+func recomputeOf(freeAt, from string) string {
+	return `UPDATE rota_users u SET free_at = n.free_at, claim_end_at = n.claim_end_at, slot_at = n.slot_at,
+		turn = ` + turnOf("n.free_at", "n.claim_end_at", "n.slot_at", "u.rate_mark", "u.every", "u.burst", "u.pass", "u.paused_until", "u.last_served") + `
+		FROM (SELECT k.user_id, ` + freeAt + ` AS free_at, ` + claimEndAtOfK + ` AS claim_end_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at
+			FROM ` + from + ` OFFSET 0) n
+		WHERE u.user_id = n.user_id AND (u.free_at, u.claim_end_at, u.slot_at) IS DISTINCT FROM (n.free_at, n.claim_end_at, n.slot_at)`
+}
+
+// sqlLocked names, in transaction-local settings, the users l(user_id, max_in_flight,
+// freed) locked: rota.locked their IDs, rota.caps their caps and rota.freed the least
+// due_at the write gave their entries, in one order (the aggregates of one query take its
+// rows in the same order, so the arrays stay aligned without a sort). The next statement
+// of the batch finds them there (sqlRecomputeLocked). It is the final SELECT's one-time
 // filter, so it runs once, before the SELECT returns a row, and always.
 const sqlLocked = `(SELECT set_config('rota.locked', coalesce(array_agg(l.user_id), '{}')::text, true) ||
-	set_config('rota.caps', coalesce(array_agg(l.max_in_flight), '{}')::text, true) FROM l) IS NOT NULL`
-
-// lockedUsers is the FROM item k(user_id, m) of the users sqlLocked named, with their caps.
-const lockedUsers = `unnest(current_setting('rota.locked', true)::text[], current_setting('rota.caps', true)::int[]) AS k(user_id, m)`
+	set_config('rota.caps', coalesce(array_agg(l.max_in_flight), '{}')::text, true) ||
+	set_config('rota.freed', coalesce(array_agg(l.freed), '{}')::text, true) FROM l) IS NOT NULL`
 
 // freeAtOfK and claimEndAtOfK are the two halves of the ReadyAt of the user k.user_id, each
 // a keyset probe (see "Per-user reads" above): the due_at of its first unclaimed entry in

@@ -250,7 +250,7 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 // claim runs Claim's batch for the keys (users[i], works[i]), on the free path when free
 // allows it (see sqlClaimLock), and returns the claims in no particular order.
 func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free bool) ([]duework.Claim, error) {
-	var got []duework.Claim
+	got := make([]duework.Claim, 0, len(users))
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
 	b.Queue(sqlClaimLock, validUsers(users), now, free)
@@ -323,10 +323,11 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 //     order, waiting for a row another transaction holds and re-checking the claim after
 //     the wait (READ COMMITTED);
 //   - c (the caller's): it writes each item's entry and ends its claim, returning the
-//     item's ordinal and user;
-//   - l: then it locks the rows of the users it wrote for, in UserID order (one index scan
-//     over the sorted array of their IDs, which waits for c), and names them and their caps
-//     (sqlLocked) for sqlRecomputeLocked, next in the batch, which recomputes their
+//     item's ordinal, user and new due_at;
+//   - f: the users it wrote for, each with the least due_at it gave their entries;
+//   - l: then it locks the rows of those users, in UserID order (one index scan over the
+//     sorted array of their IDs, which waits for c), and names them, their caps and that
+//     due_at (sqlLocked) for sqlRecomputeLocked, next in the batch, which recomputes their
 //     ReadyAt from a snapshot taken after the locks.
 //
 // It cannot deadlock: entries are locked in one global order, and users after every entry,
@@ -345,9 +346,11 @@ WITH k AS MATERIALIZED (
 
 // sqlClaimedUsers ends sqlClaimedItems after c, up to the final SELECT's list, which
 // returns each item written (c.ord) and whether it was refused as started.
-const sqlClaimedUsers = `), l AS (
-	SELECT u.user_id, u.max_in_flight FROM rota_users u
-	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT c.user_id FROM c ORDER BY c.user_id))
+const sqlClaimedUsers = `), f AS MATERIALIZED (
+	SELECT c.user_id, min(c.due_at) AS freed FROM c GROUP BY c.user_id
+), l AS (
+	SELECT u.user_id, u.max_in_flight, (SELECT f.freed FROM f WHERE f.user_id = u.user_id) AS freed FROM rota_users u
+	WHERE u.user_id = ANY(ARRAY(SELECT f.user_id FROM f ORDER BY f.user_id))
 	ORDER BY u.user_id FOR NO KEY UPDATE
 )
 SELECT c.ord`
@@ -377,7 +380,7 @@ WITH k AS MATERIALIZED (
 	UPDATE rota_due d SET tier = k.tier, due_at = k.due_at, last_run_at = k.last_run_at,
 		miss_streak = k.miss_streak, error_streak = k.error_streak, claim_token = NULL, claim_until = NULL, claim_started = false
 	FROM k WHERE d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
-	RETURNING k.ord, d.user_id` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked
+	RETURNING k.ord, d.user_id, d.due_at` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked
 
 // sqlUnclaim is Unclaim's write, one statement for the whole batch (sqlClaimedItems): its c
 // ends each item's claim that is not started and leaves the entry as it is; the items
@@ -385,7 +388,7 @@ WITH k AS MATERIALIZED (
 var sqlUnclaim = fmt.Sprintf(sqlClaimedItems, "", "") + `
 	UPDATE rota_due d SET claim_token = NULL, claim_until = NULL
 	FROM e WHERE d.ctid = e.tid AND NOT e.started
-	RETURNING e.ord, d.user_id` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked + `
+	RETURNING e.ord, d.user_id, d.due_at` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked + `
 UNION ALL
 SELECT e.ord, true FROM e WHERE e.started`
 
