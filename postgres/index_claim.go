@@ -20,8 +20,10 @@ import (
 // Claim is four statements in one batch, so one round trip and one transaction. It takes
 // one of two paths, chosen by its first statement:
 //
-//   - sqlClaimLock reads the users of the keys. When any of them has a cap, a rate or a
-//     weight, or is paused at now (limitedAt), it takes the locked path: it locks all of
+//   - sqlClaimLock looks the users of the keys up in rota_users_limited and
+//     rota_users_paused, which hold only the users with limits or a pause. When any of them
+//     has a cap, a rate or a weight, or is paused at now (limitedAt), it takes the locked
+//     path: it locks all of
 //     them, in UserID order (sqlLockUsers' scan), and names the limited ones, with their
 //     limits, rate mark and pause as the locks return them (the latest committed), in
 //     transaction-local settings (rota.lim_*). Otherwise it takes the free path: it locks
@@ -59,7 +61,9 @@ import (
 // planner would push down into l, leaving the users it dropped unlocked; $3 false forces
 // the locked path.
 var sqlClaimLock = `WITH f AS MATERIALIZED (
-	SELECT $3::bool AND NOT EXISTS (SELECT FROM rota_users v WHERE v.user_id = ANY($1::text[]) AND (` + limitedAt("v", "$2::timestamptz") + `)) AS fast
+	SELECT $3::bool AND NOT EXISTS (SELECT FROM rota_users v WHERE v.user_id = ANY($1::text[]) AND (` + hasLimits("v") + `))
+		AND NOT EXISTS (SELECT FROM rota_users v WHERE v.user_id = ANY($1::text[]) AND v.paused_until IS NOT NULL
+			AND ` + pausedAt("v.paused_until", "v.last_served", "$2::timestamptz") + `) AS fast
 )
 SELECT set_config('rota.fast', (SELECT f.fast FROM f)::text, true) ||
 	set_config('rota.lim_users', coalesce(array_agg(l.user_id) FILTER (WHERE l.limited), '{}')::text, true) ||
@@ -74,13 +78,12 @@ FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, ` + paus
 	ORDER BY u.user_id FOR NO KEY UPDATE) l`
 
 // sqlClaimServed is Claim's third statement on the free path ($1 now): it locks the users
-// sqlClaim claimed for (rota.locked), in UserID order (one index scan over the sorted
-// array of their IDs), and fails with errLimitsChanged's error when one of them is
+// sqlClaim claimed for (rota.locked, one each), in UserID order (one index scan of the
+// primary key, which sorts the array's IDs before it reads them), and fails with errLimitsChanged's error when one of them is
 // limited at now. On the locked path (rota.fast false) it reads nothing.
 var sqlClaimServed = `SELECT CASE WHEN bool_or(l.limited) THEN current_setting('` + limitsChanged + `') END
 FROM (SELECT ` + limitedAt("u", "$1::timestamptz") + ` AS limited FROM rota_users u
-	WHERE u.user_id = ANY(ARRAY(SELECT DISTINCT x.id FROM unnest(current_setting('rota.locked', true)::text[]) AS x(id) ORDER BY x.id))
-		AND current_setting('rota.fast', true)::bool
+	WHERE u.user_id = ANY(current_setting('rota.locked', true)::text[]) AND current_setting('rota.fast', true)::bool
 	ORDER BY u.user_id FOR NO KEY UPDATE) l`
 
 // limitsChanged is the name of a setting nothing sets: reading it is how sqlClaimServed
@@ -97,7 +100,13 @@ func errLimitsChanged(err error) bool {
 // limitedAt is whether the user row u has a cap, a rate or a weight, or is paused at now:
 // a user Claim decides for under its lock.
 func limitedAt(u, now string) string {
-	return u + ".max_in_flight > 0 OR " + u + ".every > 0 OR " + u + ".weight > 1 OR " + pausedAt(u+".paused_until", u+".last_served", now)
+	return hasLimits(u) + " OR " + pausedAt(u+".paused_until", u+".last_served", now)
+}
+
+// hasLimits is whether the user row u has a cap, a rate or a weight: the predicate of
+// rota_users_limited, written as it is there so that the planner reads that index.
+func hasLimits(u string) string {
+	return u + ".max_in_flight > 0 OR " + u + ".every > 0 OR " + u + ".weight > 1"
 }
 
 // sqlClaim is Claim's second statement (see above): $1 and $2 the keys' users and work
@@ -105,16 +114,14 @@ func limitedAt(u, now string) string {
 //
 //   - lim: each limited user's allowance, from rota.lim_* and, for a user with a cap, its
 //     in-flight count (one index entry per claim in flight); none for a paused user;
-//   - k: the keys' rows visible at now, locked FOR UPDATE SKIP LOCKED by primary key, with
-//     the place (ctid) of the version locked; a row whose claim another transaction
-//     committed meanwhile is re-checked by the lock (READ COMMITTED) and dropped;
+//   - k: the keys' rows visible at now, locked FOR UPDATE SKIP LOCKED by primary key; a
+//     row whose claim another transaction committed meanwhile is re-checked by the lock
+//     (READ COMMITTED) and dropped;
 //   - r: k and lim sorted together by user, each user's lim row first, so that a window
 //     over the sort gives each key its user's allowance and its place among the user's
 //     locked keys, in the order of the keys, with no join;
 //   - c: the keys within their users' allowances get a new token from rota_claim_token and
-//     their until, each row written where k locked it (by ctid, which the lock keeps
-//     until the end of the call: no second probe of the primary key); the others stay
-//     locked until the end of the call, unclaimed. When no
+//     their until; the others stay locked until the end of the call, unclaimed. When no
 //     user of the call is limited, every locked key is claimed and r is never run.
 var sqlClaim = `
 WITH lim AS MATERIALIZED (
@@ -125,25 +132,25 @@ WITH lim AS MATERIALIZED (
 		current_setting('rota.lim_mark', true)::numeric[], current_setting('rota.lim_paused', true)::bool[])
 		AS l(user_id, m, every, burst, mark, paused)
 ), k AS MATERIALIZED (
-	SELECT d.ctid AS tid, d.user_id, d.work_key, d.claim_until AS ended, k.ord
+	SELECT d.user_id, d.work_key, d.claim_until AS ended, k.ord
 	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
 	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
 	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
 	FOR UPDATE OF d SKIP LOCKED
 ), r AS (
-	SELECT x.tid, x.user_id, x.work_key, x.ended, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
+	SELECT x.user_id, x.work_key, x.ended, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
 		first_value(x.head) OVER w AS heavy, row_number() OVER w - CASE WHEN first_value(x.head) OVER w THEN 1 ELSE 0 END AS n
-	FROM (SELECT k.tid, k.user_id, k.work_key, k.ended, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
+	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
 		UNION ALL
-		SELECT NULL, lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
+		SELECT lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
 	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
 ), c AS (
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4, claim_started = false
-	FROM (SELECT k.tid, k.user_id, 0 AS m, k.ended, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
+	FROM (SELECT k.user_id, k.work_key, k.ended, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
 		UNION ALL
-		SELECT r.tid, r.user_id, r.m, r.ended, r.heavy FROM r
+		SELECT r.user_id, r.work_key, r.ended, r.m, r.heavy FROM r
 		WHERE EXISTS (SELECT FROM lim) AND NOT r.head AND (r.allow IS NULL OR r.n <= r.allow)) s
-	WHERE d.ctid = s.tid
+	WHERE d.user_id = s.user_id AND d.work_key = s.work_key
 	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ended, s.m, s.heavy
 )
 SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.error_streak, c.claim_token, c.claim_until FROM c

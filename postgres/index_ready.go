@@ -145,17 +145,15 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		if !ok {
 			i = len(page.Heads)
 			heads[user.String] = i
-			most := int64(q.PerUser)
-			if cap.Valid {
-				most = cap.Int64
-			}
-			caps = append(caps, most)
 			page.Heads = append(page.Heads, duework.Head{
 				UserID: user.String, LastServed: served.Time, Turn: rtn.Time, InFlight: int(inFlight.Int64),
 				Limits: duework.Limits{Weight: int(weight.Int64), MaxInFlight: int(m.Int64), Every: time.Duration(every.Int64), Burst: int(burst.Int64)},
-				// The read returns at most one entry more than the user gets (More).
-				Due: make([]duework.Entry, 0, min(most+1, maxDuePrealloc)),
 			})
+			if cap.Valid {
+				caps = append(caps, cap.Int64)
+			} else {
+				caps = append(caps, int64(q.PerUser))
+			}
 		}
 		h := &page.Heads[i]
 		h.Due = append(h.Due, duework.Entry{
@@ -181,9 +179,6 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	})
 	return page, nil
 }
-
-// maxDuePrealloc bounds the room Ready makes for a head's entries before reading them.
-const maxDuePrealloc = 64
 
 // sqlRoute is Route's write, after sqlLockUsers locked the users $1 in UserID order, with
 // a snapshot that sees every claim committed before the locks: it stores each user's group

@@ -220,6 +220,13 @@ ALTER TABLE rota_due
 -- completions move them.
 ALTER TABLE rota_due SET (fillfactor = 70);
 `},
+	{11, "users with limits", `
+-- The users with a cap, a rate or a weight, by user_id. Claim asks this index, and
+-- rota_users_paused, whether any user of its keys has a limit before it decides how to lock
+-- them; it holds only the users that have one, so that for users without limits the answer
+-- costs a look at an index of a few pages, not a read of each user's row.
+CREATE INDEX rota_users_limited ON rota_users (user_id) WHERE max_in_flight > 0 OR every > 0 OR weight > 1;
+`},
 }
 
 // migrateLockKey is the first key of the transaction-level advisory lock that serializes

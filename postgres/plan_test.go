@@ -230,6 +230,8 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		queueOnly   = "Index Only Scan using rota_users_queue"
 		userKey     = "Index Scan using rota_users_pkey"
 		paused      = "Index Scan using rota_users_paused"
+		limited     = "Index Scan using rota_users_limited"
+		limitedOnly = "Index Only Scan using rota_users_limited"
 		free        = "Index Scan using rota_due_free_user"
 		freeOnly    = "Index Only Scan using rota_due_free_user"
 		claimed     = "Index Scan using rota_due_claimed_user"
@@ -250,8 +252,8 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		{"Ready", counting, postgres.SQLReady, []any{"", now, 100, 10, now.Add(time.Minute), "1772366460000000000"}, []string{queue, tid}, []string{free, claimed}, nil},
 		{"Ready without a hold", counting, postgres.SQLPeek, []any{"", now, 100, 10, nil, "1772366460000000000"}, []string{queue}, []string{free, claimed}, nil},
 		{"Ready of a small group", counting, postgres.SQLReady, []any{"pro", now, 100, 10, now.Add(time.Minute), "1772366460000000000"}, []string{queue, tid}, []string{free, claimed}, nil},
-		{"Claim's locks", counting, postgres.SQLClaimLock, []any{users, now, false}, []string{userKey}, nil, nil},
-		{"Claim", counting, postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), "1772366460000000000"}, nil, []string{dueKey, claimed, tid}, nil},
+		{"Claim's locks", counting, postgres.SQLClaimLock, []any{users, now, true}, []string{userKey, limitedOnly, limited, paused}, nil, nil},
+		{"Claim", counting, postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), "1772366460000000000"}, nil, []string{dueKey, claimed}, nil},
 		{"Claim's served users", counting, postgres.SQLClaimServed, []any{now}, []string{userKey}, nil, nil},
 		{"Claim's users", counting, postgres.SQLServe, []any{now, now.Add(time.Hour), "1772366460000000000"}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
 		{"CompleteMany", plain, postgres.SQLCompleteMany, []any{users, works, tokens, []string{"hot", "hot", "hot", "hot"},
