@@ -14,6 +14,30 @@ import (
 	"github.com/rotaworks/rota/postgres/pgtest"
 )
 
+// heldUser schedules user u's entries a, b and c, due at t0, and begins a transaction that
+// runs hold, a statement that locks u's row; the transaction is rolled back at the end of
+// the test unless it was committed. It returns the pool, an Index over it, the entries'
+// keys and the transaction.
+func heldUser(t *testing.T, hold string) (*pgxpool.Pool, *postgres.Index, []duework.Key, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	idx := postgres.NewIndex(pool)
+	var keys []duework.Key
+	for _, k := range []string{"a", "b", "c"} {
+		keys = append(keys, schedule(t, idx, "u", k, t0).Key())
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, hold); err != nil {
+		t.Fatal(err)
+	}
+	return pool, idx, keys, tx
+}
+
 // claimBehind starts Claim of keys at now in a goroutine while tx holds user's row, waits
 // until the Claim waits for that row, runs during (with the Claim still waiting), commits
 // tx, and returns what the Claim claimed.
@@ -80,20 +104,7 @@ func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
 func TestClaimOfUsersWithoutLimitsLocksThemLast(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	idx := postgres.NewIndex(pool)
-	var keys []duework.Key
-	for _, k := range []string{"a", "b", "c"} {
-		keys = append(keys, schedule(t, idx, "u", k, t0).Key())
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM rota_users WHERE user_id = 'u' FOR NO KEY UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	pool, idx, keys, tx := heldUser(t, `SELECT 1 FROM rota_users WHERE user_id = 'u' FOR NO KEY UPDATE`)
 	got := claimBehind(t, pool, idx, tx, keys, t0, func() {
 		var free int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM rota_due WHERE user_id = 'u' FOR UPDATE SKIP LOCKED) f`).Scan(&free); err != nil {
@@ -126,20 +137,7 @@ func TestClaimHoldsLimitsSetWhileItClaims(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool := pgtest.Pool(t)
-			idx := postgres.NewIndex(pool)
-			var keys []duework.Key
-			for _, k := range []string{"a", "b", "c"} {
-				keys = append(keys, schedule(t, idx, "u", k, t0).Key())
-			}
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			if _, err := tx.Exec(ctx, tc.limit); err != nil {
-				t.Fatal(err)
-			}
+			pool, idx, keys, tx := heldUser(t, tc.limit)
 			if got := claimBehind(t, pool, idx, tx, keys, t0, func() {}); !slices.Equal(got, tc.want) {
 				t.Fatalf("Claim = %v; want %v", got, tc.want)
 			}
