@@ -23,11 +23,10 @@ import (
 //   - sqlClaimLock looks the users of the keys up in rota_users_limited and
 //     rota_users_paused, which hold only the users with limits or a pause. When any of them
 //     has a cap, a rate or a weight, or is paused at now (limitedAt), it takes the locked
-//     path: it locks all of
-//     them, in UserID order (sqlLockUsers' scan), and names the limited ones, with their
-//     limits, rate mark and pause as the locks return them (the latest committed), in
-//     transaction-local settings (rota.lim_*). Otherwise it takes the free path: it locks
-//     no user and names none (rota.fast);
+//     path: it locks all of them, in UserID order (sqlLockUsers' scan), and names the
+//     limited ones, with their limits, rate mark and pause as the locks return them (the
+//     latest committed), in transaction-local settings (rota.lim_*). Otherwise it takes
+//     the free path: it locks no user and names none (rota.fast);
 //   - sqlClaim, with a snapshot taken after those locks — so it sees every claim of the
 //     locked users committed before it — decides each limited user's allowance at now
 //     (the least of its free slots and its rate allowance, none while it is paused), locks
@@ -53,9 +52,9 @@ import (
 // either, and the users are locked after them, in UserID order, as every writer of
 // entries locks them.
 //
-// The free path is what a user without limits costs: its row is locked only for the
-// stamp, not for the whole claim, so that writes of its other entries (a Runner's
-// completions, Schedule) wait for the claim's end only, and it for theirs.
+// The free path is what a user without limits costs: its row is locked only from the end
+// of the claim to the commit, while it is stamped, so that the writes of its other entries
+// (a Runner's completions, Schedule) and the claim wait for each other only that long.
 //
 // sqlClaimLock's aggregates filter the limited users rather than a WHERE on l, which the
 // planner would push down into l, leaving the users it dropped unlocked; $3 false forces
@@ -77,10 +76,11 @@ FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, ` + paus
 	FROM rota_users u WHERE u.user_id = ANY($1::text[]) AND NOT (SELECT f.fast FROM f)
 	ORDER BY u.user_id FOR NO KEY UPDATE) l`
 
-// sqlClaimServed is Claim's third statement on the free path ($1 now): it locks the users
+// sqlClaimServed is Claim's third statement ($1 now). On the free path it locks the users
 // sqlClaim claimed for (rota.locked, one each), in UserID order (one index scan of the
-// primary key, which sorts the array's IDs before it reads them), and fails with errLimitsChanged's error when one of them is
-// limited at now. On the locked path (rota.fast false) it reads nothing.
+// primary key, which sorts the array's IDs before it reads them), and fails with the error
+// errLimitsChanged recognizes when one of them is limited at now. On the locked path
+// (rota.fast false) it reads nothing.
 var sqlClaimServed = `SELECT CASE WHEN bool_or(l.limited) THEN current_setting('` + limitsChanged + `') END
 FROM (SELECT ` + limitedAt("u", "$1::timestamptz") + ` AS limited FROM rota_users u
 	WHERE u.user_id = ANY(current_setting('rota.locked', true)::text[]) AND current_setting('rota.fast', true)::bool
