@@ -105,7 +105,9 @@
 // sweep: its end already is the user's ReadyAt, and it frees its slot by time. The index
 // rota_users_queue (group, turn, user_id) is each group's queue in turn order, so a paused
 // user waits later in it and costs a Ready nothing; rota_users_paused (user_id), over the
-// users with a stored pause, is what Paused pages through.
+// users with a stored pause, is what Paused pages through; rota_users_limited (user_id),
+// over the users with a cap, a rate or a weight, is where Claim, with rota_users_paused,
+// finds out whether it must lock its users before it claims.
 // Users are never deleted, so the table grows with tenant churn (about 250 bytes a user,
 // indexes included, for short user IDs).
 //
