@@ -332,10 +332,10 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 //   - c (the caller's): it writes each item's entry and ends its claim, returning the
 //     item's ordinal, user and new due_at;
 //   - f: the users it wrote for, each with the least due_at it gave their entries;
-//   - l: then it locks the rows of those users, in UserID order (one index scan over the
-//     sorted array of their IDs, which waits for c), and names them, their caps and that
-//     due_at (sqlLocked) for sqlRecomputeLocked, next in the batch, which recomputes their
-//     ReadyAt from a snapshot taken after the locks.
+//   - l: then it locks the rows of those users (one probe of the primary key each, after
+//     c, which f waits for), in UserID order (the lock is taken on the sorted rows), and
+//     names them, their caps and that due_at (sqlLocked) for sqlRecomputeLocked, next in
+//     the batch, which recomputes their ReadyAt from a snapshot taken after the locks.
 //
 // It cannot deadlock: entries are locked in one global order, and users after every entry,
 // in UserID order. Items are one per key and claim token (the callers send no key and
@@ -356,9 +356,8 @@ WITH k AS MATERIALIZED (
 const sqlClaimedUsers = `), f AS MATERIALIZED (
 	SELECT c.user_id, min(c.due_at) AS freed FROM c GROUP BY c.user_id
 ), l AS (
-	SELECT u.user_id, u.max_in_flight, (SELECT f.freed FROM f WHERE f.user_id = u.user_id) AS freed FROM rota_users u
-	WHERE u.user_id = ANY(ARRAY(SELECT f.user_id FROM f ORDER BY f.user_id))
-	ORDER BY u.user_id FOR NO KEY UPDATE
+	SELECT u.user_id, u.max_in_flight, f.freed FROM f JOIN rota_users u ON u.user_id = f.user_id
+	ORDER BY u.user_id FOR NO KEY UPDATE OF u
 )
 SELECT c.ord`
 
