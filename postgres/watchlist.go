@@ -260,7 +260,9 @@ FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, slug, n)
 JOIN rota_watchlist w ON w.user_id = k.user_id AND w.slug = k.slug`
 
 // readMany reads sqlGetMany's answer from br, after the settings, into entries and errs:
-// row n answers the lookup at[n-1], whose user and slug are users[n-1] and slugs[n-1].
+// row n answers the lookup at[n-1], whose user and slug are users[n-1] and slugs[n-1]. A
+// lookup no row answers is tenancy.ErrNotFound. The tiers, which repeat, are read as one
+// string each.
 func readMany(br pgx.BatchResults, entries []tenancy.WatchlistEntry, errs []error, users, slugs []string, at []int) error {
 	if _, err := br.Exec(); err != nil {
 		return err
@@ -270,22 +272,49 @@ func readMany(br pgx.BatchResults, entries []tenancy.WatchlistEntry, errs []erro
 		return err
 	}
 	defer rows.Close()
+	found := make([]bool, len(at))
+	var tiers internSet
 	for rows.Next() {
 		var (
 			n  int64
 			we tenancy.WatchlistEntry
 		)
-		if err := rows.Scan(&n, &we.Tier, &we.AddedAt); err != nil {
+		if err := rows.Scan(&n, nil, &we.AddedAt); err != nil {
 			return err
 		}
 		if n < 1 || n > int64(len(at)) {
 			return fmt.Errorf("the server answered lookup %d of %d", n, len(at))
 		}
-		we.UserID, we.Slug = users[n-1], slugs[n-1]
+		we.UserID, we.Slug, we.Tier = users[n-1], slugs[n-1], tiers.of(rows.RawValues()[1])
 		i := at[n-1]
-		entries[i], errs[i] = we, nil
+		entries[i], errs[i], found[n-1] = we, nil, true
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for n, ok := range found {
+		if !ok {
+			errs[at[n]] = slugNotFound(slugs[n])
+		}
+	}
+	return nil
+}
+
+// internSet hands out one string per distinct value read, so that a read of many rows that
+// repeat a few user IDs or tiers allocates a few strings.
+type internSet map[string]string
+
+// of returns b as a string, which it copies the first time it sees it.
+func (t *internSet) of(b []byte) string {
+	if s, ok := (*t)[string(b)]; ok {
+		return s
+	}
+	if *t == nil {
+		*t = internSet{}
+	}
+	s := string(b)
+	(*t)[s] = s
+	return s
 }
 
 // GetMany implements [tenancy.Watchlist] in one query, whatever the number of lookups:
@@ -312,7 +341,6 @@ func (w *Watchlist) GetMany(ctx context.Context, lookups []tenancy.Lookup) ([]te
 			continue
 		}
 		users, slugs, at = append(users, l.Tenant.UserID()), append(slugs, l.Slug), append(at, i)
-		errs[i] = slugNotFound(l.Slug) // until its row comes back
 	}
 	if len(at) == 0 {
 		return entries, errs, nil
