@@ -1,16 +1,15 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/internal/vocab"
@@ -122,7 +121,8 @@ func hasLimits(u string) string {
 //     locked keys, in the order of the keys, with no join;
 //   - c: the keys within their users' allowances get a new token from rota_claim_token and
 //     their until; the others stay locked until the end of the call, unclaimed. When no
-//     user of the call is limited, every locked key is claimed and r is never run.
+//     user of the call is limited, every locked key is claimed and r is never run. Each
+//     claim comes back with its key's place in $1 and $2 (ord, from 1).
 var sqlClaim = `
 WITH lim AS MATERIALIZED (
 	SELECT l.user_id, l.m, CASE WHEN l.paused THEN 0 ELSE least(` + slotAllowance("l.m", inFlight("l.user_id", "$3::timestamptz")) + `,
@@ -138,7 +138,7 @@ WITH lim AS MATERIALIZED (
 	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
 	FOR UPDATE OF d SKIP LOCKED
 ), r AS (
-	SELECT x.user_id, x.work_key, x.ended, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
+	SELECT x.user_id, x.work_key, x.ended, x.ord, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
 		first_value(x.head) OVER w AS heavy, row_number() OVER w - CASE WHEN first_value(x.head) OVER w THEN 1 ELSE 0 END AS n
 	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
 		UNION ALL
@@ -146,14 +146,14 @@ WITH lim AS MATERIALIZED (
 	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
 ), c AS (
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4, claim_started = false
-	FROM (SELECT k.user_id, k.work_key, k.ended, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
+	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
 		UNION ALL
-		SELECT r.user_id, r.work_key, r.ended, r.m, r.heavy FROM r
+		SELECT r.user_id, r.work_key, r.ended, r.ord, r.m, r.heavy FROM r
 		WHERE EXISTS (SELECT FROM lim) AND NOT r.head AND (r.allow IS NULL OR r.n <= r.allow)) s
 	WHERE d.user_id = s.user_id AND d.work_key = s.work_key
-	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ended, s.m, s.heavy
+	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ended, s.ord, s.m, s.heavy
 )
-SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.error_streak, c.claim_token, c.claim_until FROM c
+SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.error_streak, c.claim_token, c.claim_until, c.ord FROM c
 WHERE (SELECT set_config('rota.locked', coalesce(array_agg(s.user_id), '{}')::text, true) ||
 	set_config('rota.caps', coalesce(array_agg(s.m), '{}')::text, true) ||
 	set_config('rota.claimed', coalesce(array_agg(s.k), '{}')::text, true) ||
@@ -230,12 +230,12 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	}
 	users := make([]string, 0, len(keys))
 	works := make([]string, 0, len(keys))
-	ord := make(map[duework.Key]int, len(keys))
+	seen := make(map[duework.Key]struct{}, len(keys))
 	for _, k := range keys {
-		if _, dup := ord[k]; dup || !validKey(k) {
+		if _, dup := seen[k]; dup || !validKey(k) {
 			continue
 		}
-		ord[k] = len(users)
+		seen[k] = struct{}{}
 		users = append(users, k.UserID)
 		works = append(works, k.WorkKey)
 	}
@@ -249,15 +249,13 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
-	// The rows come in no particular order: put them in the order of keys (each key once).
-	slices.SortFunc(got, func(a, b duework.Claim) int { return cmp.Compare(ord[a.Entry.Key()], ord[b.Entry.Key()]) })
 	return got, nil
 }
 
-// claim runs Claim's batch for the keys (users[i], works[i]), on the free path when free
-// allows it (see sqlClaimLock), and returns the claims in no particular order.
+// claim runs Claim's batch for the keys (users[i], works[i]), each given once, on the free
+// path when free allows it (see sqlClaimLock), and returns the claims in the order of the
+// keys.
 func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free bool) ([]duework.Claim, error) {
-	got := make([]duework.Claim, 0, len(users))
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
 	b.Queue(sqlClaimLock, validUsers(users), now, free)
@@ -265,15 +263,43 @@ func (x *Index) claim(ctx context.Context, users, works []string, now, until tim
 	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs)
 	b.Queue(sqlClaimServed, now)
 	b.Queue(sqlServe, now, ceilMicro(until), nowNs)
+	// The rows come in no particular order, each with its key's place (ord): they are put
+	// in their places, then closed up. The row's user ID and tier, which repeat, are read
+	// from its bytes (one string each).
+	byKey := make([]duework.Claim, len(users))
+	has := make([]bool, len(users))
+	claimed := 0
+	var (
+		ids, tiers               internSet
+		c                        duework.Claim
+		last                     pgtype.Timestamptz
+		streak, errs, token, ord int64
+	)
 	err := x.sendBatch(ctx, b, 2, func(rows pgx.Rows) error {
-		var c duework.Claim
-		var token int64
-		e, err := scanEntry(rows, &token, &c.Until)
-		c.Entry, c.Token = e, uint64(token)
-		got = append(got, c)
-		return err
+		if err := rows.Scan(nil, &c.Entry.WorkKey, nil, &c.Entry.DueAt, &last, &streak, &errs, &token, &c.Until, &ord); err != nil {
+			return err
+		}
+		if ord < 1 || ord > int64(len(byKey)) || has[ord-1] {
+			return fmt.Errorf("the server answered key %d of %d", ord, len(byKey))
+		}
+		raw := rows.RawValues()
+		c.Entry.UserID, c.Entry.Tier = ids.of(raw[0]), tiers.of(raw[2])
+		c.Entry.LastRunAt = last.Time
+		c.Entry.MissStreak, c.Entry.ErrorStreak, c.Token = int(streak), int(errs), uint64(token)
+		byKey[ord-1], has[ord-1] = c, true
+		claimed++
+		return nil
 	})
-	return got, err
+	if err != nil {
+		return nil, err
+	}
+	got := make([]duework.Claim, 0, claimed)
+	for i, c := range byKey {
+		if has[i] {
+			got = append(got, c)
+		}
+	}
+	return got, nil
 }
 
 // writeClaimed runs a write of tc's entry c.Entry.WorkKey that applies only while c is its

@@ -51,6 +51,9 @@ var sqlPeek = sqlPicked + `, held AS (
 	SELECT ` + readColumns("p") + ` FROM picked p WHERE $5::timestamptz IS NULL
 )` + sqlReadParts
 
+// readyRoom bounds the entries Ready makes room for in each head before reading them.
+const readyRoom = 16
+
 // readColumns are the columns of rota_users (aliased t) that Ready reads.
 func readColumns(t string) string {
 	return t + ".user_id, " + t + ".last_served, " + t + ".turn, " + t + ".claim_end_at, " + t + ".weight, " + t + ".max_in_flight, " +
@@ -128,36 +131,44 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	b.Queue(sql, q.Group, q.Now, q.Users, q.PerUser, heldUntil, nanosOf(q.Now))
 	var (
 		part                           int32
-		user, workKey, tier            pgtype.Text
+		workKey                        pgtype.Text
 		served, due, last, rtn         pgtype.Timestamptz
 		streak, errs, weight, m, every pgtype.Int8
 		burst, inFlight, cap           pgtype.Int8
 	)
+	var tiers internSet
 	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
-		if err := rows.Scan(&part, &user, &served, &rtn, &workKey, &tier, &due, &last, &streak, &errs, &weight, &m, &every, &burst, &inFlight, &cap); err != nil {
+		// The user's ID and the tier, which repeat from row to row, are read from the
+		// row's bytes: one string per head and per tier, not per row.
+		if err := rows.Scan(&part, nil, &served, &rtn, &workKey, nil, &due, &last, &streak, &errs, &weight, &m, &every, &burst, &inFlight, &cap); err != nil {
 			return err
 		}
 		if part == 2 {
 			page.Next = rtn.Time
 			return nil
 		}
-		i, ok := heads[user.String]
+		raw := rows.RawValues()
+		i, ok := heads[string(raw[1])]
 		if !ok {
 			i = len(page.Heads)
-			heads[user.String] = i
-			page.Heads = append(page.Heads, duework.Head{
-				UserID: user.String, LastServed: served.Time, Turn: rtn.Time, InFlight: int(inFlight.Int64),
-				Limits: duework.Limits{Weight: int(weight.Int64), MaxInFlight: int(m.Int64), Every: time.Duration(every.Int64), Burst: int(burst.Int64)},
-			})
+			user := string(raw[1])
+			heads[user] = i
+			n := int64(q.PerUser)
 			if cap.Valid {
-				caps = append(caps, cap.Int64)
-			} else {
-				caps = append(caps, int64(q.PerUser))
+				n = cap.Int64
 			}
+			caps = append(caps, n)
+			page.Heads = append(page.Heads, duework.Head{
+				UserID: user, LastServed: served.Time, Turn: rtn.Time, InFlight: int(inFlight.Int64),
+				Limits: duework.Limits{Weight: int(weight.Int64), MaxInFlight: int(m.Int64), Every: time.Duration(every.Int64), Burst: int(burst.Int64)},
+				// Room for the entries a head usually gets (a part brings at most n+1),
+				// bounded so that a large PerUser costs nothing up front.
+				Due: make([]duework.Entry, 0, max(min(n+1, readyRoom), 1)),
+			})
 		}
 		h := &page.Heads[i]
 		h.Due = append(h.Due, duework.Entry{
-			UserID: h.UserID, WorkKey: workKey.String, Tier: tier.String, DueAt: due.Time, LastRunAt: last.Time,
+			UserID: h.UserID, WorkKey: workKey.String, Tier: tiers.of(raw[5]), DueAt: due.Time, LastRunAt: last.Time,
 			MissStreak: int(streak.Int64), ErrorStreak: int(errs.Int64),
 		})
 		return nil
