@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/rotaworks/rota/cadence"
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/internal/clock"
@@ -155,71 +156,108 @@ func itemName(c duework.Claim) string {
 }
 
 // runStarted runs j, whose claim is started and whose watchlist entry has been read, up
-// to its final write. ctx is the pipeline's parent.
-func (w *Worker) runStarted(j *job) itemRun {
-	c := j.item.Claim
-	switch we, err := j.read.entry, j.read.err; {
-	case errors.Is(err, tenancy.ErrNotFound):
-		return w.remove(context.WithoutCancel(j.run), j)
-	case err != nil:
-		return w.retry(j, fmt.Errorf("bridge: %s: read watchlist: %w", itemName(c), err))
-	default:
-		return w.runEntry(j, we)
+// to its final write. It sets j.ir.
+func (w *Worker) runStarted(j *job) {
+	if j.read.err == nil {
+		w.runEntry(j)
+		return
 	}
+	w.unread(j)
 }
 
-// lateRun is the outcome of an item the claim rule does not let start: left (≤ 0) is how
+// unread sets the outcome of j, whose watchlist entry could not be read: removed when the
+// entry is gone, retried otherwise.
+func (w *Worker) unread(j *job) {
+	if err := j.read.err; !errors.Is(err, tenancy.ErrNotFound) {
+		j.ir = w.retry(j, fmt.Errorf("bridge: %s: read watchlist: %w", itemName(j.item.Claim), err))
+		return
+	}
+	j.ir = w.remove(context.WithoutCancel(j.run), j)
+}
+
+// late sets the outcome of an item the claim rule does not let start: left (≤ 0) is how
 // long its claim had left beyond the margin. An item whose claim is started already is
 // handed back by completing it unchanged, since Unclaim refuses a started claim.
-func lateRun(j *job, left time.Duration, started bool) itemRun {
+func (j *job) late(left time.Duration, started bool) {
 	err := fmt.Errorf("bridge: %s: not started, %v past the claim's end less the margin: %w", itemName(j.item.Claim), -left, ErrClaimEnded)
 	if started {
-		return itemRun{status: StatusLate, next: j.item.Claim.Entry, write: writeComplete, err: err}
+		j.ir = itemRun{status: StatusLate, next: j.item.Claim.Entry, write: writeComplete, err: err}
+		return
 	}
-	return itemRun{status: StatusLate, write: writeUnclaim, err: err}
+	j.ir = itemRun{status: StatusLate, write: writeUnclaim, err: err}
 }
 
-// runEntry runs j's item with we, its watchlist entry, up to the final write.
-func (w *Worker) runEntry(j *job, we tenancy.WatchlistEntry) itemRun {
-	c := j.item.Claim
-	policy, err := w.b.tiers().Lookup(we.Tier)
+// runEntry runs j's item with its watchlist entry, j.read.entry, up to the final write. It
+// sets j.ir.
+func (w *Worker) runEntry(j *job) {
+	policy, err := w.b.tiers().Lookup(j.read.entry.Tier)
 	if err != nil {
-		return w.retry(j, fmt.Errorf("bridge: %s: %w", itemName(c), err))
+		w.unknownTier(j, err)
+		return
 	}
-	if left := claimLeft(c, j.span.current(), j.margin); left <= 0 {
-		return lateRun(j, left, true)
+	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
+		j.late(left, true)
+		return
 	}
 	if err := w.pausedHere(j); err != nil {
-		// Paused since its claim started: handed back by completing it unchanged.
-		return itemRun{status: StatusReleased, next: c.Entry, write: writeComplete, err: fmt.Errorf("bridge: %s: not started: %w", itemName(c), err)}
+		j.pausedMeanwhile(err)
+		return
 	}
+	res, overrun, err := w.callPipeline(j)
+	w.ran(j, policy, res, overrun, err)
+}
+
+// unknownTier sets the outcome of j, whose watchlist entry names a tier the Bridge does
+// not know (err): retried.
+func (w *Worker) unknownTier(j *job, err error) {
+	j.ir = w.retry(j, fmt.Errorf("bridge: %s: %w", itemName(j.item.Claim), err))
+}
+
+// pausedMeanwhile sets the outcome of j, whose claim is started, when its tenant was
+// paused on this Worker meanwhile: it is handed back by completing it unchanged.
+func (j *job) pausedMeanwhile(err error) {
+	c := j.item.Claim
+	j.ir = itemRun{status: StatusReleased, next: c.Entry, write: writeComplete, err: fmt.Errorf("bridge: %s: not started: %w", itemName(c), err)}
+}
+
+// callPipeline runs j's pipeline with its watchlist entry, under a context that ends with
+// the claim rule (ErrClaimEnded), and returns its result, how long it ran past the claim's
+// end, and its error.
+func (w *Worker) callPipeline(j *job) (Result, time.Duration, error) {
+	c := &j.item.Claim
 	pctx, cancel := clock.ContextAt(j.run, j.span.clock, j.span.clockAt(c.Until.Add(-j.margin)), ErrClaimEnded)
 	stopWatch := w.watchOverrun(j)
-	res, err := runPipeline(pctx, w.b.Pipeline, j.tc, we)
-	if cause := context.Cause(pctx); err != nil && pctx.Err() != nil && !errors.Is(err, cause) {
-		err = fmt.Errorf("%w (%w)", err, cause)
+	res, err := runPipeline(pctx, w.b.Pipeline, j.tc, j.read.entry)
+	if err != nil {
+		if cause := context.Cause(pctx); pctx.Err() != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
 	}
 	cancel()
-	overrun := stopWatch()
+	return res, stopWatch(), err
+}
+
+// ran sets j.ir from its pipeline's outcome: the entry advanced by policy from the run's
+// end, retried after an error, or paused by a Pushback.
+func (w *Worker) ran(j *job, policy cadence.Policy, res Result, overrun time.Duration, err error) {
 	if err != nil {
 		var pb *Pushback
-		ir := itemRun{}
 		if errors.As(err, &pb) && pb.valid() {
-			ir = w.pushback(j, we, pb)
+			j.ir = w.pushback(j, j.read.entry, pb)
 		} else {
-			ir = w.retry(j, fmt.Errorf("bridge: %s: pipeline: %w", itemName(c), err))
+			j.ir = w.retry(j, fmt.Errorf("bridge: %s: pipeline: %w", itemName(j.item.Claim), err))
 		}
-		ir.overrun = overrun
-		return ir
+		j.ir.overrun = overrun
+		return
 	}
 	hit := res.FoundNew()
 	st := StatusMiss
 	if hit {
 		st = StatusHit
 	}
-	base := c.Entry
-	base.Tier = we.Tier
-	return itemRun{status: st, result: &res, next: duework.Advance(base, policy, hit, j.ended()), write: writeComplete, overrun: overrun}
+	base := j.item.Claim.Entry
+	base.Tier = j.read.entry.Tier
+	j.ir = itemRun{status: st, result: &res, next: duework.Advance(base, policy, hit, j.ended()), write: writeComplete, overrun: overrun}
 }
 
 // watchOverrun warns once, naming the tenant and the source, if j's pipeline still runs

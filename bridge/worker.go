@@ -224,7 +224,8 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 		}
 		if wait.Err() != nil {
 			for _, j := range jobs[i+1:] {
-				w.queue(j, releasedRun(j, context.Cause(wait)))
+				j.release(context.Cause(wait))
+				w.queued(j)
 			}
 			w.writes.flush() // hand them back at once, in one call
 			return
@@ -247,7 +248,8 @@ func (w *Worker) enterNow(wait context.Context, j *job) bool {
 		return true
 	}
 	if err := w.pausedHere(j); err != nil {
-		w.queue(j, releasedRun(j, err))
+		j.release(err)
+		w.queued(j)
 		return true
 	}
 	select {
@@ -265,11 +267,12 @@ func (w *Worker) enterNow(wait context.Context, j *job) bool {
 // is bad, or late by the claim rule.
 func (w *Worker) turnedAway(j *job) bool {
 	if j.bad {
-		w.queue(j, j.ir)
+		w.queued(j)
 		return true
 	}
 	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
-		w.queue(j, lateRun(j, left, false))
+		j.late(left, false)
+		w.queued(j)
 		return true
 	}
 	return false
@@ -282,7 +285,8 @@ func (w *Worker) enter(wait context.Context, j *job) bool {
 		return false
 	}
 	if err := w.acquire(wait, j); err != nil {
-		w.queue(j, releasedRun(j, err))
+		j.release(err)
+		w.queued(j)
 		return false
 	}
 	return true
@@ -326,37 +330,50 @@ func (w *Worker) pausedHere(j *job) error {
 }
 
 // start runs j on the worker it holds, frees the worker and queues j's write.
+//
+// The functions an item's goroutine runs keep small frames (each sets j.ir rather than
+// returning an itemRun, and the rare outcomes are built in functions of their own), so
+// that the goroutine's first stack holds the pipeline's call.
 func (w *Worker) start(j *job) {
-	ir := w.runHeld(j)
+	w.runHeld(j)
 	<-w.sem
-	w.queue(j, ir)
+	w.queued(j)
 }
 
 // runHeld runs j, which holds a worker, up to its final write: the claim rule, then the
-// claim started, then the item itself.
-func (w *Worker) runHeld(j *job) itemRun {
-	c := j.item.Claim
-	if left := claimLeft(c, j.span.current(), j.margin); left <= 0 {
+// claim started, then the item itself. It sets j.ir.
+func (w *Worker) runHeld(j *job) {
+	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
 		w.starts.skip(j)
-		return lateRun(j, left, false)
+		j.late(left, false)
+		return
 	}
 	if err := w.pausedHere(j); err != nil {
 		w.starts.skip(j)
-		return releasedRun(j, err)
+		j.release(err)
+		return
 	}
 	w.starts.start(j)
+	if j.startErr == nil {
+		w.runStarted(j)
+		return
+	}
+	j.notStarted()
+}
+
+// notStarted sets the outcome of j, whose claim StartClaims did not start.
+func (j *job) notStarted() {
+	c := j.item.Claim
 	switch err := j.startErr; {
-	case err == nil:
-		return w.runStarted(j)
 	case errors.Is(err, duework.ErrClaimStarted):
-		return itemRun{status: StatusDuplicate, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
+		j.ir = itemRun{status: StatusDuplicate, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
 	case errors.Is(err, duework.ErrClaimLost):
-		return itemRun{status: StatusLostClaim, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
+		j.ir = itemRun{status: StatusLostClaim, err: fmt.Errorf("bridge: %s: %w", itemName(c), err)}
 	default:
 		// The index could not say: the item is not run, and handed back. Should its claim
 		// have been started after all, the hand-back is refused and the claim ends on its
 		// own.
-		return itemRun{status: StatusError, write: writeUnclaim, err: fmt.Errorf("bridge: %s: start claim: %w", itemName(c), err)}
+		j.ir = itemRun{status: StatusError, write: writeUnclaim, err: fmt.Errorf("bridge: %s: start claim: %w", itemName(c), err)}
 	}
 }
 
@@ -374,14 +391,14 @@ func (w *Worker) refuse(ctx context.Context, j *job) ItemReport {
 	return j.report()
 }
 
-// releasedRun is the outcome of an item handed back unstarted because cause ended the
-// wait for a worker.
-func releasedRun(j *job, cause error) itemRun {
+// release sets the outcome of an item handed back unstarted because cause ended the wait
+// for a worker. A bad item keeps its own.
+func (j *job) release(cause error) {
 	if j.bad {
-		return j.ir
+		return
 	}
 	err := fmt.Errorf("bridge: %s: not started: %w", itemName(j.item.Claim), cause)
-	return itemRun{status: StatusReleased, write: writeUnclaim, err: err}
+	j.ir = itemRun{status: StatusReleased, write: writeUnclaim, err: err}
 }
 
 // admit counts n items in, or reports false once the Worker is stopped.
@@ -421,11 +438,11 @@ func (w *Worker) acquire(wait context.Context, j *job) error {
 	}
 }
 
-// queue records ir as j's outcome so far and queues its write, or settles it when it
-// needs none. When no admitted item is left before its write, what waits is written.
-func (w *Worker) queue(j *job, ir itemRun) {
-	j.ir = ir
-	if ir.write != writeNone {
+// queued queues the write of j's outcome so far, j.ir, or settles j when it needs none.
+// When no admitted item is left before its write, what waits is written.
+func (w *Worker) queued(j *job) {
+	write := j.ir.write
+	if write != writeNone {
 		w.writes.add(j)
 	}
 	j.owner.queued(j)
@@ -433,7 +450,7 @@ func (w *Worker) queue(j *job, ir itemRun) {
 	w.busy--
 	idle := w.busy == 0
 	w.mu.Unlock()
-	if ir.write == writeNone {
+	if write == writeNone {
 		w.settle(j)
 	}
 	if idle {
