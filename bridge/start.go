@@ -15,13 +15,15 @@ import (
 // started and not read yet. One round is in flight at a time; the items that get a worker
 // meanwhile go in the next. A batch handed to the Worker at once (a Runner's cycle) holds
 // the next round back while it hands its items to their workers, so that those that get a
-// worker at once start in one round.
+// worker at once start in one round; those go in without a goroutine of their own, and
+// the round starts each on one once its claim is started. An item that had to wait for
+// its worker joins a round from the goroutine that waited, and waits for the round there.
 type starter struct {
 	w       *Worker
 	mu      sync.Mutex
 	waiting []*job
 	busy    bool
-	held    int // holds of the next round: batches handing out items, items on their way
+	held    int // holds of the next round: batches handing out items
 }
 
 // hold keeps the next round from beginning until a matching release.
@@ -52,30 +54,26 @@ func (s *starter) begins() bool {
 	return true
 }
 
+// enqueue puts j, which holds a worker, in the next round, which a batch handing out items
+// holds: the round starts j on a goroutine of its own (Worker.begun).
+func (s *starter) enqueue(j *job) {
+	s.mu.Lock()
+	s.waiting = append(s.waiting, j)
+	s.mu.Unlock()
+}
+
 // start returns once j's claim is started (j.startErr says how that went) and, when it
-// was, its watchlist entry read. A job a batch counted on (j.held) ends that hold.
+// was, its watchlist entry read.
 func (s *starter) start(j *job) {
 	j.ready = make(chan struct{})
 	s.mu.Lock()
 	s.waiting = append(s.waiting, j)
-	if j.held {
-		j.held = false
-		s.held--
-	}
 	begin := s.begins()
 	s.mu.Unlock()
 	if begin {
 		go s.loop()
 	}
 	<-j.ready
-}
-
-// skip ends the hold of a job a batch counted on that does not start.
-func (s *starter) skip(j *job) {
-	if j.held {
-		j.held = false
-		s.release()
-	}
 }
 
 func (s *starter) loop() {
@@ -97,7 +95,11 @@ func (s *starter) loop() {
 		}
 		s.w.read(s.w.kill, js, false)
 		for _, j := range js {
-			close(j.ready)
+			if j.ready != nil {
+				close(j.ready)
+			} else {
+				go s.w.begun(j)
+			}
 		}
 	}
 }

@@ -91,7 +91,6 @@ type job struct {
 	bad       bool            // the item names no valid tenant: ir is its outcome
 	read      *watchRead      // the watchlist entry, once read
 	reading   chan struct{}   // closed once the batch's GetMany, which reads the entry, returned
-	held      bool            // its batch holds the starter's next round until it arrives
 	startErr  error           // Index.StartClaims's outcome for the item's claim
 	ir        itemRun
 	ready     chan struct{} // closed once the starter has started the item's claim
@@ -237,9 +236,10 @@ func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 }
 
 // enterNow is enter for a job that must not wait, in a batch holding the starter's next
-// round: it returns true once j holds a worker, counted in that round and started on a
-// goroutine of its own, or once j's outcome is queued (bad, late, its tenant paused); and
-// false, with nothing done, when no worker is free now or wait has ended.
+// round: it returns true once j holds a worker and is in that round (which starts it on a
+// goroutine of its own once its claim is started), or once j's outcome is queued (bad,
+// late, its tenant paused); and false, with nothing done, when no worker is free now or
+// wait has ended.
 func (w *Worker) enterNow(wait context.Context, j *job) bool {
 	if wait.Err() != nil {
 		return false
@@ -257,9 +257,7 @@ func (w *Worker) enterNow(wait context.Context, j *job) bool {
 	default:
 		return false
 	}
-	j.held = true
-	w.starts.hold()
-	go w.start(j)
+	w.starts.enqueue(j)
 	return true
 }
 
@@ -329,7 +327,8 @@ func (w *Worker) pausedHere(j *job) error {
 	return nil
 }
 
-// start runs j on the worker it holds, frees the worker and queues j's write.
+// start runs j, which waited for the worker it holds, on the goroutine that waited: it
+// frees the worker at the end and queues j's write.
 //
 // The functions an item's goroutine runs keep small frames (each sets j.ir rather than
 // returning an itemRun, and the rare outcomes are built in functions of their own), so
@@ -340,20 +339,32 @@ func (w *Worker) start(j *job) {
 	w.queued(j)
 }
 
+// begun runs j, which got its worker in a batch's round, on a goroutine of its own once
+// the round has started its claim; it frees the worker at the end and queues j's write.
+func (w *Worker) begun(j *job) {
+	w.runClaimed(j)
+	<-w.sem
+	w.queued(j)
+}
+
 // runHeld runs j, which holds a worker, up to its final write: the claim rule, then the
 // claim started, then the item itself. It sets j.ir.
 func (w *Worker) runHeld(j *job) {
 	if left := claimLeft(j.item.Claim, j.span.current(), j.margin); left <= 0 {
-		w.starts.skip(j)
 		j.late(left, false)
 		return
 	}
 	if err := w.pausedHere(j); err != nil {
-		w.starts.skip(j)
 		j.release(err)
 		return
 	}
 	w.starts.start(j)
+	w.runClaimed(j)
+}
+
+// runClaimed runs j, whose claim the starter has tried to start, up to its final write.
+// It sets j.ir.
+func (w *Worker) runClaimed(j *job) {
 	if j.startErr == nil {
 		w.runStarted(j)
 		return
