@@ -63,9 +63,26 @@ func declareLanes(t *testing.T, js jetstream.JetStream, q lanesOf, pulling bool)
 			if _, err := c.Fetch(100, jetstream.FetchMaxWait(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
+			// Fetch sends its pull request without waiting for the server: the pull counts
+			// (NumWaiting) only once the server has it.
+			waitPulling(t, c)
 		}
 	}
 	return cons
+}
+
+// waitPulling waits until the server counts a pull waiting on c.
+func waitPulling(t *testing.T, c jetstream.Consumer) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := c.Info(context.Background())
+		if err == nil && info.NumWaiting > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pull waiting on %s after 10 s (%v)", c.CachedInfo().Name, err)
+		}
+	}
 }
 
 func newSink(t *testing.T, d *dispatch.Dispatcher, cfg rotanats.Config) (*rotanats.Sink, jetstream.JetStream) {
