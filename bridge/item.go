@@ -234,7 +234,8 @@ func (w *Worker) callPipeline(j *job) (Result, time.Duration, error) {
 		}
 	}
 	cancel()
-	return res, stopWatch(), err
+	stopWatch()
+	return res, w.overrun(j), err
 }
 
 // ran sets j.ir from its pipeline's outcome: the entry advanced by policy from the run's
@@ -262,26 +263,30 @@ func (w *Worker) ran(j *job, policy cadence.Policy, res Result, overrun time.Dur
 
 // watchOverrun warns once, naming the tenant and the source, if j's pipeline still runs
 // when its claim ends: it ignores its context, and may overlap the entry's next run
-// elsewhere. The returned function stops the watch and returns how long past the claim's
-// end the run went (zero when it ended in time), warning again with that figure.
-func (w *Worker) watchOverrun(j *job) func() time.Duration {
-	c := j.item.Claim
-	attrs := func() []slog.Attr {
-		return []slog.Attr{slog.String("user_id", c.Entry.UserID), slog.String("work_key", c.Entry.WorkKey), slog.Time("claim_until", c.Until)}
-	}
-	ctx := context.WithoutCancel(j.run)
-	stop := j.span.clock.AfterFunc(j.span.clockAt(c.Until).Sub(j.span.clock.Now()), func() {
-		w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: pipeline still running past its claim", attrs()...)
+// elsewhere. Calling the returned function stops the watch; overrun then says how far
+// past the claim's end the run went.
+func (w *Worker) watchOverrun(j *job) (stop func() bool) {
+	return j.span.clock.AfterFunc(j.span.clockAt(j.item.Claim.Until).Sub(j.span.clock.Now()), func() {
+		w.warnOverrun(j, "rota: pipeline still running past its claim")
 	})
-	return func() time.Duration {
-		stop()
-		over := j.span.current().Sub(c.Until)
-		if over <= 0 {
-			return 0
-		}
-		w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rota: pipeline ran past its claim", append(attrs(), slog.Duration("overrun", over))...)
-		return over
+}
+
+// overrun returns how long past its claim's end j's pipeline ran (zero when it ended in
+// time), warning with that figure when it did.
+func (w *Worker) overrun(j *job) time.Duration {
+	over := j.span.current().Sub(j.item.Claim.Until)
+	if over <= 0 {
+		return 0
 	}
+	w.warnOverrun(j, "rota: pipeline ran past its claim", slog.Duration("overrun", over))
+	return over
+}
+
+// warnOverrun logs msg at warning level about j's claim, with more attributes.
+func (w *Worker) warnOverrun(j *job, msg string, more ...slog.Attr) {
+	c := j.item.Claim
+	attrs := append([]slog.Attr{slog.String("user_id", c.Entry.UserID), slog.String("work_key", c.Entry.WorkKey), slog.Time("claim_until", c.Until)}, more...)
+	w.cfg.Logger.LogAttrs(context.WithoutCancel(j.run), slog.LevelWarn, msg, attrs...)
 }
 
 // retry is the item's failure with cause: when the claim is completed, the entry comes
