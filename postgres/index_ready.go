@@ -51,9 +51,6 @@ var sqlPeek = sqlPicked + `, held AS (
 	SELECT ` + readColumns("p") + ` FROM picked p WHERE $5::timestamptz IS NULL
 )` + sqlReadParts
 
-// readyRoom bounds the entries Ready makes room for in each head before reading them.
-const readyRoom = 16
-
 // readColumns are the columns of rota_users (aliased t) that Ready reads.
 func readColumns(t string) string {
 	return t + ".user_id, " + t + ".last_served, " + t + ".turn, " + t + ".claim_end_at, " + t + ".weight, " + t + ".max_in_flight, " +
@@ -136,7 +133,11 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		streak, errs, weight, m, every pgtype.Int8
 		burst, inFlight, cap           pgtype.Int8
 	)
-	var tiers internSet
+	var (
+		tiers internSet
+		read  []duework.Entry // every entry read, as the rows came
+		of    []int32         // the head of each
+	)
 	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
 		// The user's ID and the tier, which repeat from row to row, are read from the
 		// row's bytes: one string per head and per tier, not per row.
@@ -161,20 +162,39 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 			page.Heads = append(page.Heads, duework.Head{
 				UserID: user, LastServed: served.Time, Turn: rtn.Time, InFlight: int(inFlight.Int64),
 				Limits: duework.Limits{Weight: int(weight.Int64), MaxInFlight: int(m.Int64), Every: time.Duration(every.Int64), Burst: int(burst.Int64)},
-				// Room for the entries a head usually gets (a part brings at most n+1),
-				// bounded so that a large PerUser costs nothing up front.
-				Due: make([]duework.Entry, 0, max(min(n+1, readyRoom), 1)),
 			})
 		}
-		h := &page.Heads[i]
-		h.Due = append(h.Due, duework.Entry{
-			UserID: h.UserID, WorkKey: workKey.String, Tier: tiers.of(raw[5]), DueAt: due.Time, LastRunAt: last.Time,
+		read = append(read, duework.Entry{
+			UserID: page.Heads[i].UserID, WorkKey: workKey.String, Tier: tiers.of(raw[5]), DueAt: due.Time, LastRunAt: last.Time,
 			MissStreak: int(streak.Int64), ErrorStreak: int(errs.Int64),
 		})
+		of = append(of, int32(i))
 		return nil
 	})
 	if err != nil {
 		return duework.ReadyPage{}, interpret(ctx, "Index.Ready", err)
+	}
+	// The heads' entries go in one array, each head's a run of it (capped at its length,
+	// so that appending to one head's Due never writes into the next one's).
+	ends := make([]int, len(page.Heads))
+	for _, i := range of {
+		ends[i]++
+	}
+	for i := 1; i < len(ends); i++ {
+		ends[i] += ends[i-1]
+	}
+	all := make([]duework.Entry, len(read))
+	for k := len(read) - 1; k >= 0; k-- {
+		i := of[k]
+		ends[i]--
+		all[ends[i]] = read[k]
+	}
+	for i := range page.Heads {
+		hi := len(all)
+		if i+1 < len(ends) {
+			hi = ends[i+1]
+		}
+		page.Heads[i].Due = all[ends[i]:hi:hi]
 	}
 	for i := range page.Heads {
 		h := &page.Heads[i]
