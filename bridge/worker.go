@@ -190,9 +190,10 @@ func (w *Worker) noteDropped(ctx context.Context, rep ItemReport) {
 }
 
 // doBatch takes jobs, all of one owner and admitted by the caller, to their writes: one
-// Watchlist.GetMany reads all their entries while they take workers, in order, each
-// starting on a goroutine of its own; those that get a worker at once start their claims
-// in one round (see starter). Jobs still waiting when wait ends are handed back.
+// Watchlist.GetMany reads all their entries while they take workers, in order, each to run
+// on a goroutine of its own; those that get a worker at once start their claims in one
+// round (see starter), and a job that waits for its worker waits on its goroutine. Jobs
+// still waiting when wait ends are handed back.
 func (w *Worker) doBatch(wait context.Context, jobs []*job) {
 	if wait.Err() == nil && len(jobs) > 0 {
 		reading := make(chan struct{})
