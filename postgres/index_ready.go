@@ -174,8 +174,16 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	if err != nil {
 		return duework.ReadyPage{}, interpret(ctx, "Index.Ready", err)
 	}
-	// The heads' entries go in one array, each head's a run of it (capped at its length,
-	// so that appending to one head's Due never writes into the next one's).
+	finishPage(&page, read, of, caps)
+	return page, nil
+}
+
+// finishPage gives each head of page its entries of read (of[k] is the head of read[k]),
+// in (DueAt, WorkKey) order and cut to its cap (caps, with More where it had more), and
+// sorts the heads by (Turn, UserID). The entries go in one array, each head's a run of it,
+// capped at its length so that appending to one head's Due never writes into the next
+// one's.
+func finishPage(page *duework.ReadyPage, read []duework.Entry, of []int32, caps []int64) {
 	ends := make([]int, len(page.Heads))
 	for _, i := range of {
 		ends[i]++
@@ -194,10 +202,8 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		if i+1 < len(ends) {
 			hi = ends[i+1]
 		}
-		page.Heads[i].Due = all[ends[i]:hi:hi]
-	}
-	for i := range page.Heads {
 		h := &page.Heads[i]
+		h.Due = all[ends[i]:hi:hi]
 		slices.SortFunc(h.Due, func(a, b duework.Entry) int {
 			return cmp.Or(a.DueAt.Compare(b.DueAt), strings.Compare(a.WorkKey, b.WorkKey))
 		})
@@ -208,7 +214,6 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 	slices.SortFunc(page.Heads, func(a, b duework.Head) int {
 		return cmp.Or(a.Turn.Compare(b.Turn), strings.Compare(a.UserID, b.UserID))
 	})
-	return page, nil
 }
 
 // sqlRoute is Route's write, after sqlLockUsers locked the users $1 in UserID order, with
