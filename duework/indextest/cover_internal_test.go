@@ -9,7 +9,8 @@ import (
 )
 
 // TestStateMachineCovers checks that the state machine's generated sequences meet each
-// case of the turn-queue contract in at least 2.5% of them (they meet most in 5 to 40%):
+// case of the turn-queue contract in at least 1.5% of 2,000 of them (they meet most in 5 to
+// 40% and the rarest in about 3%; the floor leaves room for chance):
 // holds taken, passed over, ended by Claim and by Release with the reader's exact
 // heldUntil and not by another's, routed groups read and held users routed, both cuts of
 // Ready, served users, batches that write some items and refuse others, and the limits:
@@ -22,7 +23,7 @@ func TestStateMachineCovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short shortens rapid's state-machine sequences, and this test needs them at full length")
 	}
-	const runs = 1000
+	const runs = 2000
 	count := map[string]int{}
 	n := 0
 	for n < runs {
@@ -55,8 +56,8 @@ func TestStateMachineCovers(t *testing.T) {
 		"Ready reads a user whose pause has ended",
 	}
 	for _, c := range cases {
-		if count[c] < n/40 {
-			t.Errorf("%q in %d of %d sequences, want at least 2.5%%", c, count[c], n)
+		if count[c] < n*3/200 {
+			t.Errorf("%q in %d of %d sequences, want at least 1.5%%", c, count[c], n)
 		}
 	}
 	t.Logf("of %d sequences: %v", n, count)
