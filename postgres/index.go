@@ -407,6 +407,23 @@ func scanEntry(row pgx.Row, extra ...any) (duework.Entry, error) {
 	return e, err
 }
 
+// internSet hands out one string per distinct value read, so that a read of many rows that
+// repeat a few user IDs or tiers allocates a few strings.
+type internSet map[string]string
+
+// of returns b as a string, which it copies the first time it sees it.
+func (t *internSet) of(b []byte) string {
+	if s, ok := (*t)[string(b)]; ok {
+		return s
+	}
+	if *t == nil {
+		*t = internSet{}
+	}
+	s := string(b)
+	(*t)[s] = s
+	return s
+}
+
 // Get returns tc's entry workKey, claimed or not, or duework.ErrNotFound.
 func (x *Index) Get(ctx context.Context, tc tenancy.Context, workKey string) (duework.Entry, error) {
 	if err := tc.Check(); err != nil {

@@ -300,23 +300,6 @@ func readMany(br pgx.BatchResults, entries []tenancy.WatchlistEntry, errs []erro
 	return nil
 }
 
-// internSet hands out one string per distinct value read, so that a read of many rows that
-// repeat a few user IDs or tiers allocates a few strings.
-type internSet map[string]string
-
-// of returns b as a string, which it copies the first time it sees it.
-func (t *internSet) of(b []byte) string {
-	if s, ok := (*t)[string(b)]; ok {
-		return s
-	}
-	if *t == nil {
-		*t = internSet{}
-	}
-	s := string(b)
-	(*t)[s] = s
-	return s
-}
-
 // GetMany implements [tenancy.Watchlist] in one query, whatever the number of lookups:
 // the (user, slug) pair of each lookup, taken from its own Context, is joined to
 // rota_watchlist by primary key, so a lookup can match only its own tenant's row. A zero
