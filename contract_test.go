@@ -1121,7 +1121,7 @@ func TestContractLayering(t *testing.T) {
 		"maintenance": nil,
 		"inspect":     {"cadence", "tenancy", "duework", "dispatch", "bridge", "maintenance"},
 	}
-	shared := []string{"internal/clock", "internal/lograte", "internal/reuse", "internal/vocab"}
+	shared := []string{"internal/clock", "internal/localstart", "internal/lograte", "internal/reuse", "internal/vocab"}
 	for _, dir := range shared {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {

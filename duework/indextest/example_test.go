@@ -26,7 +26,7 @@ func ExampleRules() {
 		}
 	}
 	// Output:
-	// 89 rules, from GetReturnsScheduled to StateMachine
+	// 92 rules, from GetReturnsScheduled to StateMachine
 	// HoldHides: Ready with a Hold holds the users it returns until Now+Hold: a Ready whose Now is before that skips them
 }
 
