@@ -12,6 +12,7 @@ import (
 
 	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/internal/clock"
+	"github.com/rotaworks/rota/internal/localstart"
 )
 
 // The backoff of a failed write's retries: it starts at retryBackoffMin and doubles up to
@@ -115,6 +116,7 @@ func (wr *writer) write(js []*job) {
 	wr.begun.Add(1)
 	ctx, cancel := writeContext(js)
 	defer cancel()
+	ctx = localstart.With(ctx, wr.w.local)
 	idx := wr.w.b.Index
 	var back, done []*job
 	for _, j := range js {

@@ -138,6 +138,15 @@
 // item's claim (Index.UnscheduleClaimed). If a read fails as a whole, one Warn line says
 // so and its items are retried unrun.
 //
+// A Runner's items never leave its process, so it claims them for its own Worker alone:
+// the context of its dispatch carries the Worker's set of local starts, as do the
+// Worker's StartClaims and Unclaim calls. An Index that takes part (the postgres Index)
+// writes those claims started in the claim and lets only the Worker start them, each
+// once, with no round trip while the claim lasts; every other process finds them started.
+// Any other Index ignores the set. Either way an item starts once, after StartClaims
+// returned nil for it, and an item still waiting for a worker at a stop is handed back
+// unstarted. An Index wrapped by the host must pass each call's context on.
+//
 // # Items end with their claims
 //
 // One rule keeps a run from overlapping the entry's next dispatch: an item claimed until
@@ -242,7 +251,8 @@
 // # Cost
 //
 // Per item: the pipeline, a share of one Index.StartClaims (the items that get a worker
-// together: at most Workers a call, so quick items on 8 workers take a call per 8 items),
+// together: at most Workers a call, so quick items on 8 workers take a call per 8 items;
+// for a Runner over an Index that takes part in local starts, none while its claims last),
 // of one Watchlist.GetMany (for a Runner, its cycle's one) and of the CompleteMany calls, a
 // few per cycle when items are quick; nothing else is read or written, except to remove a
 // gone source or hand back an unrun item. RunDueItem makes one call of each. Per sync: one

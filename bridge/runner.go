@@ -11,6 +11,7 @@ import (
 
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/internal/clock"
+	"github.com/rotaworks/rota/internal/localstart"
 )
 
 // ErrShutdownTimeout is the cause of an item's context when the context of Run or Cycle
@@ -271,7 +272,8 @@ func (r *Runner) start(ctx context.Context, st *stopper, now time.Time) *cycle {
 	var overlaps bool // an earlier cycle's items still run or are being written
 	c.seq, overlaps = r.cycles.begin()
 	writes := r.w.writes.calls()
-	batch, err := r.d.Dispatch(st.drain, now)
+	// Claimed for the Worker to start itself: the items never leave this process.
+	batch, err := r.d.Dispatch(localstart.With(st.drain, r.w.local), now)
 	c.besideWrites = r.w.writes.overlapped(writes)
 	c.report.DispatchDuration = r.cfg.Clock.Now().Sub(c.started)
 	r.dispatched(st.drain, &c.report, batch, err)

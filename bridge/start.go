@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/localstart"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -111,7 +112,7 @@ func (w *Worker) startClaims(ctx context.Context, jobs []*job) {
 	for k, j := range jobs {
 		claims[k] = duework.Unclaim{Tenant: j.tc, Claim: j.item.Claim}
 	}
-	errs, err := w.b.Index.StartClaims(ctx, claims)
+	errs, err := w.b.Index.StartClaims(localstart.With(ctx, w.local), claims)
 	if err == nil && len(errs) != len(claims) {
 		err = fmt.Errorf("Index.StartClaims returned %d outcomes for %d claims", len(errs), len(claims))
 	}

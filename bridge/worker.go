@@ -11,6 +11,7 @@ import (
 
 	"github.com/rotaworks/rota/dispatch"
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/localstart"
 	"github.com/rotaworks/rota/internal/lograte"
 	"github.com/rotaworks/rota/tenancy"
 )
@@ -51,6 +52,9 @@ type Worker struct {
 	paused     map[string]time.Time // tenants a Pushback paused, until when on the items' time line
 	anyPaused  atomic.Bool          // paused is not empty: pausedHere need not lock mu
 	pauseSig   chan struct{}        // closed, and replaced, when a pause is recorded
+	// local holds the claims a Runner on this Worker made for it to start itself (see
+	// internal/localstart): every StartClaims and Unclaim of the Worker's carries it.
+	local *localstart.Set
 }
 
 // NewWorker returns a Worker that runs items through b. It refuses a nil or incomplete
@@ -71,6 +75,7 @@ func newWorker(b *Bridge, cfg WorkerConfig) *Worker {
 	w.kill, w.killFn = context.WithCancelCause(context.Background())
 	w.starts.w, w.writes.w = w, w
 	w.drops = lograte.New(cfg.Logger, dropLogEvery, cfg.Clock.Now)
+	w.local = localstart.New(cfg.Clock.Now)
 	return w
 }
 
@@ -394,7 +399,7 @@ func (w *Worker) refuse(ctx context.Context, j *job) ItemReport {
 	if !j.bad {
 		c := j.item.Claim
 		j.ir = itemRun{status: StatusReleased, err: fmt.Errorf("bridge: %s: %w", itemName(c), ErrWorkerStopped)}
-		errs, err := w.b.Index.Unclaim(ctx, []duework.Unclaim{{Tenant: j.tc, Claim: c}})
+		errs, err := w.b.Index.Unclaim(localstart.With(ctx, w.local), []duework.Unclaim{{Tenant: j.tc, Claim: c}})
 		if err == nil && len(errs) == 1 {
 			err = errs[0]
 		}

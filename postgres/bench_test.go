@@ -435,7 +435,7 @@ func logPlans(b *testing.B, pool *pgxpool.Pool, idx *postgres.Index) {
 		users, works = append(users, h.UserID), append(works, h.Due[0].WorkKey)
 	}
 	b.Logf("Claim:\n%s", explain(b, pool, postgres.SQLCountSettings, statement{postgres.SQLClaimLock, []any{users, now, true}},
-		statement{postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), fmt.Sprint(now.UnixMicro() * 1000)}},
+		statement{postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), fmt.Sprint(now.UnixMicro() * 1000), false}},
 		statement{postgres.SQLClaimServed, []any{now}},
 		statement{postgres.SQLServe, []any{now, now.Add(time.Hour), fmt.Sprint(now.UnixMicro() * 1000)}}))
 	claims, err := idx.Claim(ctx, keysOf(page), now, now.Add(time.Hour))

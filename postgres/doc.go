@@ -169,6 +169,22 @@
 // where a first-come claim writes none: that, and the entries' own claim, is the price of
 // fairness. BENCHMARKS.md, at the repository's root, has the figures.
 //
+// # A Runner's claims
+//
+// A bridge.Runner runs the items it claims in its own process: none is sent to a broker,
+// and no other process learns their tokens. It claims them under a context that carries
+// its Worker's set of local starts, and the Index writes those claims started in the claim
+// itself. StartClaims under that set starts each of them once, without a round trip,
+// while the claim lasts by the set's clock; after that it asks, and starts the claim if it
+// is still current. Unclaim under the set hands back one that was not started (an item
+// still waiting for a worker at a stop). Every other call, in any process, finds such a
+// claim started: no copy of the item can start anywhere else. A claim counts as started
+// from its Claim, so a Schedule or Unschedule of its entry by the host meanwhile ends it
+// as it ends a running item's, and the item's completion then finds it lost, as a running
+// one's does. This saves the Runner one statement per cycle, a write of each of its
+// items' rows. A Worker fed by a broker (a Feeder's items) claims nothing under a set: its
+// items' claims are started by StartClaims as the contract says.
+//
 // # Several dispatchers on one database
 //
 // Dispatchers on different machines share one database safely and divide the work. A

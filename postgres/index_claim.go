@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/localstart"
 	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
@@ -109,7 +110,8 @@ func hasLimits(u string) string {
 }
 
 // sqlClaim is Claim's second statement (see above): $1 and $2 the keys' users and work
-// keys, $3 now, $4 until, $5 now in nanoseconds (nanosOf).
+// keys, $3 now, $4 until, $5 now in nanoseconds (nanosOf), $6 whether the claims are
+// written started (claims for a localstart.Set).
 //
 //   - lim: each limited user's allowance, from rota.lim_* and, for a user with a cap, its
 //     in-flight count (one index entry per claim in flight); none for a paused user;
@@ -145,7 +147,7 @@ WITH lim AS MATERIALIZED (
 		SELECT lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
 	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
 ), c AS (
-	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4, claim_started = false
+	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4, claim_started = $6
 	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
 		UNION ALL
 		SELECT r.user_id, r.work_key, r.ended, r.ord, r.m, r.heavy FROM r
@@ -224,6 +226,11 @@ var (
 // It is one round trip (see sqlClaimLock): the users' locks, the claim, then the claimed
 // users. Stored times have microsecond precision: until is rounded up to the next
 // microsecond, so a claim never ends before the until it was given.
+//
+// When ctx carries the set of local starts of a bridge.Runner (package
+// internal/localstart), whose items never leave its process, the claims are written
+// started and put in that set: StartClaims and Unclaim under that set treat them as not
+// started yet, and every other call finds them started (see StartClaims).
 func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
 	if err := vocab.ClaimWindow(duework.ErrInvalid, now, until); err != nil {
 		return nil, err
@@ -242,25 +249,38 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if len(users) == 0 {
 		return nil, ctx.Err()
 	}
-	got, err := x.claim(ctx, users, works, now, until, true)
+	local := localstart.From(ctx)
+	got, err := x.claim(ctx, users, works, now, until, true, local != nil)
 	if errLimitsChanged(err) {
-		got, err = x.claim(ctx, users, works, now, until, false)
+		got, err = x.claim(ctx, users, works, now, until, false, local != nil)
 	}
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
+	if local != nil {
+		ks := make([]localstart.Claim, len(got))
+		for i, c := range got {
+			ks[i] = localClaim(c)
+		}
+		local.Add(now, ks)
+	}
 	return got, nil
+}
+
+// localClaim is c as a set of local starts names it.
+func localClaim(c duework.Claim) localstart.Claim {
+	return localstart.Claim{UserID: c.Entry.UserID, WorkKey: c.Entry.WorkKey, Token: c.Token, Until: c.Until}
 }
 
 // claim runs Claim's batch for the keys (users[i], works[i]), each given once, on the free
 // path when free allows it (see sqlClaimLock), and returns the claims in the order of the
-// keys.
-func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free bool) ([]duework.Claim, error) {
+// keys; with started, the claims are written started.
+func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free, started bool) ([]duework.Claim, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
 	b.Queue(sqlClaimLock, validUsers(users), now, free)
 	nowNs := nanosOf(now)
-	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs)
+	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs, started)
 	b.Queue(sqlClaimServed, now)
 	b.Queue(sqlServe, now, ceilMicro(until), nowNs)
 	// The rows come in no particular order, each with its key's place (ord): they are put
@@ -340,6 +360,7 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 	if err := (duework.Done{Tenant: tc, Claim: c, Next: next}).Validate(); err != nil {
 		return err
 	}
+	localstart.From(ctx).Take(localClaim(c)) // the holder ends it: no later StartClaims of it is local
 	return x.writeClaimed(ctx, "Index.Complete", tc, c, `
 		UPDATE rota_due SET tier = $4, due_at = $5, last_run_at = $6, miss_streak = $7, error_streak = $8,
 			claim_token = NULL, claim_until = NULL, claim_started = false
@@ -414,15 +435,17 @@ WITH k AS MATERIALIZED (
 	FROM k WHERE d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
 	RETURNING k.ord, d.user_id, d.due_at` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked
 
-// sqlUnclaim is Unclaim's write, one statement for the whole batch (sqlClaimedItems): its c
-// ends each item's claim that is not started and leaves the entry as it is; the items
-// whose claim was started are returned as such, unwritten.
-var sqlUnclaim = fmt.Sprintf(sqlClaimedItems, "", "") + `
-	UPDATE rota_due d SET claim_token = NULL, claim_until = NULL
-	FROM e WHERE d.ctid = e.tid AND NOT e.started
+// sqlUnclaim is Unclaim's write, one statement for the whole batch (sqlClaimedItems, with
+// $4 marking the claims of the caller's set of local starts, written started by their
+// Claim but never started): its c ends each item's claim that is not started, or is such
+// a local start, and leaves the entry as it is; the items whose claim was started are
+// returned as such, unwritten.
+var sqlUnclaim = fmt.Sprintf(sqlClaimedItems, ", $4::bool[]", ", mine") + `
+	UPDATE rota_due d SET claim_token = NULL, claim_until = NULL, claim_started = false
+	FROM e WHERE d.ctid = e.tid AND (NOT e.started OR e.mine)
 	RETURNING e.ord, d.user_id, d.due_at` + sqlClaimedUsers + `, false FROM c WHERE ` + sqlLocked + `
 UNION ALL
-SELECT e.ord, true FROM e WHERE e.started`
+SELECT e.ord, true FROM e WHERE e.started AND NOT e.mine`
 
 // claimItems is a batch of claims to write, as the arrays of sqlClaimedItems: ords[j] is
 // the item of the call that row j is, errs each item's outcome so far, and dups maps each
@@ -593,6 +616,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	local := localstart.From(ctx)
 	ci := newClaimItems("Index.CompleteMany", len(done), false)
 	var (
 		tiers               []string
@@ -604,6 +628,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 		if !ci.add(i, d.Claim, d.Validate()) {
 			continue
 		}
+		local.Take(localClaim(d.Claim))
 		tiers = append(tiers, d.Next.Tier)
 		due = append(due, d.Next.DueAt)
 		last = append(last, ts(d.Next.LastRunAt))
@@ -629,14 +654,31 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 // as it is (sqlUnclaim), a second recomputes the users' ReadyAt, so the entries are
 // visible at once and the in-flight slots free. The rate mark, LastServed and the stride
 // position stay as they are. A claim that was started is not handed back: its item gets
-// duework.ErrClaimStarted. errs follows CompleteMany's rules.
+// duework.ErrClaimStarted. A claim of the set of local starts ctx carries (see Claim) that
+// no StartClaims under that set took is handed back: it was never started. errs follows
+// CompleteMany's rules.
 func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	local := localstart.From(ctx)
 	ci := newClaimItems("Index.Unclaim", len(claims), false)
+	var (
+		mine  []bool
+		taken []localstart.Claim
+	)
 	for i, c := range claims {
-		ci.add(i, c.Claim, c.Validate())
+		valid := c.Validate()
+		m := false
+		if valid == nil {
+			m, _ = local.Take(localClaim(c.Claim))
+		}
+		if ci.add(i, c.Claim, valid) {
+			mine = append(mine, m)
+		}
+		if m {
+			taken = append(taken, localClaim(c.Claim))
+		}
 	}
 	claimOf := func(i int) duework.Claim { return claims[i].Claim }
 	if len(ci.ords) == 0 {
@@ -644,9 +686,10 @@ func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error,
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlUnclaim, ci.users, ci.works, ci.tokens)
+	b.Queue(sqlUnclaim, ci.users, ci.works, ci.tokens, mine)
 	b.Queue(sqlRecomputeLocked)
 	if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
+		local.Return(taken) // nothing was written: the batch is one transaction
 		return nil, err
 	}
 	return ci.settle(false, claimOf), nil
@@ -663,7 +706,8 @@ func checkUntil(op string, c duework.Claim) error {
 }
 
 // sqlStartClaims marks started the claims of the items ($1 users, $2 work keys, $3 tokens,
-// $4 untils) that are their entries' current claims, token and until, and not started yet,
+// $4 untils, $5 which are local starts: sqlStartItems) that are their entries' current
+// claims, token and until, and not started yet,
 // and returns each item it started, and each item it found started already, with whether
 // it was:
 //
@@ -693,12 +737,12 @@ WITH k AS MATERIALIZED (
 	ORDER BY k.user_id COLLATE "C", k.work_key COLLATE "C"
 ), s AS (
 	UPDATE rota_due d SET claim_started = true FROM k
-	WHERE ` + sqlStartCurrent + ` AND NOT d.claim_started
+	WHERE ` + sqlStartCurrent + ` AND (NOT d.claim_started OR k.mine)
 	RETURNING k.ord
 )
 SELECT s.ord, false FROM s
 UNION ALL
-SELECT k.ord, true FROM k JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started
+SELECT k.ord, true FROM k JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started AND NOT k.mine
 WHERE (SELECT count(*) FROM s) < (SELECT count(*) FROM k)`
 
 // sqlStartedClaims returns, of the items of sqlStartClaims' arguments, those whose claim is
@@ -707,12 +751,15 @@ WHERE (SELECT count(*) FROM s) < (SELECT count(*) FROM k)`
 // started) from those lost.
 const sqlStartedClaims = `
 SELECT k.ord, true FROM ` + sqlStartItems + `
-JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started`
+JOIN rota_due d ON ` + sqlStartCurrent + ` AND d.claim_started AND NOT k.mine`
 
 // sqlStartItems and sqlStartCurrent are the items of sqlStartClaims' arguments, and the
-// condition that the entry row d holds item k's claim, token and until.
+// condition that the entry row d holds item k's claim, token and until. k.mine ($5) marks
+// a claim of the caller's set of local starts, written started by its Claim but not
+// started: sqlStartClaims starts it if it is current, whatever its mark, and neither
+// statement finds it started.
 const (
-	sqlStartItems   = `unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS k(user_id, work_key, token, until, ord)`
+	sqlStartItems   = `unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::bool[]) WITH ORDINALITY AS k(user_id, work_key, token, until, mine, ord)`
 	sqlStartCurrent = `d.user_id = k.user_id AND d.work_key = k.work_key AND d.claim_token = k.token
 	AND d.claim_until IS NOT DISTINCT FROM k.until`
 )
@@ -726,27 +773,51 @@ const (
 // given twice), duework.ErrClaimLost when it is not current, or the validation error of
 // an item refused before anything was sent. When err is not nil, any subset may have been
 // marked, as the contract says: the marks are written by the first round trip alone.
+//
+// A claim of the set of local starts ctx carries (see Claim) is started once, by the
+// first StartClaims under that set, with no round trip while the set's clock reads a time
+// before its Until: no other process can have claimed its entry meanwhile, nor started
+// it. After its Until it is started by the statement, if it is still current. Without
+// the set, such a claim is found started.
 func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	local := localstart.From(ctx)
 	ci := newClaimItems("Index.StartClaims", len(claims), true)
+	var (
+		mine  []bool
+		taken []localstart.Claim
+	)
 	for i, c := range claims {
 		valid := c.Validate()
 		if valid == nil {
 			valid = checkUntil(ci.op, c.Claim)
 		}
-		ci.add(i, c.Claim, valid)
+		m, live := false, false
+		if valid == nil {
+			m, live = local.Take(localClaim(c.Claim))
+		}
+		if m {
+			taken = append(taken, localClaim(c.Claim))
+		}
+		if live {
+			continue // started here: errs[i] stays nil
+		}
+		if ci.add(i, c.Claim, valid) {
+			mine = append(mine, m)
+		}
 	}
 	claimOf := func(i int) duework.Claim { return claims[i].Claim }
 	if len(ci.ords) > 0 {
 		b := &pgx.Batch{}
 		b.Queue(sqlPlanSettings)
-		b.Queue(sqlStartClaims, ci.users, ci.works, ci.tokens, ci.untils)
+		b.Queue(sqlStartClaims, ci.users, ci.works, ci.tokens, ci.untils, mine)
 		if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
+			local.Return(taken) // the call reports none of them started
 			return nil, err
 		}
-		if err := x.refuseStarted(ctx, ci, claimOf); err != nil {
+		if err := x.refuseStarted(ctx, ci, mine, claimOf); err != nil {
 			return nil, err
 		}
 	}
@@ -757,13 +828,14 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 // started nor found started (those it left ErrClaimLost) with sqlStartedClaims, in one
 // more round trip, and gives those it finds current and started ErrClaimStarted. It reads
 // nothing when there are none.
-func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, claimOf func(i int) duework.Claim) error {
+func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, mine []bool, claimOf func(i int) duework.Claim) error {
 	rest := &claimItems{op: ci.op} // the items left lost, in ci's order; rest.ords maps them back to the call's items
+	var restMine []bool
 	for j, i := range ci.ords {
 		if errors.Is(ci.errs[i], duework.ErrClaimLost) {
 			rest.ords = append(rest.ords, i)
 			rest.users, rest.works, rest.tokens = append(rest.users, ci.users[j]), append(rest.works, ci.works[j]), append(rest.tokens, ci.tokens[j])
-			rest.untils = append(rest.untils, ci.untils[j])
+			rest.untils, restMine = append(rest.untils, ci.untils[j]), append(restMine, mine[j])
 		}
 	}
 	if len(rest.ords) == 0 {
@@ -773,7 +845,7 @@ func (x *Index) refuseStarted(ctx context.Context, ci *claimItems, claimOf func(
 	rest.errs = ci.errs
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings)
-	b.Queue(sqlStartedClaims, rest.users, rest.works, rest.tokens, rest.untils)
+	b.Queue(sqlStartedClaims, rest.users, rest.works, rest.tokens, rest.untils, restMine)
 	_, err := x.runClaimItems(ctx, rest, b, 1, claimOf)
 	return err
 }
@@ -784,6 +856,7 @@ func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
+	localstart.From(ctx).Take(localClaim(c))
 	return x.writeClaimed(ctx, "Index.UnscheduleClaimed", tc, c,
 		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`)
 }

@@ -253,14 +253,14 @@ func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 		{"Ready without a hold", counting, postgres.SQLPeek, []any{"", now, 100, 10, nil, "1772366460000000000"}, []string{queue}, []string{free, claimed}, nil},
 		{"Ready of a small group", counting, postgres.SQLReady, []any{"pro", now, 100, 10, now.Add(time.Minute), "1772366460000000000"}, []string{queue, tid}, []string{free, claimed}, nil},
 		{"Claim's locks", counting, postgres.SQLClaimLock, []any{users, now, true}, []string{userKey, limitedOnly, limited, paused}, nil, nil},
-		{"Claim", counting, postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), "1772366460000000000"}, nil, []string{dueKey, claimed}, nil},
+		{"Claim", counting, postgres.SQLClaim, []any{users, works, now, now.Add(time.Hour), "1772366460000000000", false}, nil, []string{dueKey, claimed}, nil},
 		{"Claim's served users", counting, postgres.SQLClaimServed, []any{now}, []string{userKey}, nil, nil},
 		{"Claim's users", counting, postgres.SQLServe, []any{now, now.Add(time.Hour), "1772366460000000000"}, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
 		{"CompleteMany", plain, postgres.SQLCompleteMany, []any{users, works, tokens, []string{"hot", "hot", "hot", "hot"},
 			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}, []int64{0, 1, 0, 0}}, []string{userKey}, []string{dueKey, tid}, nil},
 		{"CompleteMany's users", plain, postgres.SQLRecomputeLocked, nil, []string{userKey}, []string{freeOnly, free, claimedOnly, claimed}, nil},
-		{"Unclaim", plain, postgres.SQLUnclaim, []any{users, works, tokens}, []string{userKey}, []string{dueKey, tid}, nil},
-		{"StartClaims", plain, postgres.SQLStartClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}, nil, []string{dueKey, tid}, nil},
+		{"Unclaim", plain, postgres.SQLUnclaim, []any{users, works, tokens, []bool{false, false, false, false}}, []string{userKey}, []string{dueKey, tid}, nil},
+		{"StartClaims", plain, postgres.SQLStartClaims, []any{users, works, tokens, []time.Time{now, now, now, now}, []bool{false, false, false, false}}, nil, []string{dueKey, tid}, nil},
 		{"Pause", plain, postgres.SQLPause, []any{"noisy", now, "upstream-429"}, nil, nil, nil},
 		{"Resume", plain, postgres.SQLResume, []any{"noisy"}, []string{userKey, paused}, nil, nil},
 		{"Paused", plain, postgres.SQLPaused, []any{"", now, 100}, []string{paused}, nil, nil},
@@ -332,7 +332,7 @@ func TestWritesInKeyOrder(t *testing.T) {
 	}{
 		{"CompleteMany", postgres.SQLCompleteMany, []any{users, works, tokens, []string{"hot", "hot", "hot", "hot"},
 			[]time.Time{now, now, now, now}, []*time.Time{nil, nil, nil, nil}, []int64{0, 0, 0, 0}, []int64{0, 1, 0, 0}}},
-		{"StartClaims", postgres.SQLStartClaims, []any{users, works, tokens, []time.Time{now, now, now, now}}},
+		{"StartClaims", postgres.SQLStartClaims, []any{users, works, tokens, []time.Time{now, now, now, now}, []bool{false, false, false, false}}},
 	}
 	for _, stats := range []string{"stale", "analyzed"} {
 		if stats == "analyzed" {
