@@ -140,9 +140,10 @@
 //
 // A Runner's items never leave its process, so it claims them for its own Worker alone:
 // the context of its dispatch carries the Worker's set of local starts, as do the
-// Worker's StartClaims and Unclaim calls. An Index that takes part (the postgres Index)
-// writes those claims started in the claim and lets only the Worker start them, each
-// once, with no round trip while the claim lasts; every other process finds them started.
+// Worker's StartClaims, Unclaim and CompleteMany calls. An Index that takes part (the
+// postgres and DynamoDB Indexes) writes those claims started in the claim and lets only
+// the Worker start them, each once, with no round trip while the claim lasts; every other
+// process finds them started.
 // Any other Index ignores the set. Either way an item starts once, after StartClaims
 // returned nil for it, and an item still waiting for a worker at a stop is handed back
 // unstarted. An Index wrapped by the host must pass each call's context on.

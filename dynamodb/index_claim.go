@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/localstart"
 	"github.com/rotaworks/rota/internal/vocab"
 )
 
@@ -53,17 +54,23 @@ func byUser(keys []duework.Key) []*userKeys {
 // and next Turn, ends its hold and hands out the tokens: each claim's token is the user's
 // next, so none is ever handed out twice for an entry, even one removed and scheduled
 // again. More than 99 keys of one user go in several transactions, each atomic.
+//
+// When ctx carries the set of local starts of a bridge.Runner (package
+// internal/localstart), whose items never leave its process, the claims are written
+// started and put in that set: StartClaims and Unclaim under that set treat them as not
+// started yet, and every other call finds them started (see StartClaims).
 func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.Time) ([]duework.Claim, error) {
 	if err := vocab.ClaimWindow(duework.ErrInvalid, now, until); err != nil {
 		return nil, err
 	}
+	local := localstart.From(ctx)
 	users := byUser(keys)
 	got := make([]*duework.Claim, len(keys))
 	err := parallel(ctx, len(users), func(ctx context.Context, i int) error {
 		uk := users[i]
 		for start := 0; start < len(uk.wks); start += maxPerTransaction {
 			end := min(start+maxPerTransaction, len(uk.wks))
-			cs, err := x.claimRun(ctx, uk.user, uk.wks[start:end], now, until)
+			cs, err := x.claimRun(ctx, uk.user, uk.wks[start:end], now, until, local != nil)
 			if err != nil {
 				return err
 			}
@@ -77,18 +84,28 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
 	var out []duework.Claim
+	var ks []localstart.Claim
 	for _, c := range got {
 		if c != nil {
 			out = append(out, *c)
+			if local != nil {
+				ks = append(ks, localClaim(*c))
+			}
 		}
 	}
+	local.Add(now, ks)
 	return out, nil
+}
+
+// localClaim is c as a set of local starts names it.
+func localClaim(c duework.Claim) localstart.Claim {
+	return localstart.Claim{UserID: c.Entry.UserID, WorkKey: c.Entry.WorkKey, Token: c.Token, Until: c.Until}
 }
 
 // claimRun claims those of user's entries wks (distinct, at most maxPerTransaction) that
 // are visible at now and within its limits, in one transaction, and returns the claims by
-// position in wks (nil for those skipped).
-func (x *Index) claimRun(ctx context.Context, user string, wks []string, now, until time.Time) ([]*duework.Claim, error) {
+// position in wks (nil for those skipped); with started, the claims are written started.
+func (x *Index) claimRun(ctx context.Context, user string, wks []string, now, until time.Time, started bool) ([]*duework.Claim, error) {
 	var out []*duework.Claim
 	err := retry(ctx, func() error {
 		out = make([]*duework.Claim, len(wks))
@@ -115,7 +132,7 @@ func (x *Index) claimRun(ctx context.Context, user string, wks []string, now, un
 			u.tokens++
 			n := &entryRec{e: r.e, token: token(user, u.tokens), until: until}
 			changes = append(changes, change{key: wk, old: r, new: n})
-			actions = append(actions, claimAction(r, n))
+			actions = append(actions, claimAction(r, n, started))
 			out[i] = &duework.Claim{Entry: normEntry(r.e), Token: n.token, Until: norm(until)}
 		}
 		if len(changes) == 0 {
@@ -147,10 +164,15 @@ func token(user string, n uint64) uint64 {
 }
 
 // claimAction writes claim n of the entry read as old: its token, its Until and its place
-// in the claims index, under the token it had.
-func claimAction(old, n *entryRec) types.TransactWriteItem {
+// in the claims index, under the token it had, and started or not.
+func claimAction(old, n *entryRec, started bool) types.TransactWriteItem {
 	up := newUpdate(key(userPK(n.e.UserID), entrySK(n.e.WorkKey)))
-	up.set(attrToken, uv(n.token)).set(attrUntil, tv(n.until)).set(attrLClaim, sv(timeKey(n.until, n.e.WorkKey))).remove(attrStarted)
+	up.set(attrToken, uv(n.token)).set(attrUntil, tv(n.until)).set(attrLClaim, sv(timeKey(n.until, n.e.WorkKey)))
+	if started {
+		up.set(attrStarted, bv(true))
+	} else {
+		up.remove(attrStarted)
+	}
 	up.cond(tokenIs(old.token))
 	return up.action()
 }

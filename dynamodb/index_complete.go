@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/localstart"
 	"github.com/rotaworks/rota/tenancy"
 )
 
@@ -19,6 +20,7 @@ type ending struct {
 	at    int
 	claim duework.Claim
 	next  *duework.Entry // nil: hand the claim back (Unclaim)
+	mine  bool           // a local start of the caller's, written started but never started
 }
 
 // Complete writes next and ends c while c is the entry's current claim, or returns
@@ -38,6 +40,7 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 // it gets ErrClaimLost). A transaction refused because an item changed in between is
 // read and tried again, so each item's outcome is decided on what is stored.
 func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
+	local := localstart.From(ctx)
 	errs := make([]error, len(done))
 	items := map[string][]ending{}
 	var users []string
@@ -49,6 +52,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 		if items[u] == nil {
 			users = append(users, u)
 		}
+		local.Take(localClaim(d.Claim)) // the holder ends it: no later StartClaims of it is local
 		items[u] = append(items[u], ending{at: i, claim: d.Claim, next: &done[i].Next})
 	}
 	if err := x.endAll(ctx, users, items, errs); err != nil {
@@ -61,8 +65,11 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 // entry stays as it is, visible at once; one no longer current gets duework.ErrClaimLost,
 // one started duework.ErrClaimStarted. It is CompleteMany's machinery, with no entry to
 // write; a start that comes between the read and the write wins, and the item is read
-// again.
+// again. A claim of the set of local starts ctx carries (see Claim) that no StartClaims
+// under that set took is handed back: it was never started.
 func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	local := localstart.From(ctx)
+	var taken []localstart.Claim
 	errs := make([]error, len(claims))
 	items := map[string][]ending{}
 	var users []string
@@ -74,9 +81,14 @@ func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error,
 		if items[u] == nil {
 			users = append(users, u)
 		}
-		items[u] = append(items[u], ending{at: i, claim: c.Claim})
+		mine, _ := local.Take(localClaim(c.Claim))
+		if mine {
+			taken = append(taken, localClaim(c.Claim))
+		}
+		items[u] = append(items[u], ending{at: i, claim: c.Claim, mine: mine})
 	}
 	if err := x.endAll(ctx, users, items, errs); err != nil {
+		local.Return(taken)
 		return nil, interpret(ctx, "Index.Unclaim", err)
 	}
 	return errs, nil
@@ -134,7 +146,7 @@ func (x *Index) endRound(ctx context.Context, user string, round []ending) ([]er
 				outcomes[j] = claimLost(opOf(it), it.claim)
 				continue
 			}
-			if it.next == nil && r.started {
+			if it.next == nil && r.started && !it.mine {
 				outcomes[j] = fmt.Errorf("rotadynamo: Index.Unclaim %q with token %d: %w", it.claim.Entry.WorkKey, it.claim.Token, duework.ErrClaimStarted)
 				continue
 			}
@@ -170,7 +182,11 @@ func endAction(r *entryRec, it ending) (change, types.TransactWriteItem) {
 	n := &entryRec{e: r.e}
 	up := newUpdate(key(userPK(r.e.UserID), entrySK(r.e.WorkKey)))
 	up.remove(attrToken).remove(attrUntil).remove(attrLClaim).cond(tokenIs(r.token))
-	up.cond(func(e *expr) string { return "attribute_not_exists(" + e.n(attrStarted) + ")" }) // a start since the read wins
+	if it.mine { // written started by its Claim, never started: only its holder could start it
+		up.remove(attrStarted)
+	} else {
+		up.cond(func(e *expr) string { return "attribute_not_exists(" + e.n(attrStarted) + ")" }) // a start since the read wins
+	}
 	return change{key: r.e.WorkKey, old: r, new: n}, up.action()
 }
 
@@ -180,6 +196,7 @@ func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
+	localstart.From(ctx).Take(localClaim(c))
 	err := x.remove(ctx, tc.UserID(), c.Entry.WorkKey, &c)
 	return interpret(ctx, "Index.UnscheduleClaimed", err)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rotaworks/rota/duework"
+	"github.com/rotaworks/rota/internal/localstart"
 	"github.com/rotaworks/rota/internal/vocab"
 	"github.com/rotaworks/rota/tenancy"
 )
@@ -106,13 +107,29 @@ func (x *Index) Paused(ctx context.Context, now time.Time, after string, limit i
 // entry a transaction is writing at that moment is tried again); one refused is read to
 // tell ErrClaimStarted from ErrClaimLost. It writes nothing else: the
 // user's item is untouched.
+//
+// A claim of the set of local starts ctx carries (see Claim) is started once, by the
+// first StartClaims under that set, with no write while the set's clock reads a time
+// before its Until: no other process can have claimed its entry meanwhile, nor started
+// it. After its Until it is started by a write, if it is still current. Without the set,
+// such a claim is found started.
 func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
+	local := localstart.From(ctx)
 	errs := make([]error, len(claims))
+	mine := make([]bool, len(claims))
+	var taken []localstart.Claim
 	byKey := map[duework.Key][]int{}
 	var keys []duework.Key
 	for i, c := range claims {
 		if errs[i] = c.Validate(); errs[i] != nil {
 			continue
+		}
+		var live bool
+		if mine[i], live = local.Take(localClaim(c.Claim)); mine[i] {
+			taken = append(taken, localClaim(c.Claim))
+		}
+		if live {
+			continue // started here: errs[i] stays nil
 		}
 		k := c.Claim.Entry.Key()
 		if byKey[k] == nil {
@@ -123,25 +140,30 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 	err := parallel(ctx, len(keys), func(ctx context.Context, i int) error {
 		for _, at := range byKey[keys[i]] {
 			var err error
-			if errs[at], err = x.start(ctx, claims[at].Claim); err != nil {
+			if errs[at], err = x.start(ctx, claims[at].Claim, mine[at]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
+		local.Return(taken) // the call reports none of them started
 		return nil, interpret(ctx, "Index.StartClaims", err)
 	}
 	return errs, nil
 }
 
 // start marks c started if it is the current claim of its entry, with its Until, and not
-// started, and returns the outcome: nil, ErrClaimStarted or ErrClaimLost.
-func (x *Index) start(ctx context.Context, c duework.Claim) (error, error) {
+// started — or, when c is a local start of the caller's (mine), whatever its mark — and
+// returns the outcome: nil, ErrClaimStarted or ErrClaimLost.
+func (x *Index) start(ctx context.Context, c duework.Claim, mine bool) (error, error) {
 	up := newUpdate(key(userPK(c.Entry.UserID), entrySK(c.Entry.WorkKey))).set(attrStarted, bv(true))
 	up.cond(func(e *expr) string {
-		return e.n(attrToken) + " = " + e.v(uv(c.Token)) + " AND " + e.n(attrUntil) + " = " + e.v(tv(c.Until)) +
-			" AND attribute_not_exists(" + e.n(attrStarted) + ")"
+		current := e.n(attrToken) + " = " + e.v(uv(c.Token)) + " AND " + e.n(attrUntil) + " = " + e.v(tv(c.Until))
+		if mine {
+			return current
+		}
+		return current + " AND attribute_not_exists(" + e.n(attrStarted) + ")"
 	})
 	err := retry(ctx, func() error { _, err := x.d.update(ctx, up.input()); return err })
 	switch {
@@ -154,7 +176,7 @@ func (x *Index) start(ctx context.Context, c duework.Claim) (error, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r := rs[c.Entry.WorkKey]; r != nil && r.claimed() && r.token == c.Token && r.until.Equal(c.Until) && r.started {
+	if r := rs[c.Entry.WorkKey]; !mine && r != nil && r.claimed() && r.token == c.Token && r.until.Equal(c.Until) && r.started {
 		return fmt.Errorf("rotadynamo: Index.StartClaims %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimStarted), nil
 	}
 	return fmt.Errorf("rotadynamo: Index.StartClaims %q with token %d: %w", c.Entry.WorkKey, c.Token, duework.ErrClaimLost), nil

@@ -52,19 +52,23 @@ func (s *suite) claimLocal(l *localSet, now, until time.Time, keys ...duework.Ke
 // startIn is start under ctx.
 func (s *suite) startIn(ctx context.Context, cs ...duework.Claim) []error {
 	s.t.Helper()
-	errs, err := s.x.StartClaims(ctx, unclaims(s, cs))
-	if err != nil || len(errs) != len(cs) {
-		s.fatalf("StartClaims of %d claims: %d outcomes, %v", len(cs), len(errs), err)
-	}
-	return errs
+	return s.callIn(ctx, "StartClaims", s.x.StartClaims, cs)
 }
 
 // unclaimIn is unclaim under ctx.
 func (s *suite) unclaimIn(ctx context.Context, cs ...duework.Claim) []error {
 	s.t.Helper()
-	errs, err := s.x.Unclaim(ctx, unclaims(s, cs))
+	return s.callIn(ctx, "Unclaim", s.x.Unclaim, cs)
+}
+
+// callIn calls f (the index's method name) under ctx with each claim under its own
+// user's Context and returns the outcomes, failing the rule unless the call as a whole
+// succeeds with one outcome per claim.
+func (s *suite) callIn(ctx context.Context, name string, f func(context.Context, []duework.Unclaim) ([]error, error), cs []duework.Claim) []error {
+	s.t.Helper()
+	errs, err := f(ctx, unclaims(s, cs))
 	if err != nil || len(errs) != len(cs) {
-		s.fatalf("Unclaim of %d claims: %d outcomes, %v", len(cs), len(errs), err)
+		s.fatalf("%s of %d claims: %d outcomes, %v", name, len(cs), len(errs), err)
 	}
 	return errs
 }

@@ -5,8 +5,9 @@
 // The bridge's Runner claims the items it runs in its own process: none of them is sent
 // to a broker, and no other process learns their tokens. It makes one Set per Worker,
 // claims under a context carrying it (With), and passes that context to every
-// StartClaims and Unclaim of its items. An Index that takes part (the postgres Index)
-// does three things with the Set it finds on a context (From):
+// StartClaims, Unclaim and CompleteMany of its items. An Index that takes part (the
+// postgres and DynamoDB Indexes) does four things with the Set it finds on a context
+// (From):
 //
 //   - Claim writes its claims started, so that no other process can start them, and Adds
 //     them once its write has committed;
@@ -16,13 +17,18 @@
 //     it Takes once it has ended is started by the store, if it is still current,
 //     whatever its mark says;
 //   - Unclaim hands back a claim it Takes from the Set though its mark says started: it was
-//     never started.
+//     never started;
+//   - Complete, CompleteMany and UnscheduleClaimed Take the claims they end, so that no
+//     later StartClaims of one under the Set is answered without asking the store.
 //
 // Every other StartClaims and Unclaim of such a claim — without the Set, or after Take
 // handed it out — finds it started. So the rule the Index keeps does not change: a claim
 // is started at most once, by the first of the holder's StartClaims, in any process; what
-// changes is that only the process holding the Set can start it. A claim whose process
-// dies with it is left to end by time, as every claim is.
+// changes is that only the process holding the Set can start it. The claim counts as
+// started from its Claim, so the host's Schedule or Unschedule of its entry meanwhile ends
+// it as it ends a running item's, and the holder's start still succeeds: the item's
+// completion finds the claim lost, as a running one's would. A claim whose process dies
+// with it is left to end by time, as every claim is.
 //
 // An Index that does not take part ignores the Set: it never Adds, so Take never hands
 // anything out, and its StartClaims and Unclaim work as the contract says. A wrapper of
