@@ -334,3 +334,20 @@ type Clock interface {
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
+
+// errCodeSubjectsOverlap is the server's answer to a stream create whose subjects a
+// stream already holds.
+const errCodeSubjectsOverlap jetstream.ErrorCode = 10065
+
+// createdMeanwhile reports whether err, the answer to a create of the stream, may mean
+// that another process created it at that moment: the server then answers that its name
+// is taken or, while that create is under way, that its subjects are. The caller looks
+// the stream up again by name.
+func createdMeanwhile(err error) bool {
+	var je jetstream.JetStreamError
+	if !errors.As(err, &je) || je.APIError() == nil {
+		return false
+	}
+	code := je.APIError().ErrorCode
+	return code == jetstream.JSErrCodeStreamNameInUse || code == errCodeSubjectsOverlap
+}

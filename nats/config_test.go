@@ -2,6 +2,7 @@ package rotanats
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,27 @@ func TestMsgID(t *testing.T) {
 	b := dispatch.Item{Claim: duework.Claim{Token: 1, Entry: duework.Entry{UserID: "a", WorkKey: "bc"}}}
 	if msgID(a) == msgID(b) {
 		t.Errorf("msgID(ab/c) = msgID(a/bc) = %s", msgID(a))
+	}
+}
+
+// A create of the stream that another process's create overtook is answered with the
+// name taken or, while that create is under way, the subjects: either way the caller looks
+// the stream up by name. Any other answer is an error.
+func TestCreatedMeanwhile(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{jetstream.ErrStreamNameAlreadyInUse, true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10065, Description: "subjects overlap with an existing stream"}, true},
+		{fmt.Errorf("create: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamNameInUse}), true},
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest}, false},
+		{jetstream.ErrStreamNotFound, false},
+		{errors.New("connection closed"), false},
+		{nil, false},
+	} {
+		if got := createdMeanwhile(c.err); got != c.want {
+			t.Errorf("createdMeanwhile(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -126,9 +126,13 @@ func (c *Consumer) consume(ctx context.Context, handlers *sync.WaitGroup) error 
 func (c *Consumer) stream(ctx context.Context) (jetstream.Stream, error) {
 	st, err := c.js.Stream(ctx, c.q.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		st, err = c.js.CreateStream(ctx, c.q.streamConfig())
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			st, err = c.js.Stream(ctx, c.q.Stream) // created meanwhile, by another process
+		var cerr error
+		st, cerr = c.js.CreateStream(ctx, c.q.streamConfig())
+		err = cerr
+		if createdMeanwhile(cerr) {
+			if st, err = c.js.Stream(ctx, c.q.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+				err = cerr // the subjects are another stream's
+			}
 		}
 	}
 	if err != nil {

@@ -64,6 +64,9 @@ func (s *Sink) declared(ctx context.Context) (jetstream.Stream, error) {
 		return s.stream, nil
 	}
 	st, err := s.js.CreateOrUpdateStream(ctx, s.q.streamConfig())
+	if createdMeanwhile(err) {
+		st, err = s.js.CreateOrUpdateStream(ctx, s.q.streamConfig()) // it exists now: an update
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rotanats: declare stream %q: %w", s.q.Stream, err)
 	}
