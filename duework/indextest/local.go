@@ -3,6 +3,7 @@ package indextest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -150,26 +151,60 @@ func localStartsEnded(s *suite) {
 }
 
 func parallelLocalStarters(s *suite) {
-	const starters = 8
-	s.schedule(entry("amy", "a", 0))
+	const callers = 8
+	s.schedule(entry("amy", "a", 0), entry("amy", "b", 0))
 	l := newLocalSet(at(0))
-	cs, _ := s.claimLocal(l, at(0), at(60), key("amy", "a"))
-	outcomes := make([]error, starters)
-	var wg sync.WaitGroup
-	for i := range starters {
-		ctx := bg
-		if i%2 == 0 {
-			ctx = l.ctx
-		}
-		wg.Go(func() {
-			errs, err := s.x.StartClaims(ctx, unclaims(s, cs))
-			if err != nil || len(errs) != 1 {
-				outcomes[i] = errors.Join(errors.New("the call failed"), err)
-				return
+	cs, _ := s.claimLocal(l, at(0), at(60), key("amy", "a"), key("amy", "b"))
+	// a: starters only, half under the Set. b: starters and hand-backs, half of each
+	// under the Set: it is started or handed back, once, never both.
+	for _, c := range cs {
+		outcomes := make([]error, callers)
+		unclaimed := make([]bool, callers)
+		var wg sync.WaitGroup
+		for i := range callers {
+			ctx, call, handBack := bg, s.x.StartClaims, c == cs[1] && i >= callers/2
+			if i%2 == 0 {
+				ctx = l.ctx
 			}
-			outcomes[i] = errs[0]
-		})
+			if handBack {
+				call = s.x.Unclaim
+			}
+			wg.Go(func() {
+				errs, err := call(ctx, unclaims(s, []duework.Claim{c}))
+				if err != nil || len(errs) != 1 {
+					outcomes[i] = errors.Join(errors.New("the call failed"), err)
+					return
+				}
+				outcomes[i], unclaimed[i] = errs[0], handBack && errs[0] == nil
+			})
+		}
+		wg.Wait()
+		if c == cs[0] {
+			s.wantStartedOnce("one claim of a Set, half of its starters under the Set", outcomes)
+			continue
+		}
+		// One call wins: a start, after which every other call finds b started, or a
+		// hand-back, after which every other finds it lost.
+		wins, handedBack := 0, slices.Contains(unclaimed, true)
+		for _, err := range outcomes {
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, duework.ErrClaimStarted) && !(handedBack && errors.Is(err, duework.ErrClaimLost)):
+				s.errorf("a claim of a Set started and handed back at once (handed back: %v): an outcome is %v", handedBack, err)
+			}
+		}
+		if wins != 1 {
+			s.errorf("a claim of a Set started and handed back at once: %d calls succeeded, want exactly one", wins)
+		}
+		s.wantDue(at(1), keysWhen(handedBack, key("amy", "b"))...)
 	}
-	wg.Wait()
-	s.wantStartedOnce("one claim of a Set, half of them under it", outcomes)
+}
+
+// keysWhen is keys when ok, else none.
+func keysWhen(ok bool, keys ...duework.Key) []duework.Key {
+	if ok {
+		return keys
+	}
+	return nil
 }

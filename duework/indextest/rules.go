@@ -87,7 +87,7 @@ var rules = []rule{
 	{"ParallelStarters", "concurrent StartClaims of one claim, and of many claims in overlapping batches, start each claim exactly once: one nil, every other outcome ErrClaimStarted", parallelStarters},
 	{"LocalStarts", "a claim made under a localstart.Set is started once: by the Set's holder alone where the index takes part (it puts the claims in the Set, and every other StartClaims and Unclaim finds them started), by anyone where it does not; under the Set the holder hands back a claim it has not started, not one it has, and completes any, after which it is lost; where the index takes part the claim counts as started from its Claim, so the holder starts it after the host rescheduled its entry", localStarts},
 	{"LocalStartsEnded", "a claim of a Set started after its Until by the Set's clock is started if still current and ErrClaimLost once replaced; a lost Set leaves its claims to end by time", localStartsEnded},
-	{"ParallelLocalStarters", "concurrent StartClaims of one claim of a Set, with and without the Set, start it exactly once", parallelLocalStarters},
+	{"ParallelLocalStarters", "concurrent StartClaims of one claim of a Set, with and without the Set, start it exactly once; with concurrent Unclaims too, exactly one call wins: a start, or a hand-back after which the entry is visible", parallelLocalStarters},
 
 	// Pauses.
 	{"PauseHolds", "a user paused at now is not ready, not read, its group not listed for it alone, and Claim at now skips its keys, whoever claims; claims made before run on; at PausedUntil it joins the back of its queue, its Turn PausedUntil, and is claimed again", pauseHolds},
