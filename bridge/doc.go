@@ -143,10 +143,10 @@
 // Worker's StartClaims, Unclaim and CompleteMany calls. An Index that takes part (the
 // postgres and DynamoDB Indexes) writes those claims started in the claim and lets only
 // the Worker start them, each once, with no round trip while the claim lasts; every other
-// process finds them started.
-// Any other Index ignores the set. Either way an item starts once, after StartClaims
-// returned nil for it, and an item still waiting for a worker at a stop is handed back
-// unstarted. An Index wrapped by the host must pass each call's context on.
+// process finds them started. Any other Index ignores the set. Either way an item starts
+// once, after StartClaims returned nil for it, and an item still waiting for a worker at
+// a stop is handed back unstarted. An Index wrapped by the host must pass each call's
+// context on.
 //
 // # Items end with their claims
 //

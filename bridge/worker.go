@@ -53,7 +53,8 @@ type Worker struct {
 	anyPaused  atomic.Bool          // paused is not empty: pausedHere need not lock mu
 	pauseSig   chan struct{}        // closed, and replaced, when a pause is recorded
 	// local holds the claims a Runner on this Worker made for it to start itself (see
-	// internal/localstart): every StartClaims and Unclaim of the Worker's carries it.
+	// internal/localstart): every StartClaims, Unclaim and CompleteMany of the Worker's
+	// carries it.
 	local *localstart.Set
 }
 
