@@ -1103,7 +1103,9 @@ func TestContractZeroContextIsErrNoTenant(t *testing.T) {
 // validation rules (internal/vocab), the Clock (internal/clock), the rate-limited log
 // line (internal/lograte) and duework.Memory's appending read and claim, which the
 // dispatcher calls (internal/reuse): any runtime package
-// may import them, and they import nothing of rota, so they join no two layers.
+// may import them, and they import nothing of rota, so they join no two layers. Above
+// duework sits internal/localstart, the claims a Runner starts itself, which imports
+// duework alone of rota.
 // internal/fleettest is test support that the adapters' tests share: it imports only the
 // standard library and the core, and no runtime package or example imports it. Read from
 // the non-test source files with go/build.
@@ -1122,6 +1124,7 @@ func TestContractLayering(t *testing.T) {
 		"inspect":     {"cadence", "tenancy", "duework", "dispatch", "bridge", "maintenance"},
 	}
 	shared := []string{"internal/clock", "internal/localstart", "internal/lograte", "internal/reuse", "internal/vocab"}
+	sharedMay := map[string][]string{"internal/localstart": {"duework"}} // what of rota a shared package may import
 	for _, dir := range shared {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {
@@ -1129,8 +1132,11 @@ func TestContractLayering(t *testing.T) {
 			continue
 		}
 		for _, imp := range pkg.Imports {
+			if rel, rota := strings.CutPrefix(imp, mod); rota && slices.Contains(sharedMay[dir], rel) {
+				continue
+			}
 			if first, _, _ := strings.Cut(imp, "/"); strings.Contains(first, ".") {
-				t.Errorf("%s imports %s; the shared internal packages import only the standard library", dir, imp)
+				t.Errorf("%s imports %s; the shared internal packages import only the standard library (and what sharedMay names)", dir, imp)
 			}
 		}
 	}

@@ -84,22 +84,13 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
 	var out []duework.Claim
-	var ks []localstart.Claim
 	for _, c := range got {
 		if c != nil {
 			out = append(out, *c)
-			if local != nil {
-				ks = append(ks, localClaim(*c))
-			}
 		}
 	}
-	local.Add(now, ks)
+	local.Add(now, out)
 	return out, nil
-}
-
-// localClaim is c as a set of local starts names it.
-func localClaim(c duework.Claim) localstart.Claim {
-	return localstart.Claim{UserID: c.Entry.UserID, WorkKey: c.Entry.WorkKey, Token: c.Token, Until: c.Until}
 }
 
 // claimRun claims those of user's entries wks (distinct, at most maxPerTransaction) that

@@ -52,7 +52,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 		if items[u] == nil {
 			users = append(users, u)
 		}
-		local.Take(localClaim(d.Claim)) // the holder ends it: no later StartClaims of it is local
+		local.Take(d.Claim) // the holder ends it: no later StartClaims of it is local
 		items[u] = append(items[u], ending{at: i, claim: d.Claim, next: &done[i].Next})
 	}
 	if err := x.endAll(ctx, users, items, errs); err != nil {
@@ -69,7 +69,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 // under that set took is handed back: it was never started.
 func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error, error) {
 	local := localstart.From(ctx)
-	var taken []localstart.Claim
+	var taken []duework.Claim
 	errs := make([]error, len(claims))
 	items := map[string][]ending{}
 	var users []string
@@ -81,9 +81,9 @@ func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error,
 		if items[u] == nil {
 			users = append(users, u)
 		}
-		mine, _ := local.Take(localClaim(c.Claim))
+		mine, _ := local.Take(c.Claim)
 		if mine {
-			taken = append(taken, localClaim(c.Claim))
+			taken = append(taken, c.Claim)
 		}
 		items[u] = append(items[u], ending{at: i, claim: c.Claim, mine: mine})
 	}
@@ -196,7 +196,7 @@ func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
-	localstart.From(ctx).Take(localClaim(c))
+	localstart.From(ctx).Take(c)
 	err := x.remove(ctx, tc.UserID(), c.Entry.WorkKey, &c)
 	return interpret(ctx, "Index.UnscheduleClaimed", err)
 }

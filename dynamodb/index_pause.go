@@ -117,7 +117,7 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 	local := localstart.From(ctx)
 	errs := make([]error, len(claims))
 	mine := make([]bool, len(claims))
-	var taken []localstart.Claim
+	var taken []duework.Claim
 	byKey := map[duework.Key][]int{}
 	var keys []duework.Key
 	for i, c := range claims {
@@ -125,8 +125,8 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 			continue
 		}
 		var live bool
-		if mine[i], live = local.Take(localClaim(c.Claim)); mine[i] {
-			taken = append(taken, localClaim(c.Claim))
+		if mine[i], live = local.Take(c.Claim); mine[i] {
+			taken = append(taken, c.Claim)
 		}
 		if live {
 			continue // started here: errs[i] stays nil

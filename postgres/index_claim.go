@@ -257,19 +257,8 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
 	}
-	if local != nil {
-		ks := make([]localstart.Claim, len(got))
-		for i, c := range got {
-			ks[i] = localClaim(c)
-		}
-		local.Add(now, ks)
-	}
+	local.Add(now, got)
 	return got, nil
-}
-
-// localClaim is c as a set of local starts names it.
-func localClaim(c duework.Claim) localstart.Claim {
-	return localstart.Claim{UserID: c.Entry.UserID, WorkKey: c.Entry.WorkKey, Token: c.Token, Until: c.Until}
 }
 
 // claim runs Claim's batch for the keys (users[i], works[i]), each given once, on the free
@@ -360,7 +349,7 @@ func (x *Index) Complete(ctx context.Context, tc tenancy.Context, c duework.Clai
 	if err := (duework.Done{Tenant: tc, Claim: c, Next: next}).Validate(); err != nil {
 		return err
 	}
-	localstart.From(ctx).Take(localClaim(c)) // the holder ends it: no later StartClaims of it is local
+	localstart.From(ctx).Take(c) // the holder ends it: no later StartClaims of it is local
 	return x.writeClaimed(ctx, "Index.Complete", tc, c, `
 		UPDATE rota_due SET tier = $4, due_at = $5, last_run_at = $6, miss_streak = $7, error_streak = $8,
 			claim_token = NULL, claim_until = NULL, claim_started = false
@@ -628,7 +617,7 @@ func (x *Index) CompleteMany(ctx context.Context, done []duework.Done) ([]error,
 		if !ci.add(i, d.Claim, d.Validate()) {
 			continue
 		}
-		local.Take(localClaim(d.Claim))
+		local.Take(d.Claim)
 		tiers = append(tiers, d.Next.Tier)
 		due = append(due, d.Next.DueAt)
 		last = append(last, ts(d.Next.LastRunAt))
@@ -665,19 +654,19 @@ func (x *Index) Unclaim(ctx context.Context, claims []duework.Unclaim) ([]error,
 	ci := newClaimItems("Index.Unclaim", len(claims), false)
 	var (
 		mine  []bool
-		taken []localstart.Claim
+		taken []duework.Claim
 	)
 	for i, c := range claims {
 		valid := c.Validate()
 		m := false
 		if valid == nil {
-			m, _ = local.Take(localClaim(c.Claim))
+			m, _ = local.Take(c.Claim)
 		}
 		if ci.add(i, c.Claim, valid) {
 			mine = append(mine, m)
 		}
 		if m {
-			taken = append(taken, localClaim(c.Claim))
+			taken = append(taken, c.Claim)
 		}
 	}
 	claimOf := func(i int) duework.Claim { return claims[i].Claim }
@@ -787,7 +776,7 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 	ci := newClaimItems("Index.StartClaims", len(claims), true)
 	var (
 		mine  []bool
-		taken []localstart.Claim
+		taken []duework.Claim
 	)
 	for i, c := range claims {
 		valid := c.Validate()
@@ -796,10 +785,10 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 		}
 		m, live := false, false
 		if valid == nil {
-			m, live = local.Take(localClaim(c.Claim))
+			m, live = local.Take(c.Claim)
 		}
 		if m {
-			taken = append(taken, localClaim(c.Claim))
+			taken = append(taken, c.Claim)
 		}
 		if live {
 			continue // started here: errs[i] stays nil
@@ -856,7 +845,7 @@ func (x *Index) UnscheduleClaimed(ctx context.Context, tc tenancy.Context, c due
 	if err := (duework.Unclaim{Tenant: tc, Claim: c}).Validate(); err != nil {
 		return err
 	}
-	localstart.From(ctx).Take(localClaim(c))
+	localstart.From(ctx).Take(c)
 	return x.writeClaimed(ctx, "Index.UnscheduleClaimed", tc, c,
 		`DELETE FROM rota_due WHERE user_id = $1 AND work_key = $2 AND claim_token = $3`)
 }

@@ -35,16 +35,8 @@ func (m *localMem) Claim(ctx context.Context, keys []duework.Key, now, until tim
 			return nil, err
 		}
 	}
-	ks := make([]localstart.Claim, len(cs))
-	for i, c := range cs {
-		ks[i] = local(c)
-	}
-	set.Add(now, ks)
+	set.Add(now, cs)
 	return cs, nil
-}
-
-func local(c duework.Claim) localstart.Claim {
-	return localstart.Claim{UserID: c.Entry.UserID, WorkKey: c.Entry.WorkKey, Token: c.Token, Until: c.Until}
 }
 
 func (m *localMem) StartClaims(ctx context.Context, us []duework.Unclaim) ([]error, error) {
@@ -58,9 +50,9 @@ func (m *localMem) StartClaims(ctx context.Context, us []duework.Unclaim) ([]err
 	for i, u := range us {
 		var my, live bool
 		if u.Validate() == nil {
-			my, live = set.Take(local(u.Claim))
+			my, live = set.Take(u.Claim)
 			if my && m.twice {
-				set.Return([]localstart.Claim{local(u.Claim)})
+				set.Return([]duework.Claim{u.Claim})
 			}
 		}
 		if live || my && m.endless {
@@ -89,7 +81,7 @@ func (m *localMem) Unclaim(ctx context.Context, us []duework.Unclaim) ([]error, 
 		where []int
 	)
 	for i, u := range us {
-		if my, _ := set.Take(local(u.Claim)); my && !m.noHandBack && u.Validate() == nil {
+		if my, _ := set.Take(u.Claim); my && !m.noHandBack && u.Validate() == nil {
 			errs[i] = m.Memory.Complete(ctx, u.Tenant, u.Claim, u.Claim.Entry) // ends the started claim as it was
 			continue
 		}
@@ -106,13 +98,13 @@ func (m *localMem) Unclaim(ctx context.Context, us []duework.Unclaim) ([]error, 
 }
 
 func (m *localMem) Complete(ctx context.Context, tc tenancy.Context, c duework.Claim, next duework.Entry) error {
-	localstart.From(ctx).Take(local(c))
+	localstart.From(ctx).Take(c)
 	return m.Memory.Complete(ctx, tc, c, next)
 }
 
 func (m *localMem) CompleteMany(ctx context.Context, done []duework.Done) ([]error, error) {
 	for _, d := range done {
-		localstart.From(ctx).Take(local(d.Claim))
+		localstart.From(ctx).Take(d.Claim)
 	}
 	return m.Memory.CompleteMany(ctx, done)
 }

@@ -39,6 +39,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/rotaworks/rota/duework"
 )
 
 // Set holds the claims made under it that are neither started nor handed back yet, each
@@ -56,16 +58,8 @@ type Set struct {
 	sweptAt time.Time
 }
 
-// Claim names one claim (a duework.Claim): its entry's user and work key, its token and
-// its Until.
-type Claim struct {
-	UserID, WorkKey string
-	Token           uint64
-	Until           time.Time
-}
-
-// key is a Claim as a map key: its Until in Unix seconds and nanoseconds, so that two
-// Untils of one instant in different locations are one key.
+// key is a claim as a map key: its entry's key, its token, and its Until in Unix seconds
+// and nanoseconds, so that two Untils of one instant in different locations are one key.
 type key struct {
 	user, work string
 	token      uint64
@@ -73,8 +67,8 @@ type key struct {
 	nsec       int32
 }
 
-func keyOf(c Claim) key {
-	return key{user: c.UserID, work: c.WorkKey, token: c.Token, sec: c.Until.Unix(), nsec: int32(c.Until.Nanosecond())}
+func keyOf(c duework.Claim) key {
+	return key{user: c.Entry.UserID, work: c.Entry.WorkKey, token: c.Token, sec: c.Until.Unix(), nsec: int32(c.Until.Nanosecond())}
 }
 
 // minSweep is the least size at which Add sweeps the Set.
@@ -103,7 +97,7 @@ func From(ctx context.Context) *Set {
 // Add puts claims, made at now on the Claim's time line, in s, each until Taken. From
 // time to time it drops the claims that had ended by its previous sweep: those a holder
 // left behind. A nil Set adds nothing.
-func (s *Set) Add(now time.Time, claims []Claim) {
+func (s *Set) Add(now time.Time, claims []duework.Claim) {
 	if s == nil || len(claims) == 0 {
 		return
 	}
@@ -126,7 +120,7 @@ func (s *Set) Add(now time.Time, claims []Claim) {
 // Take removes c from s and reports whether it was there (mine) and, if so, whether it
 // is live: s's clock reads a time before the claim's end. Of several Takes of one claim,
 // one at most finds it mine. A nil Set holds nothing.
-func (s *Set) Take(c Claim) (mine, live bool) {
+func (s *Set) Take(c duework.Claim) (mine, live bool) {
 	if s == nil {
 		return false, false
 	}
@@ -141,7 +135,7 @@ func (s *Set) Take(c Claim) (mine, live bool) {
 // Return puts back claims that were Taken for a call that then failed as a whole, so that
 // a retry of the call still finds them its own. They come back as ended: the retry asks
 // the store whether each is still current. A nil Set takes nothing back.
-func (s *Set) Return(claims []Claim) {
+func (s *Set) Return(claims []duework.Claim) {
 	if s == nil || len(claims) == 0 {
 		return
 	}

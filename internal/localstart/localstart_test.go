@@ -9,20 +9,21 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/rotaworks/rota/duework"
 	"github.com/rotaworks/rota/internal/localstart"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func claim(work string, token uint64, until time.Time) localstart.Claim {
-	return localstart.Claim{UserID: "amy", WorkKey: work, Token: token, Until: until}
+func claim(work string, token uint64, until time.Time) duework.Claim {
+	return duework.Claim{Entry: duework.Entry{UserID: "amy", WorkKey: work}, Token: token, Until: until}
 }
 
 func TestTakeOnce(t *testing.T) {
 	now := t0
 	s := localstart.New(func() time.Time { return now })
 	a, b := claim("a", 1, t0.Add(time.Minute)), claim("b", 2, t0.Add(time.Minute))
-	s.Add(t0, []localstart.Claim{a, b})
+	s.Add(t0, []duework.Claim{a, b})
 	if mine, live := s.Take(a); !mine || !live {
 		t.Fatalf("first Take of a = %v, %v; want mine and live", mine, live)
 	}
@@ -31,7 +32,7 @@ func TestTakeOnce(t *testing.T) {
 	}
 	// The claim is one (key, token, Until): another token, key or Until is not it, and an
 	// Until in another location is.
-	for _, other := range []localstart.Claim{claim("b", 3, b.Until), claim("c", 2, b.Until), claim("b", 2, b.Until.Add(time.Microsecond))} {
+	for _, other := range []duework.Claim{claim("b", 3, b.Until), claim("c", 2, b.Until), claim("b", 2, b.Until.Add(time.Microsecond))} {
 		if mine, _ := s.Take(other); mine {
 			t.Fatalf("Take of %+v found it mine", other)
 		}
@@ -50,7 +51,7 @@ func TestLiveOnTheSetsClock(t *testing.T) {
 	clock := t0.Add(1000 * time.Hour)
 	s := localstart.New(func() time.Time { return clock })
 	a, b := claim("a", 1, t0.Add(time.Minute)), claim("b", 2, t0.Add(time.Minute))
-	s.Add(t0, []localstart.Claim{a, b})
+	s.Add(t0, []duework.Claim{a, b})
 	clock = clock.Add(time.Minute - time.Nanosecond)
 	if mine, live := s.Take(a); !mine || !live {
 		t.Fatalf("Take of a a nanosecond before its end = %v, %v; want mine and live", mine, live)
@@ -60,7 +61,7 @@ func TestLiveOnTheSetsClock(t *testing.T) {
 		t.Fatalf("Take of b at its end = %v, %v; want mine and not live", mine, live)
 	}
 	// Return gives a claim back as ended.
-	s.Return([]localstart.Claim{a})
+	s.Return([]duework.Claim{a})
 	if mine, live := s.Take(a); !mine || live {
 		t.Fatalf("Take of a returned claim = %v, %v; want mine and not live", mine, live)
 	}
@@ -68,8 +69,8 @@ func TestLiveOnTheSetsClock(t *testing.T) {
 
 func TestNilSet(t *testing.T) {
 	var s *localstart.Set
-	s.Add(t0, []localstart.Claim{claim("a", 1, t0)})
-	s.Return([]localstart.Claim{claim("a", 1, t0)})
+	s.Add(t0, []duework.Claim{claim("a", 1, t0)})
+	s.Return([]duework.Claim{claim("a", 1, t0)})
 	if mine, live := s.Take(claim("a", 1, t0)); mine || live || s.Len() != 0 {
 		t.Fatal("a nil Set holds something")
 	}
@@ -84,7 +85,7 @@ func TestNilSet(t *testing.T) {
 
 func TestConcurrentTakes(t *testing.T) {
 	s := localstart.New(func() time.Time { return t0 })
-	cs := make([]localstart.Claim, 100)
+	cs := make([]duework.Claim, 100)
 	for i := range cs {
 		cs[i] = claim(fmt.Sprint(i), uint64(i+1), t0.Add(time.Minute))
 	}
@@ -121,14 +122,14 @@ func TestSetAgainstModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		clock := t0
 		s := localstart.New(func() time.Time { return clock })
-		model := map[localstart.Claim]time.Time{} // each claim held, and its end on the clock
-		var made []localstart.Claim
+		model := map[duework.Claim]time.Time{} // each claim held, and its end on the clock
+		var made []duework.Claim
 		token := uint64(0)
 		rt.Repeat(map[string]func(*rapid.T){
 			"Add": func(rt *rapid.T) {
 				now := t0.Add(time.Duration(rapid.IntRange(-100, 100).Draw(rt, "now")) * time.Second)
 				n := rapid.IntRange(1, 700).Draw(rt, "n")
-				cs := make([]localstart.Claim, n)
+				cs := make([]duework.Claim, n)
 				for i := range cs {
 					token++
 					cs[i] = claim(fmt.Sprint(token%50), token, now.Add(time.Duration(rapid.IntRange(1, 60).Draw(rt, "for"))*time.Second))
@@ -160,7 +161,7 @@ func TestSetAgainstModel(t *testing.T) {
 				}
 				c := rapid.SampledFrom(made).Draw(rt, "claim")
 				model[c] = time.Time{}
-				s.Return([]localstart.Claim{c})
+				s.Return([]duework.Claim{c})
 			},
 			"Tick": func(rt *rapid.T) {
 				clock = clock.Add(time.Duration(rapid.IntRange(0, 30).Draw(rt, "d")) * time.Second)
