@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +18,7 @@ import (
 )
 
 // heldUser schedules user u's entries a, b and c, due at t0, and begins a transaction that
-// runs hold, a statement that locks u's row; the transaction is rolled back at the end of
+// runs hold, a statement that locks u's row or rows of its entries; the transaction is rolled back at the end of
 // the test unless it was committed. It returns the pool, an Index over it, the entries'
 // keys and the transaction.
 func heldUser(t *testing.T, hold string) (*pgxpool.Pool, *postgres.Index, []duework.Key, pgx.Tx) {
@@ -38,10 +41,17 @@ func heldUser(t *testing.T, hold string) (*pgxpool.Pool, *postgres.Index, []duew
 	return pool, idx, keys, tx
 }
 
-// claimBehind starts Claim of keys at now in a goroutine while tx holds user's row, waits
-// until the Claim waits for that row, runs during (with the Claim still waiting), commits
-// tx, and returns what the Claim claimed.
-func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.Tx, keys []duework.Key, now time.Time, during func()) []string {
+// The statements of Claim a test waits in, as the start of their text in
+// pg_stat_activity (which keeps the first 1 kB by default).
+const (
+	inClaimServed = "%limits_changed_during_claim%" // sqlClaimServed, which locks the users claimed for
+	inClaimRows   = "%WITH lim AS MATERIALIZED%"    // sqlClaim, which claims the entries
+)
+
+// claimBehind starts Claim of keys at now in a goroutine while tx holds a row, waits
+// until the Claim waits for it in the statement whose text matches in, runs during (with
+// the Claim still waiting), commits tx, and returns what the Claim claimed.
+func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.Tx, keys []duework.Key, now time.Time, in string, during func()) []string {
 	t.Helper()
 	ctx := context.Background()
 	type result struct {
@@ -53,10 +63,10 @@ func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.T
 		cs, err := idx.Claim(ctx, keys, now, now.Add(time.Minute))
 		done <- result{cs, err}
 	}()
-	waitForClaimServed(t, pool, tx)
+	waitForClaim(t, pool, tx, in)
 	select {
 	case r := <-done:
-		t.Fatalf("Claim returned %v, %v while the user's row was held", r.cs, r.err)
+		t.Fatalf("Claim returned %v, %v while the row was held", r.cs, r.err)
 	default:
 	}
 	during()
@@ -74,9 +84,9 @@ func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.T
 	return got
 }
 
-// waitForClaimServed waits until a backend waits for tx's lock in Claim's statement that
-// locks the users it claimed for.
-func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
+// waitForClaim waits until a backend waits for tx's lock in the statement of Claim whose
+// text matches in.
+func waitForClaim(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx, in string) {
 	t.Helper()
 	ctx := context.Background()
 	var xid string
@@ -87,7 +97,7 @@ func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 			WHERE l.locktype = 'transactionid' AND l.transactionid::text = $1 AND NOT l.granted
-				AND a.query LIKE '%limits_changed_during_claim%'`, xid).Scan(&n)
+				AND a.query LIKE $2`, xid, in).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +105,7 @@ func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
 			return
 		}
 	}
-	t.Fatal("no Claim waited for the held row to stamp its users within 10 s")
+	t.Fatalf("no Claim waited for the held row in %q within 10 s", in)
 }
 
 // A Claim of users without limits locks their rows only to stamp them, after its entries
@@ -105,7 +115,7 @@ func TestClaimOfUsersWithoutLimitsLocksThemLast(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, idx, keys, tx := heldUser(t, `SELECT 1 FROM rota_users WHERE user_id = 'u' FOR NO KEY UPDATE`)
-	got := claimBehind(t, pool, idx, tx, keys, t0, func() {
+	got := claimBehind(t, pool, idx, tx, keys, t0, inClaimServed, func() {
 		var free int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM rota_due WHERE user_id = 'u' FOR UPDATE SKIP LOCKED) f`).Scan(&free); err != nil {
 			t.Fatal(err)
@@ -138,7 +148,7 @@ func TestClaimHoldsLimitsSetWhileItClaims(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool, idx, keys, tx := heldUser(t, tc.limit)
-			if got := claimBehind(t, pool, idx, tx, keys, t0, func() {}); !slices.Equal(got, tc.want) {
+			if got := claimBehind(t, pool, idx, tx, keys, t0, inClaimServed, func() {}); !slices.Equal(got, tc.want) {
 				t.Fatalf("Claim = %v; want %v", got, tc.want)
 			}
 			var claimed int
@@ -149,5 +159,86 @@ func TestClaimHoldsLimitsSetWhileItClaims(t *testing.T) {
 				t.Fatalf("%d entries claimed in the table; want %d", claimed, len(tc.want))
 			}
 		})
+	}
+}
+
+// A Claim of users without limits waits for an entry another transaction holds, rather
+// than passing over it, and claims it only if it is still visible once that transaction
+// ends: the claim's own write is the entry's lock.
+func TestClaimOfUsersWithoutLimitsWaitsForAHeldEntry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		during string // run in the transaction that holds entry b, before it commits
+		want   []string
+	}{
+		{"left as it was", ``, []string{"a", "b", "c"}},
+		{"claimed meanwhile", `UPDATE rota_due SET claim_token = nextval('rota_claim_token'), claim_until = $1
+			WHERE user_id = 'u' AND work_key = 'b'`, []string{"a", "c"}},
+		{"due later meanwhile", `UPDATE rota_due SET due_at = $1 WHERE user_id = 'u' AND work_key = 'b'`, []string{"a", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, idx, keys, tx := heldUser(t, `SELECT 1 FROM rota_due WHERE user_id = 'u' AND work_key = 'b' FOR UPDATE`)
+			got := claimBehind(t, pool, idx, tx, keys, t0, inClaimRows, func() {
+				if tc.during == "" {
+					return
+				}
+				if _, err := tx.Exec(ctx, tc.during, t0.Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("Claim = %v; want %v", got, tc.want)
+			}
+			if tc.during == "" {
+				checkReadyAt(t, pool)
+			}
+		})
+	}
+}
+
+// Claims of users without limits that name the same entries in opposite orders, at once,
+// neither deadlock nor claim an entry twice: each locks the entries in key order. Every
+// round claims again the entries whose claims the last round made and let end.
+func TestClaimsInOppositeOrdersShareTheEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	idx := postgres.NewIndex(pool)
+	var keys []duework.Key
+	for u := range 4 {
+		for k := range 25 {
+			keys = append(keys, schedule(t, idx, fmt.Sprintf("u%d", u), fmt.Sprintf("k%02d", k), t0).Key())
+		}
+	}
+	backwards := slices.Clone(keys)
+	slices.Reverse(backwards)
+	for round := range 20 {
+		now := t0.Add(time.Duration(round) * time.Minute)
+		var (
+			wg   sync.WaitGroup
+			got  [2][]duework.Claim
+			errs [2]error
+		)
+		for i, ks := range [][]duework.Key{keys, backwards} {
+			wg.Go(func() { got[i], errs[i] = idx.Claim(ctx, ks, now, now.Add(time.Second)) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		seen := map[duework.Key]bool{}
+		for _, c := range slices.Concat(got[0], got[1]) {
+			if seen[c.Entry.Key()] {
+				t.Fatalf("round %d: %v claimed twice", round, c.Entry.Key())
+			}
+			seen[c.Entry.Key()] = true
+		}
+		if len(seen) != len(keys) {
+			t.Fatalf("round %d: %d of %d entries claimed", round, len(seen), len(keys))
+		}
+		checkReadyAt(t, pool)
 	}
 }
