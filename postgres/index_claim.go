@@ -782,41 +782,64 @@ func (x *Index) StartClaims(ctx context.Context, claims []duework.Unclaim) ([]er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	const op = "Index.StartClaims"
 	local := localstart.From(ctx)
-	ci := newClaimItems("Index.StartClaims", len(claims), true)
-	var (
-		mine  []bool
-		taken []duework.Claim
+	// Each item's claim is first checked and, when it is one of local's, taken from it;
+	// the rest are sent: a call whose claims are all live local starts (a Runner's) sends
+	// nothing and builds no batch.
+	const (
+		sent = iota
+		mine // taken from local, not live: sent, and started if it is current
+		live // taken from local while it lasts: started here, errs[i] nil
 	)
+	kinds := make([]uint8, len(claims))
+	valid := make([]error, len(claims))
+	toSend, taken := 0, 0
 	for i, c := range claims {
-		valid := c.Validate()
-		if valid == nil {
-			valid = checkUntil(ci.op, c.Claim)
+		if valid[i] = c.Validate(); valid[i] == nil {
+			valid[i] = checkUntil(op, c.Claim)
 		}
-		m, live := false, false
-		if valid == nil {
-			m, live = local.Take(c.Claim)
+		if valid[i] == nil {
+			switch m, l := local.Take(c.Claim); {
+			case l:
+				kinds[i] = live
+			case m:
+				kinds[i] = mine
+			}
 		}
-		if m {
-			taken = append(taken, c.Claim)
+		if kinds[i] != sent {
+			taken++
 		}
-		if live {
-			continue // started here: errs[i] stays nil
-		}
-		if ci.add(i, c.Claim, valid) {
-			mine = append(mine, m)
+		if kinds[i] != live {
+			toSend++
 		}
 	}
+	if toSend == 0 {
+		return make([]error, len(claims)), nil
+	}
+	ci := newClaimItems(op, len(claims), true)
 	claimOf := func(i int) duework.Claim { return claims[i].Claim }
+	var mineSent []bool
+	for i, c := range claims {
+		if kinds[i] != live && ci.add(i, c.Claim, valid[i]) {
+			mineSent = append(mineSent, kinds[i] == mine)
+		}
+	}
 	if len(ci.ords) > 0 {
 		b := &pgx.Batch{}
 		b.Queue(sqlPlanSettings)
-		b.Queue(sqlStartClaims, ci.users, ci.works, ci.tokens, ci.untils, mine)
+		b.Queue(sqlStartClaims, ci.users, ci.works, ci.tokens, ci.untils, mineSent)
 		if _, err := x.runClaimItems(ctx, ci, b, 1, claimOf); err != nil {
-			local.Return(taken) // the call reports none of them started
+			back := make([]duework.Claim, 0, taken)
+			for i, c := range claims {
+				if kinds[i] != sent {
+					back = append(back, c.Claim)
+				}
+			}
+			local.Return(back) // the call reports none of them started
 			return nil, err
 		}
-		if err := x.refuseStarted(ctx, ci, mine, claimOf); err != nil {
+		if err := x.refuseStarted(ctx, ci, mineSent, claimOf); err != nil {
 			return nil, err
 		}
 	}
