@@ -242,3 +242,57 @@ func TestClaimsInOppositeOrdersShareTheEntries(t *testing.T) {
 		checkReadyAt(t, pool)
 	}
 }
+
+// A Claim of a user with a limit waits for an entry another transaction holds only
+// briefly: it holds the user's row meanwhile, and the holder, a writer of the entry, may
+// be about to wait for that row. It then claims again, passing the held entry over, and
+// returns the others while the entry is still held.
+func TestClaimOfALimitedUserPassesAHeldEntryOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, idx, keys, tx := heldUser(t, `UPDATE rota_users SET max_in_flight = 5 WHERE user_id = 'u'`)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM rota_due WHERE user_id = 'u' AND work_key = 'b' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		cs  []duework.Claim
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		cs, err := idx.Claim(ctx, keys, t0, t0.Add(time.Minute))
+		done <- result{cs, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Claim still waits for the held entry after 10 s")
+	}
+	if r.err != nil {
+		t.Fatalf("Claim: %v", r.err)
+	}
+	var got []string
+	for _, c := range r.cs {
+		got = append(got, c.Entry.WorkKey)
+	}
+	if !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("Claim = %v; want a c, passing over b", got)
+	}
+	// As a writer of the entry would next: lock its user, which the Claim no longer holds.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM rota_users WHERE user_id = 'u' FOR NO KEY UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkReadyAt(t, pool)
+}

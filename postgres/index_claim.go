@@ -17,7 +17,7 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Claim is four statements in one batch, so one round trip and one transaction. It takes
+// Claim is five statements in one batch, so one round trip and one transaction. It takes
 // one of two paths, chosen by its first statement:
 //
 //   - sqlClaimLock looks the users of the keys up in rota_users_limited and
@@ -27,16 +27,20 @@ import (
 //     limited ones, with their limits, rate mark and pause as the locks return them (the
 //     latest committed), in transaction-local settings (rota.lim_*). Otherwise it takes
 //     the free path: it locks no user and names none (rota.fast);
+//   - sqlClaimWait, which on the locked path bounds the wait of the next statement for an
+//     entry another transaction holds (lockedWait);
 //   - sqlClaim, with a snapshot taken after those locks — so it sees every claim of the
 //     locked users committed before it — decides each limited user's allowance at now
-//     (the least of its free slots and its rate allowance, none while it is paused), locks
-//     the keys' rows that are visible at now by primary key, skipping rows another
-//     transaction holds, and claims, for each user, its first rows in the order of the
-//     keys, up to its allowance. When no user is limited it claims every key's row that is
-//     visible at now, in (UserID, WorkKey) order, each locked as it is written: it waits
-//     for a row another transaction holds and claims it only if it is still visible after
-//     that write (READ COMMITTED). It names the users it claimed for in rota.locked, with
-//     their caps and their number of claims, for
+//     (the least of its free slots and its rate allowance, none while it is paused), and
+//     claims, for each user, its first rows in the order of the keys that are visible at
+//     now, up to its allowance. When no user is limited it claims every key's row that is
+//     visible at now. Either way each row is locked as it is written, in (UserID, WorkKey)
+//     order when no user is limited: it waits for a row another transaction holds and
+//     claims it only if it is still visible after that write (READ COMMITTED). On the
+//     locked path that wait ends after lockedWait with an error, and Claim runs again on
+//     the locked path with skip, which locks the visible rows first with SKIP LOCKED,
+//     passing over those another transaction holds. It names the users it claimed for in
+//     rota.locked, with their caps and their number of claims, for
 //   - sqlClaimServed, which on the free path locks those users, in UserID order, and fails
 //     the call (errLimitsChanged) when one of them is limited now: a cap, a rate, a weight
 //     or a pause committed after the first statement read it. Claim then runs again on the
@@ -49,10 +53,11 @@ import (
 // cap or a rate, and none claims for a user whose Pause committed before the lock. A
 // concurrent Complete or Unclaim that the snapshot does not see yet only makes the
 // in-flight count one too high for this call, never too low. The statements cannot
-// deadlock: on the locked path the user locks are taken first, in UserID order, and the
-// entry locks never wait (SKIP LOCKED); on the free path the entries are locked in
-// (UserID, WorkKey) order, holding no user, and the users after them, in UserID order, as
-// every writer of entries locks them.
+// deadlock: on the locked path the user locks are taken first, in UserID order, and an
+// entry lock waits at most lockedWait, or not at all (SKIP LOCKED), so a writer of the
+// entry that waits for one of those users gets it; on the free path the entries are
+// locked in (UserID, WorkKey) order, holding no user, and the users after them, in
+// UserID order, as every writer of entries locks them.
 //
 // The free path is what a user without limits costs: its row is locked only from the end
 // of the claim to the commit, while it is stamped, so that the writes of its other entries
@@ -78,9 +83,29 @@ FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, ` + paus
 	FROM rota_users u WHERE u.user_id = ANY($1::text[]) AND NOT (SELECT f.fast FROM f)
 	ORDER BY u.user_id FOR NO KEY UPDATE) l`
 
-// sqlClaimServed is Claim's third statement ($1 now). On the free path it locks the users
-// sqlClaim claimed for (rota.locked, one each), in UserID order (one index scan of the
-// primary key, which sorts the array's IDs before it reads them), and fails with the error
+// sqlClaimWait bounds, on the locked path without $1 (skip), how long sqlClaim's writes
+// wait for an entry another transaction holds: lockedWait, after which the statement
+// fails (lock_not_available, errLockTimeout) and Claim runs again with skip, which passes
+// such entries over. The holder may be a writer that will wait for a user this call
+// holds (a cycle the server would find only after deadlock_timeout), so the wait is kept
+// short; on the free path, and with skip, it leaves lock_timeout as it is.
+var sqlClaimWait = `SELECT set_config('lock_timeout', CASE WHEN current_setting('rota.fast', true)::bool OR $1::bool
+	THEN current_setting('lock_timeout') ELSE '` + lockedWait + `' END, true)`
+
+// lockedWait is how long a Claim on the locked path waits for an entry another
+// transaction holds before it claims again, passing such entries over.
+const lockedWait = "1ms"
+
+// errLockTimeout reports whether err is a lock wait that lock_timeout ended: on Claim's
+// locked path, sqlClaim's wait for an entry (sqlClaimWait).
+func errLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03" // lock_not_available
+}
+
+// sqlClaimServed is Claim's statement after sqlClaim ($1 now). On the free path it locks
+// the users sqlClaim claimed for (rota.locked, one each), in UserID order (one index scan
+// of the primary key, which sorts the array's IDs before it reads them), and fails with the error
 // errLimitsChanged recognizes when one of them is limited at now. On the locked path
 // (rota.fast false) it reads nothing.
 var sqlClaimServed = `SELECT CASE WHEN bool_or(l.limited) THEN current_setting('` + limitsChanged + `') END
@@ -111,23 +136,25 @@ func hasLimits(u string) string {
 	return u + ".max_in_flight > 0 OR " + u + ".every > 0 OR " + u + ".weight > 1"
 }
 
-// sqlClaim is Claim's second statement (see above): $1 and $2 the keys' users and work
+// sqlClaim is Claim's claiming statement (see above): $1 and $2 the keys' users and work
 // keys, $3 now, $4 until, $5 now in nanoseconds (nanosOf), $6 whether the claims are
-// written started (claims for a localstart.Set).
+// written started (claims for a localstart.Set), $7 skip.
 //
 //   - lim: each limited user's allowance, from rota.lim_* and, for a user with a cap, its
 //     in-flight count (one index entry per claim in flight); none for a paused user;
 //   - q: the keys sorted by (UserID, WorkKey), byte by byte as the primary key orders
 //     them, each with its place in $1 and $2 (ord, from 1);
-//   - k, on the locked path only: q's rows visible at now, locked FOR UPDATE SKIP LOCKED
-//     by primary key; a row whose claim another transaction committed meanwhile is
-//     re-checked by the lock (READ COMMITTED) and dropped;
-//   - r: k and lim sorted together by user, each user's lim row first, so that a window
+//   - k, on the locked path with skip only: q's rows visible at now, locked FOR UPDATE
+//     SKIP LOCKED by primary key; a row whose claim another transaction committed
+//     meanwhile is re-checked by the lock (READ COMMITTED) and dropped; v, on the locked
+//     path without skip: the same rows, unlocked;
+//   - r: k or v and lim sorted together by user, each user's lim row first, so that a window
 //     over the sort gives each key its user's allowance and its place among the user's
-//     locked keys, in the order of the keys, with no join;
+//     visible keys, in the order of the keys, with no join;
 //   - c: the keys within their users' allowances get a new token from rota_claim_token and
-//     their until; the others stay locked until the end of the call, unclaimed. When no
-//     user of the call is limited, r and k are never run: c writes q's rows that are
+//     their until, each row locked by its write (already, with skip) and re-checked after
+//     a wait; with skip, the others stay locked until the end of the call, unclaimed. When
+//     no user of the call is limited, r, k and v are never run: c writes q's rows that are
 //     visible at now, joined by a nested loop with q outside (hash and merge joins are
 //     off, sqlPlanSettings), so it locks each as it writes it, in q's order, with no lock
 //     of its own before the write. Each claim comes back with its key's ord.
@@ -145,12 +172,18 @@ WITH lim AS MATERIALIZED (
 ), k AS MATERIALIZED (
 	SELECT d.user_id, d.work_key, q.ord
 	FROM q JOIN rota_due d ON d.user_id = q.user_id AND d.work_key = q.work_key
-	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3) AND $7
 	FOR UPDATE OF d SKIP LOCKED
+), v AS (
+	SELECT d.user_id, d.work_key, q.ord
+	FROM q JOIN rota_due d ON d.user_id = q.user_id AND d.work_key = q.work_key
+	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3) AND NOT $7
 ), r AS (
 	SELECT x.user_id, x.work_key, x.ord, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
 		first_value(x.head) OVER w AS heavy, row_number() OVER w - CASE WHEN first_value(x.head) OVER w THEN 1 ELSE 0 END AS n
 	FROM (SELECT k.user_id, k.work_key, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
+		UNION ALL
+		SELECT v.user_id, v.work_key, v.ord, false, NULL, 0 FROM v
 		UNION ALL
 		SELECT lim.user_id, NULL, 0, true, lim.allow, lim.m FROM lim) x
 	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
@@ -260,9 +293,12 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		return nil, ctx.Err()
 	}
 	local := localstart.From(ctx)
-	got, err := x.claim(ctx, users, works, now, until, true, local != nil)
+	got, err := x.claim(ctx, users, works, now, until, true, local != nil, false)
 	if errLimitsChanged(err) {
-		got, err = x.claim(ctx, users, works, now, until, false, local != nil)
+		got, err = x.claim(ctx, users, works, now, until, false, local != nil, false)
+	}
+	if errLockTimeout(err) {
+		got, err = x.claim(ctx, users, works, now, until, false, local != nil, true)
 	}
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
@@ -274,12 +310,13 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 // claim runs Claim's batch for the keys (users[i], works[i]), each given once, on the free
 // path when free allows it (see sqlClaimLock), and returns the claims in the order of the
 // keys; with started, the claims are written started.
-func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free, started bool) ([]duework.Claim, error) {
+func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free, started, skip bool) ([]duework.Claim, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
 	b.Queue(sqlClaimLock, validUsers(users), now, free)
 	nowNs := nanosOf(now)
-	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs, started)
+	b.Queue(sqlClaimWait, skip)
+	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs, started, skip)
 	b.Queue(sqlClaimServed, now)
 	b.Queue(sqlServe, now, ceilMicro(until), nowNs)
 	// The rows come in no particular order, each with its key's place (ord): they are put
@@ -294,7 +331,7 @@ func (x *Index) claim(ctx context.Context, users, works []string, now, until tim
 		last                     pgtype.Timestamptz
 		streak, errs, token, ord int64
 	)
-	err := x.sendBatch(ctx, b, 2, func(rows pgx.Rows) error {
+	err := x.sendBatch(ctx, b, 3, func(rows pgx.Rows) error {
 		if err := rows.Scan(nil, &c.Entry.WorkKey, nil, &c.Entry.DueAt, &last, &streak, &errs, &token, &c.Until, &ord); err != nil {
 			return err
 		}
