@@ -230,9 +230,13 @@ func fairCycle(b *testing.B, d *dispatch.Dispatcher, now time.Time) (dispatch.Ba
 const sqlFloorClaim = `
 WITH c AS (
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4
-	FROM (SELECT * FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
-		ORDER BY k.user_id COLLATE "C", k.work_key COLLATE "C" OFFSET 0) k
-	WHERE d.user_id = k.user_id AND d.work_key = k.work_key AND d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+	FROM (
+		SELECT d.user_id, d.work_key FROM unnest($1::text[], $2::text[]) AS k(user_id, work_key)
+		JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
+		WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+		FOR UPDATE OF d SKIP LOCKED
+	) k
+	WHERE d.user_id = k.user_id AND d.work_key = k.work_key
 	RETURNING d.user_id, d.work_key, d.tier, d.due_at, d.last_run_at, d.miss_streak, d.claim_token, d.claim_until
 ), moved AS (
 	UPDATE rota_users u SET last_served = $3, turn = $3
