@@ -277,15 +277,15 @@ func (x *Index) claim(ctx context.Context, users, works []string, now, until tim
 	// from its bytes (one string each).
 	byKey := make([]duework.Claim, len(users))
 	has := make([]bool, len(users))
-	claimed := 0
 	var (
 		ids, tiers               internSet
 		c                        duework.Claim
 		last                     pgtype.Timestamptz
 		streak, errs, token, ord int64
 	)
+	dest := []any{nil, &c.Entry.WorkKey, nil, &c.Entry.DueAt, &last, &streak, &errs, &token, &c.Until, &ord}
 	err := x.sendBatch(ctx, b, 2, func(rows pgx.Rows) error {
-		if err := rows.Scan(nil, &c.Entry.WorkKey, nil, &c.Entry.DueAt, &last, &streak, &errs, &token, &c.Until, &ord); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
 		if ord < 1 || ord > int64(len(byKey)) || has[ord-1] {
@@ -296,18 +296,18 @@ func (x *Index) claim(ctx context.Context, users, works []string, now, until tim
 		c.Entry.LastRunAt = last.Time
 		c.Entry.MissStreak, c.Entry.ErrorStreak, c.Token = int(streak), int(errs), uint64(token)
 		byKey[ord-1], has[ord-1] = c, true
-		claimed++
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	got := make([]duework.Claim, 0, claimed)
-	for i, c := range byKey {
+	got := byKey[:0]
+	for i := range byKey {
 		if has[i] {
-			got = append(got, c)
+			got = append(got, byKey[i])
 		}
 	}
+	clear(byKey[len(got):])
 	return got, nil
 }
 

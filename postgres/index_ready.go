@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -133,15 +134,15 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		streak, errs, weight, m, every pgtype.Int8
 		burst, inFlight, cap           pgtype.Int8
 	)
-	var (
-		tiers internSet
-		read  []duework.Entry // every entry read, as the rows came
-		of    []int32         // the head of each
-	)
+	var tiers internSet
+	rb := readBufs.Get().(*readBuf)
+	defer rb.put()
+	read, of := rb.read[:0], rb.of[:0] // every entry read, as the rows came, and the head of each
+	dest := []any{&part, nil, &served, &rtn, &workKey, nil, &due, &last, &streak, &errs, &weight, &m, &every, &burst, &inFlight, &cap}
 	err := x.sendBatch(ctx, b, 1, func(rows pgx.Rows) error {
 		// The user's ID and the tier, which repeat from row to row, are read from the
 		// row's bytes: one string per head and per tier, not per row.
-		if err := rows.Scan(&part, nil, &served, &rtn, &workKey, nil, &due, &last, &streak, &errs, &weight, &m, &every, &burst, &inFlight, &cap); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
 		if part == 2 {
@@ -171,11 +172,35 @@ func (x *Index) Ready(ctx context.Context, q duework.ReadyQuery) (duework.ReadyP
 		of = append(of, int32(i))
 		return nil
 	})
+	rb.read, rb.of = read, of
 	if err != nil {
 		return duework.ReadyPage{}, interpret(ctx, "Index.Ready", err)
 	}
 	finishPage(&page, read, of, caps)
 	return page, nil
+}
+
+// readBuf holds what Ready reads before finishPage copies it into the page: reused from
+// call to call (readBufs), as a dispatcher's Ready reads about as many rows each cycle.
+type readBuf struct {
+	read []duework.Entry
+	of   []int32
+}
+
+var readBufs = sync.Pool{New: func() any { return new(readBuf) }}
+
+// maxReadBuf is the most entries a readBuf keeps room for once put back.
+const maxReadBuf = 1 << 14
+
+// put clears b's entries, which hold strings of the page, and puts b back in readBufs
+// unless it grew beyond maxReadBuf.
+func (b *readBuf) put() {
+	if cap(b.read) > maxReadBuf {
+		return
+	}
+	clear(b.read)
+	b.read, b.of = b.read[:0], b.of[:0]
+	readBufs.Put(b)
 }
 
 // finishPage gives each head of page its entries of read (of[k] is the head of read[k]),

@@ -485,3 +485,42 @@ func TestClaimAgainReplacesTheEndedClaim(t *testing.T) {
 		t.Errorf("Ready at t0+20s = %s; want %s", got, want)
 	}
 }
+
+// Ready and Claim reuse their read buffers from call to call: what one call returned stays
+// as it was through the calls after it.
+func TestResultsOwnTheirMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	idx := postgres.NewIndex(pgtest.Pool(t))
+	for _, u := range []string{"amy", "bo"} {
+		for k := range 3 {
+			schedule(t, idx, u, fmt.Sprintf("%s%d", u, k), t0.Add(time.Duration(k)*time.Second))
+		}
+	}
+	if err := idx.Route(ctx, []duework.Route{{UserID: "bo", Group: "pro"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Minute)
+	first := ready(t, idx, duework.ReadyQuery{Now: now, Users: 10, PerUser: 10})
+	const want = "amy(served - turn 0s [amy0 amy1 amy2]) next -"
+	if got := showPage(first); got != want {
+		t.Fatalf("Ready = %s, want %s", got, want)
+	}
+	claims, err := idx.Claim(ctx, []duework.Key{{UserID: "amy", WorkKey: "amy0"}, {UserID: "amy", WorkKey: "amy9"}, {UserID: "amy", WorkKey: "amy2"}}, now, now.Add(time.Minute))
+	if err != nil || len(claims) != 2 || claims[0].Entry.WorkKey != "amy0" || claims[1].Entry.WorkKey != "amy2" {
+		t.Fatalf("Claim = %v, %v; want amy0 and amy2", claims, err)
+	}
+	wantClaims := fmt.Sprint(claims)
+	for range 3 {
+		ready(t, idx, duework.ReadyQuery{Group: "pro", Now: now, Users: 10, PerUser: 10})
+		if _, err := idx.Claim(ctx, []duework.Key{{UserID: "bo", WorkKey: "bo1"}}, now, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := showPage(first); got != want {
+		t.Errorf("the first page changed under later reads:\n got %s\nwant %s", got, want)
+	}
+	if got := fmt.Sprint(claims); got != wantClaims {
+		t.Errorf("the first claims changed under later claims:\n got %s\nwant %s", got, wantClaims)
+	}
+}
