@@ -23,7 +23,10 @@ import (
 //     user passes it instead of waiting: concurrent readers get disjoint users;
 //   - held: held_until = $5 on those rows (found by ctid: they are locked), a HOT update;
 //     the users read are the ones it wrote — a row that another transaction changed after
-//     this statement began is not visible to it and is passed over, like a locked one;
+//     this statement began is not visible to it and is passed over, like a locked one —
+//     sorted again in (turn, user_id) order, which the write does not keep, so that the
+//     rows come back in the order of the page's heads and Ready's sort of them has
+//     nothing to move;
 //   - heads: each user's in-flight count (a probe of its claims, only when it has any) and
 //     cap, the most Due entries it gets: the least of its free slots, its rate allowance at
 //     $6 (now in nanoseconds) and $4 (PerUser) × its weight;
@@ -42,10 +45,12 @@ import (
 // cost is the users it returns, their entries and claims in flight, and the held or
 // locked users it passes. sqlPeek is the same without a hold: held is then picked as it
 // is.
-var sqlReady = sqlPicked + `, held AS MATERIALIZED (
+var sqlReady = sqlPicked + `, holds AS MATERIALIZED (
 	UPDATE rota_users u SET held_until = $5
 	WHERE u.ctid = ANY(ARRAY(SELECT p.tid FROM picked p))
 	RETURNING ` + readColumns("u") + `
+), held AS (
+	SELECT * FROM holds h ORDER BY h.turn, h.user_id
 )` + sqlReadParts
 
 var sqlPeek = sqlPicked + `, held AS (
@@ -236,9 +241,12 @@ func finishPage(page *duework.ReadyPage, read []duework.Entry, of []int32, caps 
 			h.Due, h.More = h.Due[:n:n], true
 		}
 	}
-	slices.SortFunc(page.Heads, func(a, b duework.Head) int {
+	byTurn := func(a, b duework.Head) int {
 		return cmp.Or(a.Turn.Compare(b.Turn), strings.Compare(a.UserID, b.UserID))
-	})
+	}
+	if !slices.IsSortedFunc(page.Heads, byTurn) {
+		slices.SortFunc(page.Heads, byTurn)
+	}
 }
 
 // sqlRoute is Route's write, after sqlLockUsers locked the users $1 in UserID order, with

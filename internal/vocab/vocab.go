@@ -55,9 +55,16 @@ func Name(sentinel error, field, s string) error {
 	return nil
 }
 
-// ValidName reports whether [Name] accepts s, without allocating.
+// ValidName reports whether [Name] accepts s, without allocating. A name of printable
+// ASCII, the common case, is checked a byte at a time, with no rune decoding.
 func ValidName(s string) bool {
-	if s == "" || len(s) > MaxNameLength || !utf8.ValidString(s) {
+	if s == "" || len(s) > MaxNameLength {
+		return false
+	}
+	if ascii, ok := validASCII(s); ascii {
+		return ok
+	}
+	if !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
@@ -68,6 +75,22 @@ func ValidName(s string) bool {
 	first, _ := utf8.DecodeRuneInString(s)
 	last, _ := utf8.DecodeLastRuneInString(s)
 	return !unicode.IsSpace(first) && !unicode.IsSpace(last)
+}
+
+// validASCII reports whether s is all ASCII and, if it is, whether it is a valid name:
+// ASCII holds no format character, its control characters are below 0x20 and 0x7F, and
+// the space is its only white space that is not a control character.
+func validASCII(s string) (ascii, ok bool) {
+	ok = s[0] != ' ' && s[len(s)-1] != ' '
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= utf8.RuneSelf:
+			return false, false
+		case c < 0x20 || c == 0x7f:
+			ok = false
+		}
+	}
+	return true, ok
 }
 
 // badRune reports whether a name may hold r nowhere: a control or format character.
