@@ -18,7 +18,7 @@ import (
 )
 
 // heldUser schedules user u's entries a, b and c, due at t0, and begins a transaction that
-// runs hold, a statement that locks u's row; the transaction is rolled back at the end of
+// runs hold, a statement that locks u's row or rows of its entries; the transaction is rolled back at the end of
 // the test unless it was committed. It returns the pool, an Index over it, the entries'
 // keys and the transaction.
 func heldUser(t *testing.T, hold string) (*pgxpool.Pool, *postgres.Index, []duework.Key, pgx.Tx) {
@@ -41,10 +41,15 @@ func heldUser(t *testing.T, hold string) (*pgxpool.Pool, *postgres.Index, []duew
 	return pool, idx, keys, tx
 }
 
-// claimBehind starts Claim of keys at now in a goroutine while tx holds user's row, waits
-// until the Claim waits for that row, runs during (with the Claim still waiting), commits
-// tx, and returns what the Claim claimed.
-func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.Tx, keys []duework.Key, now time.Time, during func()) []string {
+// inClaimRows is the statement of Claim a test waits in, sqlClaim, which claims the
+// entries and then locks the users claimed for, as the start of its text in
+// pg_stat_activity (which keeps the first 1 kB by default).
+const inClaimRows = "%WITH lim AS MATERIALIZED%"
+
+// claimBehind starts Claim of keys at now in a goroutine while tx holds a row, waits
+// until the Claim waits for it in the statement whose text matches in, runs during (with
+// the Claim still waiting), commits tx, and returns what the Claim claimed.
+func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.Tx, keys []duework.Key, now time.Time, in string, during func()) []string {
 	t.Helper()
 	ctx := context.Background()
 	type result struct {
@@ -56,10 +61,10 @@ func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.T
 		cs, err := idx.Claim(ctx, keys, now, now.Add(time.Minute))
 		done <- result{cs, err}
 	}()
-	waitForClaimServed(t, pool, tx)
+	waitForClaim(t, pool, tx, in)
 	select {
 	case r := <-done:
-		t.Fatalf("Claim returned %v, %v while the user's row was held", r.cs, r.err)
+		t.Fatalf("Claim returned %v, %v while the row was held", r.cs, r.err)
 	default:
 	}
 	during()
@@ -77,9 +82,9 @@ func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.T
 	return got
 }
 
-// waitForClaimServed waits until a backend waits for tx's lock in Claim's statement that
-// locks the users it claimed for.
-func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
+// waitForClaim waits until a backend waits for tx's lock in the statement of Claim whose
+// text matches in.
+func waitForClaim(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx, in string) {
 	t.Helper()
 	ctx := context.Background()
 	var xid string
@@ -90,7 +95,7 @@ func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 			WHERE l.locktype = 'transactionid' AND l.transactionid::text = $1 AND NOT l.granted
-				AND a.query LIKE '%limits_changed_during_claim%'`, xid).Scan(&n)
+				AND a.query LIKE $2`, xid, in).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +103,7 @@ func waitForClaimServed(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
 			return
 		}
 	}
-	t.Fatal("no Claim waited for the held row to stamp its users within 10 s")
+	t.Fatalf("no Claim waited for the held row in %q within 10 s", in)
 }
 
 // A Claim of users without limits locks their rows only to stamp them, after its entries
@@ -108,7 +113,7 @@ func TestClaimOfUsersWithoutLimitsLocksThemLast(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, idx, keys, tx := heldUser(t, `SELECT 1 FROM rota_users WHERE user_id = 'u' FOR NO KEY UPDATE`)
-	got := claimBehind(t, pool, idx, tx, keys, t0, func() {
+	got := claimBehind(t, pool, idx, tx, keys, t0, inClaimRows, func() {
 		var free int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM rota_due WHERE user_id = 'u' FOR UPDATE SKIP LOCKED) f`).Scan(&free); err != nil {
 			t.Fatal(err)
@@ -141,7 +146,7 @@ func TestClaimHoldsLimitsSetWhileItClaims(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool, idx, keys, tx := heldUser(t, tc.limit)
-			if got := claimBehind(t, pool, idx, tx, keys, t0, func() {}); !slices.Equal(got, tc.want) {
+			if got := claimBehind(t, pool, idx, tx, keys, t0, inClaimRows, func() {}); !slices.Equal(got, tc.want) {
 				t.Fatalf("Claim = %v; want %v", got, tc.want)
 			}
 			var claimed int
@@ -155,10 +160,46 @@ func TestClaimHoldsLimitsSetWhileItClaims(t *testing.T) {
 	}
 }
 
+// A Claim of users without limits waits for an entry another transaction holds, rather
+// than passing over it, and claims it only if it is still visible once that transaction
+// ends: the claim's own write is the entry's lock.
+func TestClaimOfUsersWithoutLimitsWaitsForAHeldEntry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		during string // run in the transaction that holds entry b, before it commits
+		want   []string
+	}{
+		{"left as it was", ``, []string{"a", "b", "c"}},
+		{"claimed meanwhile", `UPDATE rota_due SET claim_token = nextval('rota_claim_token'), claim_until = $1
+			WHERE user_id = 'u' AND work_key = 'b'`, []string{"a", "c"}},
+		{"due later meanwhile", `UPDATE rota_due SET due_at = $1 WHERE user_id = 'u' AND work_key = 'b'`, []string{"a", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, idx, keys, tx := heldUser(t, `SELECT 1 FROM rota_due WHERE user_id = 'u' AND work_key = 'b' FOR UPDATE`)
+			got := claimBehind(t, pool, idx, tx, keys, t0, inClaimRows, func() {
+				if tc.during == "" {
+					return
+				}
+				if _, err := tx.Exec(ctx, tc.during, t0.Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("Claim = %v; want %v", got, tc.want)
+			}
+			if tc.during == "" {
+				checkReadyAt(t, pool)
+			}
+		})
+	}
+}
+
 // Claims of users without limits that name the same entries in opposite orders, at once,
-// neither deadlock nor claim an entry twice, and between them claim every entry: each
-// passes over the entries the other holds. Every round claims again the entries whose
-// claims the last round made and let end.
+// neither deadlock nor claim an entry twice: each locks the entries in key order. Every
+// round claims again the entries whose claims the last round made and let end.
 func TestClaimsInOppositeOrdersShareTheEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -198,4 +239,58 @@ func TestClaimsInOppositeOrdersShareTheEntries(t *testing.T) {
 		}
 		checkReadyAt(t, pool)
 	}
+}
+
+// A Claim of a user with a limit waits for an entry another transaction holds only
+// briefly: it holds the user's row meanwhile, and the holder, a writer of the entry, may
+// be about to wait for that row. It then claims again, passing the held entry over, and
+// returns the others while the entry is still held.
+func TestClaimOfALimitedUserPassesAHeldEntryOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, idx, keys, tx := heldUser(t, `UPDATE rota_users SET max_in_flight = 5 WHERE user_id = 'u'`)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM rota_due WHERE user_id = 'u' AND work_key = 'b' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		cs  []duework.Claim
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		cs, err := idx.Claim(ctx, keys, t0, t0.Add(time.Minute))
+		done <- result{cs, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Claim still waits for the held entry after 10 s")
+	}
+	if r.err != nil {
+		t.Fatalf("Claim: %v", r.err)
+	}
+	var got []string
+	for _, c := range r.cs {
+		got = append(got, c.Entry.WorkKey)
+	}
+	if !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("Claim = %v; want a c, passing over b", got)
+	}
+	// As a writer of the entry would next: lock its user, which the Claim no longer holds.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM rota_users WHERE user_id = 'u' FOR NO KEY UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkReadyAt(t, pool)
 }

@@ -127,13 +127,19 @@
 //   - Claim locks the users of its keys in UserID order first when any of them has a cap,
 //     a rate or a weight, or is paused, so that it decides on their limits under the
 //     locks; then, in a second statement whose snapshot sees every claim committed before
-//     them, it locks its keys by primary key with SKIP LOCKED and claims,
-//     for each user, those within its free slots and rate allowance in the order of the
-//     keys, each with a token from the sequence rota_claim_token and its until; when no
-//     user was locked first, a third locks the users it claimed for, in UserID order, and
+//     them, it claims, for each user, those of its keys within its free slots and rate
+//     allowance in the order of the keys, each with a token from the sequence
+//     rota_claim_token and its until, each row locked by its own write (a claim costs one
+//     row version and no separate lock). Should that write wait more than a millisecond
+//     for a row another transaction holds, which may be waiting for one of the users the
+//     call holds, the call runs again and locks the keys first with SKIP LOCKED, passing
+//     such rows over. When none of its users has a limit or a pause, the second statement
+//     claims every key that is visible, in (UserID, WorkKey) order, waiting for a row
+//     another write holds, and then locks the users it claimed for, in UserID order, and
 //     should one of them have gained a limit meanwhile the call starts again with the locks
 //     first (a user without limits is thus locked only while it is stamped, not for the
-//     whole claim); a last one writes each user claimed for once: LastServed, the end of its hold, the rate mark,
+//     whole claim); a last statement, whose snapshot sees every write committed before
+//     those locks, writes each user claimed for once: LastServed, the end of its hold, the rate mark,
 //     the stride position, free_at (one probe of the user's unclaimed entries), slot_at
 //     (for a user with a cap, up to that many index entries), claim_end_at (the earlier
 //     of the stored one and until, probed only for a user of which it claimed again an
@@ -191,9 +197,10 @@
 // Ready passes over the users another Ready or a writer holds locked at that moment (SKIP
 // LOCKED) and over the users another dispatcher holds (held_until; see duework.Index on
 // holds), so concurrent dispatchers read disjoint users and rarely lose a claim to each
-// other; a user served goes to the back of its queue, where the next reader finds it. Claim
-// never waits for an entry another transaction holds, and no entry is claimed twice: the
-// claim is a row lock and a token that only grows. A worker that dies leaves its claims,
+// other; a user served goes to the back of its queue, where the next reader finds it. A
+// Claim waits for an entry another transaction holds for that write when none of its
+// users has a limit, and for a millisecond at most otherwise, and no entry is claimed
+// twice: the claim is a row lock and a token that only grows. A worker that dies leaves its claims,
 // and the slots they take, to end by themselves.
 //
 // Throughput grows with the dispatchers as far as the database's cores allow: each cycle
@@ -237,12 +244,14 @@
 // # Locks, and why nothing deadlocks
 //
 // User rows are locked in UserID order, and no call waits for an entry row while it holds
-// a user row: the writers lock their entry rows first (several in (UserID, WorkKey) order)
-// and their users after; Claim locks its users first and then takes entry rows only with
-// SKIP LOCKED, which never waits — or, when none of its users has a limit, takes its entry
-// rows first, with SKIP LOCKED, and locks the users it claimed for after them, as a writer
-// does. A call that holds a user therefore waits only for a user
-// that sorts after it, and no cycle of waits can form. Ready never waits (it locks users
+// a user row for longer than a millisecond: the writers lock their entry rows first
+// (several in (UserID, WorkKey) order) and their users after; Claim locks its users first
+// and then waits for an entry row at most a millisecond (lock_timeout), after which it
+// takes entry rows only with SKIP LOCKED, which never waits — or, when none of its users
+// has a limit, is such a writer: it locks its entry rows in (UserID, WorkKey) order and
+// the users it claimed for after them. A call that holds a user therefore waits only for
+// a user that sorts after it or, that millisecond, for an entry, so no cycle of waits
+// outlasts it. Ready never waits (it locks users
 // with SKIP LOCKED and no entries). An enqueue waits for a user row that a Claim or
 // CompleteMany holds, for the length of that call: keep dispatch transactions short, which
 // one round trip does.

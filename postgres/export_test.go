@@ -12,7 +12,6 @@ var (
 	SQLPeek            = sqlPeek
 	SQLClaimLock       = sqlClaimLock
 	SQLClaim           = sqlClaim
-	SQLClaimServed     = sqlClaimServed
 	SQLServe           = sqlServe
 	SQLCompleteMany    = sqlCompleteMany
 	SQLUnclaim         = sqlUnclaim

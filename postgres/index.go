@@ -208,21 +208,26 @@ const sqlLocked = `(SELECT set_config('rota.locked', coalesce(array_agg(l.user_i
 	set_config('rota.caps', coalesce(array_agg(l.max_in_flight), '{}')::text, true) ||
 	set_config('rota.freed', coalesce(array_agg(l.freed), '{}')::text, true) FROM l) IS NOT NULL`
 
+// claimEndAtOf is the claim_end_at of the user whose ID is the column user: see claimEndAtOfK.
+func claimEndAtOf(user string) string {
+	return `(SELECT greatest(d.due_at, d.claim_until) FROM rota_due d
+			 WHERE (d.user_id, greatest(d.due_at, d.claim_until)) BETWEEN (` + user + `, '-infinity') AND (` + user + `, 'infinity')
+			   AND d.claim_until IS NOT NULL
+			 ORDER BY d.user_id, greatest(d.due_at, d.claim_until) LIMIT 1)`
+}
+
 // freeAtOfK and claimEndAtOfK are the two halves of the ReadyAt of the user k.user_id, each
 // a keyset probe (see "Per-user reads" above): the due_at of its first unclaimed entry in
 // rota_due_free_user, and the greatest(due_at, claim_until) of its first claimed entry in
 // rota_due_claimed_user. The statements that use them read k in a subquery with OFFSET 0,
 // which keeps it from being pulled up into an UPDATE, where the probes would run twice
 // (SET and WHERE).
-const (
+var (
 	freeAtOfK = `(SELECT d.due_at FROM rota_due d
 			 WHERE (d.user_id, d.due_at) BETWEEN (k.user_id, '-infinity') AND (k.user_id, 'infinity')
 			   AND d.claim_until IS NULL
 			 ORDER BY d.user_id, d.due_at LIMIT 1)`
-	claimEndAtOfK = `(SELECT greatest(d.due_at, d.claim_until) FROM rota_due d
-			 WHERE (d.user_id, greatest(d.due_at, d.claim_until)) BETWEEN (k.user_id, '-infinity') AND (k.user_id, 'infinity')
-			   AND d.claim_until IS NOT NULL
-			 ORDER BY d.user_id, greatest(d.due_at, d.claim_until) LIMIT 1)`
+	claimEndAtOfK = claimEndAtOf("k.user_id")
 )
 
 // write is one statement of a batch and its arguments.

@@ -17,40 +17,47 @@ import (
 	"github.com/rotaworks/rota/tenancy"
 )
 
-// Claim is four statements in one batch, so one round trip and one transaction. It takes
-// one of two paths, chosen by its first statement:
+// Claim is four statements in one batch, so one round trip and one transaction: the plan
+// settings, then three that take one of two paths, chosen by the first of them:
 //
 //   - sqlClaimLock looks the users of the keys up in rota_users_limited and
 //     rota_users_paused, which hold only the users with limits or a pause. When any of them
 //     has a cap, a rate or a weight, or is paused at now (limitedAt), it takes the locked
-//     path: it locks all of them, in UserID order (sqlLockUsers' scan), and names the
-//     limited ones, with their limits, rate mark and pause as the locks return them (the
-//     latest committed), in transaction-local settings (rota.lim_*). Otherwise it takes
-//     the free path: it locks no user and names none (rota.fast);
+//     path: it locks all of them, in UserID order (sqlLockUsers' scan), names the limited
+//     ones, with their limits, rate mark and pause as the locks return them (the latest
+//     committed), in transaction-local settings (rota.lim_*), and bounds how long the next
+//     statement waits for an entry another transaction holds (lock_timeout lockedWait,
+//     unless skip). Otherwise it takes the free path: it locks no user and names none
+//     (rota.fast);
 //   - sqlClaim, with a snapshot taken after those locks — so it sees every claim of the
 //     locked users committed before it — decides each limited user's allowance at now
-//     (the least of its free slots and its rate allowance, none while it is paused), locks
-//     the keys' rows that are visible at now by primary key, skipping rows another
-//     transaction holds, and claims, for each user, its first rows in the order of the
-//     keys, up to its allowance; every row it locks when no user is limited. It names the
-//     users it claimed for in rota.locked, with their caps, their number of claims and
-//     whether any claim replaced one that had ended, for
-//   - sqlClaimServed, which on the free path locks those users, in UserID order, and fails
-//     the call (errLimitsChanged) when one of them is limited now: a cap, a rate, a weight
-//     or a pause committed after the first statement read it. Claim then runs again on the
-//     locked path, so every limit committed before a user's lock holds. On the locked path
-//     it does nothing;
-//   - sqlServe, which stamps them.
+//     (the least of its free slots and its rate allowance, none while it is paused), and
+//     claims, for each user, its first rows in the order of the keys that are visible at
+//     now, up to its allowance. When no user is limited it claims every key's row that is
+//     visible at now. Either way each row is locked as it is written, in (UserID, WorkKey)
+//     order when no user is limited: it waits for a row another transaction holds and
+//     claims it only if it is still visible after that write (READ COMMITTED). On the
+//     locked path that wait ends after lockedWait with an error, and Claim runs again on
+//     the locked path with skip, which locks the visible rows first with SKIP LOCKED,
+//     passing over those another transaction holds. On the free path it then locks the
+//     users it claimed for, after their entries, in UserID order, and fails the call
+//     (errLimitsChanged) when one of them is limited now: a cap, a rate, a weight or a
+//     pause committed after sqlClaimLock read it. Claim then runs again on the locked
+//     path, so every limit committed before a user's lock holds. It names the users it
+//     claimed for in rota.locked — on the locked path with their caps and their number
+//     of claims — for
+//   - sqlServe, which stamps them, with a snapshot taken after every lock of the call.
 //
 // A concurrent Claim of the same user waits for the first one's user lock and then sees
 // its claims, so the limits hold whoever claims: no stale or concurrent claimer passes a
 // cap or a rate, and none claims for a user whose Pause committed before the lock. A
 // concurrent Complete or Unclaim that the snapshot does not see yet only makes the
 // in-flight count one too high for this call, never too low. The statements cannot
-// deadlock: on the locked path the user locks are taken first, in UserID order, and the
-// entry locks never wait (SKIP LOCKED); on the free path the entry locks never wait
-// either, and the users are locked after them, in UserID order, as every writer of
-// entries locks them.
+// deadlock: on the locked path the user locks are taken first, in UserID order, and an
+// entry lock waits at most lockedWait, or not at all (SKIP LOCKED), so a writer of the
+// entry that waits for one of those users gets it; on the free path the entries are
+// locked in (UserID, WorkKey) order, holding no user, and the users after them, in
+// UserID order, as every writer of entries locks them.
 //
 // The free path is what a user without limits costs: its row is locked only from the end
 // of the claim to the commit, while it is stamped, so that the writes of its other entries
@@ -70,28 +77,30 @@ SELECT set_config('rota.fast', (SELECT f.fast FROM f)::text, true) ||
 	set_config('rota.lim_every', coalesce(array_agg(l.every) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_burst', coalesce(array_agg(l.burst) FILTER (WHERE l.limited), '{}')::text, true) ||
 	set_config('rota.lim_mark', coalesce(array_agg(l.rate_mark) FILTER (WHERE l.limited), '{}')::text, true) ||
-	set_config('rota.lim_paused', coalesce(array_agg(l.paused) FILTER (WHERE l.limited), '{}')::text, true)
+	set_config('rota.lim_paused', coalesce(array_agg(l.paused) FILTER (WHERE l.limited), '{}')::text, true) ||
+	set_config('lock_timeout', CASE WHEN (SELECT f.fast FROM f) OR $4::bool THEN current_setting('lock_timeout') ELSE '` + lockedWait + `' END, true)
 FROM (SELECT u.user_id, u.max_in_flight, u.every, u.burst, u.rate_mark, ` + pausedAt("u.paused_until", "u.last_served", "$2::timestamptz") + ` AS paused,
 		` + limitedAt("u", "$2::timestamptz") + ` AS limited
 	FROM rota_users u WHERE u.user_id = ANY($1::text[]) AND NOT (SELECT f.fast FROM f)
 	ORDER BY u.user_id FOR NO KEY UPDATE) l`
 
-// sqlClaimServed is Claim's third statement ($1 now). On the free path it locks the users
-// sqlClaim claimed for (rota.locked, one each), in UserID order (one index scan of the
-// primary key, which sorts the array's IDs before it reads them), and fails with the error
-// errLimitsChanged recognizes when one of them is limited at now. On the locked path
-// (rota.fast false) it reads nothing.
-var sqlClaimServed = `SELECT CASE WHEN bool_or(l.limited) THEN current_setting('` + limitsChanged + `') END
-FROM (SELECT ` + limitedAt("u", "$1::timestamptz") + ` AS limited FROM rota_users u
-	WHERE u.user_id = ANY(current_setting('rota.locked', true)::text[]) AND current_setting('rota.fast', true)::bool
-	ORDER BY u.user_id FOR NO KEY UPDATE) l`
+// lockedWait is how long a Claim on the locked path waits for an entry another
+// transaction holds before it claims again, passing such entries over.
+const lockedWait = "1ms"
 
-// limitsChanged is the name of a setting nothing sets: reading it is how sqlClaimServed
-// fails the call, with an error that names it (errLimitsChanged).
+// errLockTimeout reports whether err is a lock wait that lock_timeout ended: on Claim's
+// locked path, sqlClaim's wait for an entry (see sqlClaimLock).
+func errLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03" // lock_not_available
+}
+
+// limitsChanged is the name of a setting nothing sets: reading it is how sqlClaim fails
+// the call, with an error that names it (errLimitsChanged).
 const limitsChanged = "rota.limits_changed_during_claim"
 
-// errLimitsChanged reports whether err is sqlClaimServed's failure: a user Claim's free
-// path claimed for was limited by the time it was locked.
+// errLimitsChanged reports whether err is sqlClaim's failure on the free path: a user it
+// claimed for was limited by the time it was locked.
 func errLimitsChanged(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42704" && strings.Contains(pgErr.Message, limitsChanged) // undefined_object
@@ -109,22 +118,36 @@ func hasLimits(u string) string {
 	return u + ".max_in_flight > 0 OR " + u + ".every > 0 OR " + u + ".weight > 1"
 }
 
-// sqlClaim is Claim's second statement (see above): $1 and $2 the keys' users and work
+// sqlClaim is Claim's claiming statement (see above): $1 and $2 the keys' users and work
 // keys, $3 now, $4 until, $5 now in nanoseconds (nanosOf), $6 whether the claims are
-// written started (claims for a localstart.Set).
+// written started (claims for a localstart.Set), $7 skip.
 //
 //   - lim: each limited user's allowance, from rota.lim_* and, for a user with a cap, its
 //     in-flight count (one index entry per claim in flight); none for a paused user;
-//   - k: the keys' rows visible at now, locked FOR UPDATE SKIP LOCKED by primary key; a
-//     row whose claim another transaction committed meanwhile is re-checked by the lock
-//     (READ COMMITTED) and dropped;
-//   - r: k and lim sorted together by user, each user's lim row first, so that a window
+//   - q: the keys sorted by (UserID, WorkKey), byte by byte as the primary key orders
+//     them, each with its place in $1 and $2 (ord, from 1);
+//   - k, on the locked path with skip only: q's rows visible at now, locked FOR UPDATE
+//     SKIP LOCKED by primary key; a row whose claim another transaction committed
+//     meanwhile is re-checked by the lock (READ COMMITTED) and dropped; v, on the locked
+//     path without skip: the same rows, unlocked;
+//   - r: k or v and lim sorted together by user, each user's lim row first, so that a window
 //     over the sort gives each key its user's allowance and its place among the user's
-//     locked keys, in the order of the keys, with no join;
+//     visible keys, in the order of the keys, with no join;
 //   - c: the keys within their users' allowances get a new token from rota_claim_token and
-//     their until; the others stay locked until the end of the call, unclaimed. When no
-//     user of the call is limited, every locked key is claimed and r is never run. Each
-//     claim comes back with its key's place in $1 and $2 (ord, from 1).
+//     their until, each row locked by its write (already, with skip) and re-checked after
+//     a wait; with skip, the others stay locked until the end of the call, unclaimed. When
+//     no user of the call is limited, r, k and v are never run: c writes q's rows that are
+//     visible at now, joined by a nested loop with q outside (hash and merge joins are
+//     off, sqlPlanSettings), so it locks each as it writes it, in q's order, with no lock
+//     of its own before the write. Each claim comes back with its key's ord;
+//   - served: the users c claimed for, with, on the locked path, their caps, their number
+//     of claims and whether any has a rate or a weight (heavy), which the one-time
+//     filters of the final SELECT name for sqlServe (rota.locked, rota.caps, rota.claimed,
+//     rota.heavy; on the free path only rota.locked, sqlServe reading the others as NULL);
+//   - l, on the free path only, after c (served waits for it): the rows of those users,
+//     locked in UserID order (one index scan of the primary key, which sorts the array's
+//     IDs before it reads them), whether each is limited at now; the second one-time
+//     filter fails the call when one is.
 var sqlClaim = `
 WITH lim AS MATERIALIZED (
 	SELECT l.user_id, l.m, CASE WHEN l.paused THEN 0 ELSE least(` + slotAllowance("l.m", inFlight("l.user_id", "$3::timestamptz")) + `,
@@ -133,41 +156,54 @@ WITH lim AS MATERIALIZED (
 		current_setting('rota.lim_every', true)::bigint[], current_setting('rota.lim_burst', true)::int[],
 		current_setting('rota.lim_mark', true)::numeric[], current_setting('rota.lim_paused', true)::bool[])
 		AS l(user_id, m, every, burst, mark, paused)
+), q AS MATERIALIZED (
+	SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(user_id, work_key, ord)
+	ORDER BY q.user_id COLLATE "C", q.work_key COLLATE "C"
 ), k AS MATERIALIZED (
-	SELECT d.user_id, d.work_key, d.claim_until AS ended, k.ord
-	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, work_key, ord)
-	JOIN rota_due d ON d.user_id = k.user_id AND d.work_key = k.work_key
-	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+	SELECT d.user_id, d.work_key, q.ord
+	FROM q JOIN rota_due d ON d.user_id = q.user_id AND d.work_key = q.work_key
+	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3) AND $7
 	FOR UPDATE OF d SKIP LOCKED
+), v AS (
+	SELECT d.user_id, d.work_key, q.ord
+	FROM q JOIN rota_due d ON d.user_id = q.user_id AND d.work_key = q.work_key
+	WHERE d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3) AND NOT $7
 ), r AS (
-	SELECT x.user_id, x.work_key, x.ended, x.ord, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
+	SELECT x.user_id, x.work_key, x.ord, x.head, first_value(x.allow) OVER w AS allow, first_value(x.m) OVER w AS m,
 		first_value(x.head) OVER w AS heavy, row_number() OVER w - CASE WHEN first_value(x.head) OVER w THEN 1 ELSE 0 END AS n
-	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
+	FROM (SELECT k.user_id, k.work_key, k.ord, false AS head, NULL::numeric AS allow, 0 AS m FROM k
 		UNION ALL
-		SELECT lim.user_id, NULL, NULL, 0, true, lim.allow, lim.m FROM lim) x
+		SELECT v.user_id, v.work_key, v.ord, false, NULL, 0 FROM v
+		UNION ALL
+		SELECT lim.user_id, NULL, 0, true, lim.allow, lim.m FROM lim) x
 	WINDOW w AS (PARTITION BY x.user_id ORDER BY x.head DESC, x.ord)
 ), c AS (
 	UPDATE rota_due d SET claim_token = nextval('rota_claim_token'), claim_until = $4, claim_started = $6
-	FROM (SELECT k.user_id, k.work_key, k.ended, k.ord, 0 AS m, false AS heavy FROM k WHERE NOT EXISTS (SELECT FROM lim)
+	FROM (SELECT q.user_id, q.work_key, q.ord, 0 AS m, false AS heavy FROM q WHERE NOT EXISTS (SELECT FROM lim)
 		UNION ALL
-		SELECT r.user_id, r.work_key, r.ended, r.ord, r.m, r.heavy FROM r
+		SELECT r.user_id, r.work_key, r.ord, r.m, r.heavy FROM r
 		WHERE EXISTS (SELECT FROM lim) AND NOT r.head AND (r.allow IS NULL OR r.n <= r.allow)) s
-	WHERE d.user_id = s.user_id AND d.work_key = s.work_key
-	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ended, s.ord, s.m, s.heavy
+	WHERE d.user_id = s.user_id AND d.work_key = s.work_key AND d.due_at <= $3 AND (d.claim_until IS NULL OR d.claim_until <= $3)
+	RETURNING ` + entryColumns + `, d.claim_token, d.claim_until, s.ord, s.m, s.heavy
+), served AS MATERIALIZED (
+	SELECT c.user_id, max(c.m) AS m, count(*) AS k, bool_or(c.heavy) AS heavy FROM c GROUP BY c.user_id
+), l AS (
+	SELECT ` + limitedAt("u", "$3::timestamptz") + ` AS limited FROM rota_users u
+	WHERE u.user_id = ANY(ARRAY(SELECT s.user_id FROM served s)) AND current_setting('rota.fast', true)::bool
+	ORDER BY u.user_id FOR NO KEY UPDATE
 )
 SELECT c.user_id, c.work_key, c.tier, c.due_at, c.last_run_at, c.miss_streak, c.error_streak, c.claim_token, c.claim_until, c.ord FROM c
 WHERE (SELECT set_config('rota.locked', coalesce(array_agg(s.user_id), '{}')::text, true) ||
-	set_config('rota.caps', coalesce(array_agg(s.m), '{}')::text, true) ||
-	set_config('rota.claimed', coalesce(array_agg(s.k), '{}')::text, true) ||
-	set_config('rota.reclaimed', coalesce(array_agg(s.reclaimed), '{}')::text, true) ||
-	set_config('rota.heavy', coalesce(array_agg(s.heavy), '{}')::text, true)
-	FROM (SELECT c.user_id, max(c.m) AS m, count(*) AS k, bool_or(c.ended IS NOT NULL) AS reclaimed, bool_or(c.heavy) AS heavy
-		FROM c GROUP BY c.user_id) s) IS NOT NULL`
+	set_config('rota.caps', coalesce(array_agg(s.m) FILTER (WHERE EXISTS (SELECT FROM lim)), '{}')::text, true) ||
+	set_config('rota.claimed', coalesce(array_agg(s.k) FILTER (WHERE EXISTS (SELECT FROM lim)), '{}')::text, true) ||
+	set_config('rota.heavy', coalesce(array_agg(s.heavy) FILTER (WHERE EXISTS (SELECT FROM lim)), '{}')::text, true)
+	FROM served s) IS NOT NULL
+  AND (SELECT CASE WHEN bool_or(l.limited) THEN current_setting('` + limitsChanged + `') END FROM l) IS NULL`
 
-// sqlServe is the third statement of Claim ($1 now, $2 until, $3 now in nanoseconds), with
-// a snapshot that sees the second one's claims. On each user the second one claimed for
-// (rota.locked, with its cap, its number of claims k and whether it claimed again an entry
-// whose claim had ended), all locked by the first, it sets LastServed to the later of
+// sqlServe is the last statement of Claim ($1 now, $2 until, $3 now in nanoseconds), with
+// a snapshot that sees sqlClaim's claims. On each user sqlClaim claimed for (rota.locked,
+// with its cap and its number of claims k, which are NULL on the free path, where no user
+// has a cap, a rate or a weight), all locked before, it sets LastServed to the later of
 // LastServed and now, ends the hold, moves the rate mark (newMark) and the stride position
 // (newPass, from the Turn before the call), drops its pause once it no longer counts (a
 // user is claimed only when not paused, so a pause ends with the serve), and sets free_at,
@@ -180,22 +216,23 @@ WHERE (SELECT set_config('rota.locked', coalesce(array_agg(s.user_id), '{}')::te
 // free_at is probed again (the claim took entries off the unclaimed ones), and slot_at
 // when the user has a cap. claim_end_at is the lesser of the stored one and $2 (until, the
 // end of every claim the call made: each claimed entry was due by now, before until),
-// except for users that claimed again an entry whose claim had ended: their stored
-// claim_end_at may be the end of a claim that was just replaced, and they are probed
-// again. The stored value is exact for everything but this call's own claims: every write
-// to a user's entries sets it under the user's row lock, which this transaction holds, and
-// a writer still in flight sets it again after this one.
+// unless the stored one is not after now: the user then had a claim that had ended, which
+// this call may have claimed again, so that the stored value may be the end of a claim
+// that was just replaced, and it is probed again. The stored value is exact for
+// everything but this call's own claims: every write to a user's entries sets it under
+// the user's row lock, which this transaction holds, and a writer still in flight sets it
+// again after this one.
 var sqlServe = `UPDATE rota_users u SET last_served = greatest(u.last_served, $1::timestamptz), held_until = NULL,
 		free_at = n.free_at, claim_end_at = ` + claimEndAtServed + `, slot_at = n.slot_at,
 		rate_mark = CASE WHEN n.heavy THEN n.mark ELSE u.rate_mark END, pass = ` + passServed + `,
 		paused_until = ` + pausedServed + `, pause_reason = CASE WHEN ` + pausedServed + ` IS NULL THEN '' ELSE u.pause_reason END,
 		turn = greatest(least(n.free_at, ` + claimEndAtServed + `), n.slot_at, CASE WHEN n.bound IS NOT NULL THEN ` + tsCeil("n.bound") + ` END,
 			` + pausedServed + `, ` + passServed + `)
-	FROM (SELECT k.user_id, k.reclaimed, k.heavy, ` + freeAtOfK + ` AS free_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at,
-			CASE WHEN k.reclaimed THEN ` + claimEndAtOfK + ` END AS claim_end_at, h.mark, h.pass, h.bound
+	FROM (SELECT k.user_id, k.heavy, ` + freeAtOfK + ` AS free_at, ` + slotAt("k.user_id", "k.m") + ` AS slot_at,
+			h.mark, h.pass, h.bound
 		FROM unnest(current_setting('rota.locked', true)::text[], current_setting('rota.caps', true)::int[],
-			current_setting('rota.claimed', true)::bigint[], current_setting('rota.reclaimed', true)::bool[],
-			current_setting('rota.heavy', true)::bool[]) AS k(user_id, m, k, reclaimed, heavy)
+			current_setting('rota.claimed', true)::bigint[],
+			current_setting('rota.heavy', true)::bool[]) AS k(user_id, m, k, heavy)
 		LEFT JOIN LATERAL (SELECT a.mark, b.pass, b.bound FROM rota_users o
 			CROSS JOIN LATERAL (SELECT ` + newMark("o.rate_mark", "o.every", "k.k", "$3::numeric") + ` AS mark,
 				CASE WHEN o.weight > 1 AND k.k < o.weight THEN ` + strideStart("o.turn", "o.last_served", "o.weight", "$1::timestamptz") + ` ELSE o.turn END AS t
@@ -207,10 +244,11 @@ var sqlServe = `UPDATE rota_users u SET last_served = greatest(u.last_served, $1
 	WHERE u.user_id = n.user_id`
 
 // claimEndAtServed, passServed and pausedServed are a served user's new claim_end_at,
-// stride position and pause in sqlServe; a user of weight 1 moves its pass to now, and a
+// stride position and pause in sqlServe; the probe of claim_end_at runs only for a user
+// whose stored one is not after now, a user of weight 1 moves its pass to now, and a
 // pause that the serve ends is dropped.
 var (
-	claimEndAtServed = `CASE WHEN n.reclaimed THEN n.claim_end_at ELSE least(u.claim_end_at, $2::timestamptz) END`
+	claimEndAtServed = `CASE WHEN u.claim_end_at <= $1::timestamptz THEN ` + claimEndAtOf("u.user_id") + ` ELSE least(u.claim_end_at, $2::timestamptz) END`
 	passServed       = `CASE WHEN n.heavy THEN n.pass ELSE greatest(u.pass, $1::timestamptz) END`
 	pausedServed     = pauseOf("u.paused_until", "greatest(u.last_served, $1::timestamptz)")
 )
@@ -219,9 +257,11 @@ var (
 // limits allow, until until, and returns their claims in the order of keys; for every
 // user it claimed an entry of, it sets LastServed to the later of LastServed and now,
 // moves the user's rate mark and stride position, and ends the user's hold. Keys that are
-// absent, invalid, not visible, beyond a limit, given twice, or whose row a concurrent
-// writer holds at that moment are skipped. A user's keys count against its limits in the
-// order they are given.
+// absent, invalid, not visible, beyond a limit or given twice are skipped, and so, when a
+// user of keys has a limit or a pause, are keys whose row a concurrent writer holds at
+// that moment; when none has, Claim waits for such a row and claims it if it is still
+// visible after that write. A user's keys count against its limits in the order they are
+// given.
 //
 // It is one round trip (see sqlClaimLock): the users' locks, the claim, then the claimed
 // users. Stored times have microsecond precision: until is rounded up to the next
@@ -250,9 +290,12 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 		return nil, ctx.Err()
 	}
 	local := localstart.From(ctx)
-	got, err := x.claim(ctx, users, works, now, until, true, local != nil)
+	got, err := x.claim(ctx, users, works, now, until, true, local != nil, false)
 	if errLimitsChanged(err) {
-		got, err = x.claim(ctx, users, works, now, until, false, local != nil)
+		got, err = x.claim(ctx, users, works, now, until, false, local != nil, false)
+	}
+	if errLockTimeout(err) {
+		got, err = x.claim(ctx, users, works, now, until, false, local != nil, true)
 	}
 	if err != nil {
 		return nil, interpret(ctx, "Index.Claim", err)
@@ -264,13 +307,12 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 // claim runs Claim's batch for the keys (users[i], works[i]), each given once, on the free
 // path when free allows it (see sqlClaimLock), and returns the claims in the order of the
 // keys; with started, the claims are written started.
-func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free, started bool) ([]duework.Claim, error) {
+func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free, started, skip bool) ([]duework.Claim, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)
-	b.Queue(sqlClaimLock, validUsers(users), now, free)
+	b.Queue(sqlClaimLock, validUsers(users), now, free, skip)
 	nowNs := nanosOf(now)
-	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs, started)
-	b.Queue(sqlClaimServed, now)
+	b.Queue(sqlClaim, users, works, now, ceilMicro(until), nowNs, started, skip)
 	b.Queue(sqlServe, now, ceilMicro(until), nowNs)
 	// The rows come in no particular order, each with its key's place (ord): they are put
 	// in their places, then closed up. The row's user ID and tier, which repeat, are read
