@@ -122,13 +122,15 @@ func validUsers(ids []string) []string {
 // under the same lock.
 //
 // Lock order, which makes every statement deadlock-free: user rows are locked in UserID
-// order, and no transaction waits for an entry row while it holds a user row. Writers lock
-// their entry rows first (several in (UserID, WorkKey) order) and their users after them;
-// Claim locks its users first, so that it decides on their limits under the lock, and then
-// takes entry rows only with SKIP LOCKED, which never waits; when none of its users has a
-// limit, it takes its entry rows first, with SKIP LOCKED, and its users after them, as a
-// writer (see sqlClaimLock). So a transaction that holds
-// a user waits only for a user that sorts after it, and no cycle of waits can form. Ready
+// order, and no transaction waits for an entry row while it holds a user row for longer
+// than a millisecond. Writers lock their entry rows first (several in (UserID, WorkKey)
+// order) and their users after them; Claim locks its users first when one of them has a
+// limit, so that it decides on their limits under the lock, and then waits for an entry
+// row at most lockedWait (lock_timeout), after which it takes entry rows only with SKIP
+// LOCKED, which never waits; when none of its users has a limit it is such a writer: it
+// writes its entry rows in (UserID, WorkKey) order and locks its users after them (see
+// sqlClaimLock). So a transaction that holds a user waits only for a user that sorts after
+// it or, that millisecond, for an entry, and no cycle of waits outlasts it. Ready
 // never waits at all (SKIP LOCKED on users, no entry locks). Pause and Resume lock one user
 // row and no entry; StartClaims locks entry rows only, in (UserID, WorkKey) order.
 
