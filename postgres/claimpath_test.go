@@ -52,15 +52,7 @@ const inClaimRows = "%WITH lim AS MATERIALIZED%"
 func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.Tx, keys []duework.Key, now time.Time, in string, during func()) []string {
 	t.Helper()
 	ctx := context.Background()
-	type result struct {
-		cs  []duework.Claim
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		cs, err := idx.Claim(ctx, keys, now, now.Add(time.Minute))
-		done <- result{cs, err}
-	}()
+	done := claimAsync(idx, keys, now)
 	waitForClaim(t, pool, tx, in)
 	select {
 	case r := <-done:
@@ -71,7 +63,30 @@ func claimBehind(t *testing.T, pool *pgxpool.Pool, idx *postgres.Index, tx pgx.T
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	return (<-done).workKeys(t)
+}
+
+// claimResult is what a Claim started by claimAsync returned.
+type claimResult struct {
+	cs  []duework.Claim
+	err error
+}
+
+// claimAsync starts Claim of keys from now for a minute in a goroutine, and returns where
+// its result will come.
+func claimAsync(idx *postgres.Index, keys []duework.Key, now time.Time) <-chan claimResult {
+	done := make(chan claimResult, 1)
+	go func() {
+		cs, err := idx.Claim(context.Background(), keys, now, now.Add(time.Minute))
+		done <- claimResult{cs, err}
+	}()
+	return done
+}
+
+// workKeys fails the test if the Claim failed, and otherwise returns the work keys it
+// claimed, in order.
+func (r claimResult) workKeys(t *testing.T) []string {
+	t.Helper()
 	if r.err != nil {
 		t.Fatalf("Claim: %v", r.err)
 	}
@@ -260,27 +275,12 @@ func TestClaimOfALimitedUserPassesAHeldEntryOver(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM rota_due WHERE user_id = 'u' AND work_key = 'b' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		cs  []duework.Claim
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		cs, err := idx.Claim(ctx, keys, t0, t0.Add(time.Minute))
-		done <- result{cs, err}
-	}()
-	var r result
+	var got []string
 	select {
-	case r = <-done:
+	case r := <-claimAsync(idx, keys, t0):
+		got = r.workKeys(t)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Claim still waits for the held entry after 10 s")
-	}
-	if r.err != nil {
-		t.Fatalf("Claim: %v", r.err)
-	}
-	var got []string
-	for _, c := range r.cs {
-		got = append(got, c.Entry.WorkKey)
 	}
 	if !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("Claim = %v; want a c, passing over b", got)
