@@ -139,11 +139,12 @@
 //     should one of them have gained a limit meanwhile the call starts again with the locks
 //     first (a user without limits is thus locked only while it is stamped, not for the
 //     whole claim); a last statement, whose snapshot sees every write committed before
-//     those locks, writes each user claimed for once: LastServed, the end of its hold, the rate mark,
-//     the stride position, free_at (one probe of the user's unclaimed entries), slot_at
-//     (for a user with a cap, up to that many index entries), claim_end_at (the earlier
-//     of the stored one and until, probed only for a user of which it claimed again an
-//     entry whose claim had ended) and Turn, dropping a pause the serve ends. It claims
+//     those locks, writes each user claimed for once: LastServed, the end of its hold, the
+//     rate mark, the stride position, free_at (one probe of the user's unclaimed entries),
+//     slot_at (for a user with a cap, up to that many index entries), claim_end_at (the
+//     earlier of the stored one and until, probed only when the stored one is not after
+//     now, as the call may then have claimed again the entry whose claim had ended) and
+//     Turn, dropping a pause the serve ends. It claims
 //     nothing of a user paused at its now. A claimer on any machine therefore never passes
 //     a cap, a rate or a pause, however stale its Ready.
 //   - CompleteMany and Unclaim are one statement for the whole batch (arrays unnested),
