@@ -306,7 +306,9 @@ func (x *Index) Claim(ctx context.Context, keys []duework.Key, now, until time.T
 
 // claim runs Claim's batch for the keys (users[i], works[i]), each given once, on the free
 // path when free allows it (see sqlClaimLock), and returns the claims in the order of the
-// keys; with started, the claims are written started.
+// keys; with started, the claims are written started; with skip (on the locked path), the
+// keys' rows are locked first with SKIP LOCKED, passing over those another transaction
+// holds, rather than each locked by its write (see sqlClaim).
 func (x *Index) claim(ctx context.Context, users, works []string, now, until time.Time, free, started, skip bool) ([]duework.Claim, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlPlanSettings + sqlSortOff)

@@ -241,12 +241,9 @@ func finishPage(page *duework.ReadyPage, read []duework.Entry, of []int32, caps 
 			h.Due, h.More = h.Due[:n:n], true
 		}
 	}
-	byTurn := func(a, b duework.Head) int {
+	slices.SortFunc(page.Heads, func(a, b duework.Head) int {
 		return cmp.Or(a.Turn.Compare(b.Turn), strings.Compare(a.UserID, b.UserID))
-	}
-	if !slices.IsSortedFunc(page.Heads, byTurn) {
-		slices.SortFunc(page.Heads, byTurn)
-	}
+	})
 }
 
 // sqlRoute is Route's write, after sqlLockUsers locked the users $1 in UserID order, with
